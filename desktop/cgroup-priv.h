@@ -1,0 +1,87 @@
+/* cgroup: resource limits for one jail, on cgroup v2 or v1.
+ *
+ * v2 is used when the unified hierarchy at the root has the memory, pids and
+ * cpu controllers available; otherwise the v1 controllers memory, pids and
+ * cpu are used, each in its own hierarchy. All jails live under a "deskgate"
+ * group in each hierarchy, as "jail-<slot>".
+ *
+ * Only the privileged process that creates jails may call these. Paths are
+ * bounded by PATH_MAX; every write is checked and its failure names the file.
+ */
+#ifndef DG_CGROUP_PRIV_H
+#define DG_CGROUP_PRIV_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "desktop/desktop.h"
+
+#define DG_CGROUP_ROOT_DEFAULT "/sys/fs/cgroup"
+#define DG_CGROUP_GROUP "deskgate"
+#define DG_CGROUP_PREFIX "jail-"
+/* CFS period used to express `cpus` as a quota. */
+#define DG_CGROUP_CPU_PERIOD_US 100000
+/* How long dg_cgroup_kill waits for a group to empty before giving up. */
+#define DG_CGROUP_KILL_TIMEOUT_MS 5000
+
+enum dg_cgroup_version { DG_CGROUP_V1 = 1, DG_CGROUP_V2 = 2 };
+
+/* Which hierarchies to use; found once by dg_cgroup_detect. */
+struct dg_cgroup_sys {
+	enum dg_cgroup_version version;
+	char v2_root[PATH_MAX];     /* v2: the unified mount */
+	char v1_memory[PATH_MAX];   /* v1: each controller's mount */
+	char v1_pids[PATH_MAX];
+	char v1_cpu[PATH_MAX];
+};
+
+/* One jail's group(s). */
+struct dg_cgroup {
+	enum dg_cgroup_version version;
+	char v2[PATH_MAX];          /* v2: <root>/deskgate/jail-N */
+	char memory[PATH_MAX];      /* v1: one directory per controller */
+	char pids[PATH_MAX];
+	char cpu[PATH_MAX];
+};
+
+/* Finds usable hierarchies under root (normally DG_CGROUP_ROOT_DEFAULT; tests
+ * pass a fake tree). Prefers v2 when it has memory, pids and cpu. Returns 0,
+ * or -ENOENT when neither a complete v2 nor the three v1 controllers exist. */
+int dg_cgroup_detect(const char *root, struct dg_cgroup_sys *sys, struct dg_err *err);
+
+/* Creates the group(s) for a jail named DG_CGROUP_PREFIX<slot> and writes the
+ * limits: memory (swap off), pids, cpu quota. A group of the same name left by
+ * a dead owner is killed and removed first. */
+int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
+		     struct dg_cgroup *cg, struct dg_err *err);
+
+/* Moves pid into the group(s). */
+int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err);
+
+/* Kills every process in the group(s) (cgroup.kill on v2, SIGKILL to each
+ * listed pid until empty on v1) and waits, bounded, until they are empty. */
+int dg_cgroup_kill(const struct dg_cgroup *cg, struct dg_err *err);
+
+/* Kills, then removes the group directories. Idempotent: missing groups are
+ * not an error. */
+int dg_cgroup_destroy(const struct dg_cgroup *cg, struct dg_err *err);
+
+/* What the group saw so far. */
+struct dg_cgroup_events {
+	uint64_t oom_kills;      /* processes killed by the memory limit */
+	uint64_t pids_max_hits;  /* forks refused at pids.max */
+};
+int dg_cgroup_read_events(const struct dg_cgroup *cg, struct dg_cgroup_events *ev,
+			  struct dg_err *err);
+
+/* Fills cg with the paths of the group for slot without touching the system
+ * (used by stale cleanup). */
+void dg_cgroup_paths(const struct dg_cgroup_sys *sys, uint32_t slot, struct dg_cgroup *cg);
+
+/* Calls fn for each jail-<slot> group found under the deskgate group(s). */
+int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys, int (*fn)(uint32_t slot, void *arg),
+			   void *arg);
+
+#endif

@@ -1,0 +1,97 @@
+/* desktop: the jail (namespaces, mounts, cgroups, seccomp) and what runs in it.
+ *
+ * One mechanism serves both code execution (`deskgate exec`, the `exec`
+ * action) and, later, the desktop itself. Only a privileged process (today the
+ * `deskgate exec` process itself, later the spawner) may call dg_jail_start:
+ * it creates cgroups and writes uid maps.
+ */
+#ifndef DG_DESKTOP_H
+#define DG_DESKTOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy/policy.h"
+
+/* Host uids/gids given to jails: slot N maps the jail's user to
+ * DG_JAIL_ID_BASE + N on the host. The range is far above ordinary and
+ * subordinate (/etc/subuid) ranges, so the ids own no files on the host. */
+#define DG_JAIL_ID_BASE 0x60000000u
+#define DG_JAIL_SLOTS 65536u
+
+/* The user the jailed program runs as, seen from inside. */
+#define DG_JAIL_INNER_UID 1000u
+#define DG_JAIL_INNER_GID 1000u
+#define DG_JAIL_HOME "/home/user"
+#define DG_JAIL_HOSTNAME "deskgate"
+
+/* Where jail slot locks live; overridable for tests with DESKGATE_RUN_DIR. */
+#define DG_RUN_DIR_DEFAULT "/run/deskgate"
+
+/* Second-line rlimits inside the jail. */
+#define DG_JAIL_NOFILE 4096
+/* Extra descriptors a caller may hand into a jail (as fds 3, 4, ...). */
+#define DG_JAIL_PASS_FDS_MAX 8
+/* Extra environment entries a caller may add (NAME=value each). */
+#define DG_JAIL_ENV_MAX 16
+#define DG_JAIL_ENV_ENTRY_MAX 4096
+
+struct dg_jail_spec {
+	const char *const *argv;          /* argv[0] is a path inside the jail */
+	const struct dg_limits *limits;
+	int stdin_fd, stdout_fd, stderr_fd; /* become 0, 1, 2 in the jail; -1: /dev/null */
+	const int *pass_fds;              /* become 3, 4, ... in the jail */
+	int n_pass_fds;
+	const char *const *env_extra;     /* NAME=value, added to the allowlist env */
+	const char *cwd;                  /* inside the jail; NULL: home */
+};
+
+/* A running jail. Owned by the process that started it: only that process
+ * may wait for, kill or destroy it. */
+struct dg_jail {
+	pid_t pid;          /* the jail's init, in the caller's pid namespace */
+	int pidfd;          /* pidfd of init; readable when it exits */
+	uint32_t slot;      /* host uid/gid = DG_JAIL_ID_BASE + slot */
+	int lock_fd;        /* flock held on the slot for the jail's life */
+	void *cgroup;       /* struct dg_cgroup *, owned */
+	bool reaped;
+	int status;         /* wait status of init once reaped */
+};
+
+/* What ended a jail, for the one-line reasons `exec` prints. */
+struct dg_jail_verdict {
+	bool oom_killed;     /* the memory cgroup killed something */
+	bool pids_capped;    /* a fork failed at the pids limit */
+	bool timed_out;      /* the wall-clock limit ended it (set by the caller) */
+};
+
+/* Starts argv in a fresh jail. Returns 0 and fills j, or a negative errno
+ * with err naming what failed (mount, cgroup, exec path, ...). */
+int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_err *err);
+
+/* Kills every process of the jail (init first, then the cgroup). Idempotent. */
+int dg_jail_kill(struct dg_jail *j);
+
+/* Reaps init if it has exited; returns 1 when reaped, 0 when still running. */
+int dg_jail_try_reap(struct dg_jail *j);
+
+/* Reads what the cgroup saw (OOM kills, pids cap hits). */
+int dg_jail_verdict(const struct dg_jail *j, struct dg_jail_verdict *v);
+
+/* Kills what is left, removes the cgroup, releases the slot. Idempotent;
+ * leaves no process, mount or cgroup behind. */
+int dg_jail_destroy(struct dg_jail *j);
+
+/* Removes jails whose owner died (its slot lock is free): kills their
+ * processes, removes their cgroups and lock files. Run at every start. */
+int dg_jail_cleanup_stale(struct dg_err *err);
+
+/* `deskgate exec`: runs argv in a jail under the limits, relays stdin, stdout
+ * and stderr (each output cut at limits->output_bytes), and returns the exit
+ * status to report: the command's own, 124 on the wall-clock limit, 137 when a
+ * limit killed it. Every limit hit is named in one line on stderr_fd. */
+int dg_exec_run(const struct dg_limits *limits, const char *const *argv, int stdin_fd,
+		int stdout_fd, int stderr_fd);
+
+#endif

@@ -1,0 +1,87 @@
+/* policy: the operator's policy file, compiled once and consulted per action.
+ *
+ * Today the file carries only its "limits" section (resource bounds of a
+ * jail); later sections (actions, urls, regions, keys, ...) extend the same
+ * file. Loading is strict: an unknown key or a bad value is an error whose
+ * message names the key, so a typo never silently weakens containment.
+ *
+ * Error convention (whole project): functions return 0 or a negative
+ * errno-style code; on error a human message is written to the caller's
+ * buffer (struct dg_err) saying what failed and on what.
+ */
+#ifndef DG_POLICY_H
+#define DG_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A fixed-size error message buffer, filled by the function that failed. */
+#define DG_ERR_MAX 512
+struct dg_err {
+	char msg[DG_ERR_MAX];
+};
+
+/* Formats msg into err (when err is not NULL) and returns code, which must be
+ * a negative errno value, so callers can write `return dg_err_set(...)`. */
+int dg_err_set(struct dg_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Bounds on what a policy may ask for. A value outside [MIN, MAX] is refused
+ * at load time with the key's name. */
+#define DG_POLICY_FILE_MAX (1024 * 1024) /* bytes of a policy file */
+#define DG_POLICY_VERSION 1
+
+#define DG_LIMIT_MEMORY_MB_MIN 16
+#define DG_LIMIT_MEMORY_MB_MAX (1024 * 1024)
+#define DG_LIMIT_PIDS_MIN 8
+#define DG_LIMIT_PIDS_MAX 65536
+#define DG_LIMIT_CPUS_MIN 0.01
+#define DG_LIMIT_CPUS_MAX 1024.0
+#define DG_LIMIT_SECONDS_MIN 1
+#define DG_LIMIT_SECONDS_MAX (7 * 24 * 3600)
+#define DG_LIMIT_OUTPUT_BYTES_MIN 1
+#define DG_LIMIT_OUTPUT_BYTES_MAX (1024ull * 1024 * 1024)
+#define DG_LIMIT_SCRATCH_MB_MIN 1
+#define DG_LIMIT_SCRATCH_MB_MAX (1024 * 1024)
+
+/* Built-in defaults, used when no policy file is given. */
+#define DG_LIMIT_DEFAULT_MEMORY_MB 512
+#define DG_LIMIT_DEFAULT_PIDS 128
+#define DG_LIMIT_DEFAULT_CPUS 1.0
+#define DG_LIMIT_DEFAULT_EXEC_SECONDS 30
+#define DG_LIMIT_DEFAULT_SESSION_SECONDS 3600
+#define DG_LIMIT_DEFAULT_OUTPUT_BYTES (1024 * 1024)
+#define DG_LIMIT_DEFAULT_SCRATCH_MB 256
+
+/* Resource bounds of one jail. scratch_mb caps the jail's writable space
+ * (/tmp and home share it) and must stay below memory_mb, because tmpfs pages
+ * are charged to the jail's memory cgroup and cannot be reclaimed without
+ * swap. */
+struct dg_limits {
+	uint64_t memory_mb;
+	uint32_t pids;
+	double cpus;
+	uint32_t exec_seconds;
+	uint32_t session_seconds;
+	uint64_t output_bytes;
+	uint64_t scratch_mb;
+};
+
+struct dg_policy {
+	int version;
+	struct dg_limits limits;
+};
+
+/* Fills p with the built-in default policy. */
+void dg_policy_default(struct dg_policy *p);
+
+/* Parses a policy from JSON text of len bytes. `origin` names the source in
+ * error messages (a path, or "<builtin>"). Returns 0 or -EINVAL, -E2BIG. */
+int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_policy *p,
+		    struct dg_err *err);
+
+/* Reads and parses the policy file at path (at most DG_POLICY_FILE_MAX bytes).
+ * Returns 0 or a negative errno (-ENOENT, -EINVAL, -E2BIG, ...). */
+int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err);
+
+#endif
