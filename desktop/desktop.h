@@ -57,6 +57,9 @@ struct dg_jail {
 	void *cgroup;       /* struct dg_cgroup *, owned */
 	bool reaped;
 	int status;         /* wait status of init once reaped */
+	int start_exit;     /* when dg_jail_start failed inside the jail: the exit
+			     * code to report (125 setup, 126 not executable,
+			     * 127 not found); 0 otherwise */
 };
 
 /* What ended a jail, for the one-line reasons `exec` prints. */
@@ -84,7 +87,8 @@ int dg_jail_verdict(const struct dg_jail *j, struct dg_jail_verdict *v);
 int dg_jail_destroy(struct dg_jail *j);
 
 /* Removes jails whose owner died (its slot lock is free): kills their
- * processes, removes their cgroups and lock files. Run at every start. */
+ * processes and removes their cgroups. Run at every start. Returns how many
+ * were removed, or a negative errno. */
 int dg_jail_cleanup_stale(struct dg_err *err);
 
 /* `deskgate exec`: runs argv in a jail under the limits, relays stdin, stdout

@@ -1,0 +1,37 @@
+# Sourced by .ci/up and .ci/test: installs the Debian packages deskgate needs
+# when they are missing (idempotent: nothing is fetched when all are there),
+# then configures and builds one build directory.
+set -euo pipefail
+
+DG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Build tools and libraries, then what runs inside jails and tests.
+DG_PACKAGES=(
+  cmake make gcc pkg-config
+  libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
+  libcriterion-dev libssl-dev libidn2-dev
+  tigervnc-standalone-server xterm chromium
+  python3 iproute2 curl ca-certificates
+)
+
+dg_install_missing() {
+  local missing=()
+  for p in "${DG_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if ((${#missing[@]})); then
+    echo "deskgate: installing ${missing[*]}"
+    [ "$(id -u)" = 0 ] || { echo "deskgate: run as root to install packages" >&2; exit 1; }
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+}
+
+# dg_build DIR [cmake options...]
+dg_build() {
+  local dir=$1; shift
+  cmake -S "$DG_ROOT" -B "$DG_ROOT/$dir" "$@" >/dev/null
+  cmake --build "$DG_ROOT/$dir" -j"$(nproc)"
+}

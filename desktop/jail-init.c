@@ -1,0 +1,265 @@
+/* The jail's init: PID 1 of the jail's pid namespace.
+ *
+ * It becomes the jail's user, builds the filesystem, confines itself (caps,
+ * seccomp), starts the command in a new session and then only reaps: it
+ * forwards termination signals to the command, and exits with the command's
+ * status when the command exits. Its exit tears down the pid namespace, so
+ * nothing the command daemonized survives it. It dies with its parent
+ * (PR_SET_PDEATHSIG) and is not dumpable, so the command cannot read the
+ * memory or environment it inherited from the privileged parent.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "desktop/jail-priv.h"
+#include "desktop/seccomp-priv.h"
+
+extern char **environ;
+
+/* Signals init passes on to the command's process group. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+__attribute__((noreturn)) static void report_and_exit(struct dg_jail_child *c, int code, int e,
+						      const struct dg_err *err)
+{
+	struct dg_jail_report rep;
+	memset(&rep, 0, sizeof(rep));
+	rep.err = e;
+	rep.exit_code = code;
+	snprintf(rep.msg, sizeof(rep.msg), "%s", err->msg);
+	/* One write of a small struct into a pipe is atomic. */
+	ssize_t k = write(c->report_fd, &rep, sizeof(rep));
+	(void)k;
+	_exit(code);
+}
+
+static int become_user(struct dg_err *err)
+{
+	/* Host root's supplementary groups would still grant access through
+	 * kgid 0; drop them while the namespace still allows setgroups. */
+	if (setgroups(0, NULL) != 0)
+		return dg_err_set(err, -errno, "jail: setgroups: %s", strerror(errno));
+	if (setresgid(DG_JAIL_INNER_GID, DG_JAIL_INNER_GID, DG_JAIL_INNER_GID) != 0)
+		return dg_err_set(err, -errno, "jail: setresgid %u: %s", DG_JAIL_INNER_GID,
+				  strerror(errno));
+	/* Inner uid 0 is unmapped, so leaving host uid 0 does not clear the
+	 * namespace capabilities still needed to build the filesystem. */
+	if (setresuid(DG_JAIL_INNER_UID, DG_JAIL_INNER_UID, DG_JAIL_INNER_UID) != 0)
+		return dg_err_set(err, -errno, "jail: setresuid %u: %s", DG_JAIL_INNER_UID,
+				  strerror(errno));
+	return 0;
+}
+
+static int set_limit(int res, rlim_t v, const char *name, struct dg_err *err)
+{
+	struct rlimit rl = {v, v};
+	if (setrlimit(res, &rl) != 0)
+		return dg_err_set(err, -errno, "jail: setrlimit %s: %s", name, strerror(errno));
+	return 0;
+}
+
+/* Second line behind the cgroup: no core dumps, no file larger than the
+ * scratch space, bounded descriptors and processes for the jail's uid. */
+static int set_rlimits(const struct dg_limits *lim, struct dg_err *err)
+{
+	int r;
+	if ((r = set_limit(RLIMIT_CORE, 0, "core", err)) ||
+	    (r = set_limit(RLIMIT_FSIZE, (rlim_t)lim->scratch_mb * 1024 * 1024, "fsize", err)) ||
+	    (r = set_limit(RLIMIT_NOFILE, DG_JAIL_NOFILE, "nofile", err)) ||
+	    (r = set_limit(RLIMIT_NPROC, lim->pids, "nproc", err)))
+		return r;
+	return 0;
+}
+
+/* The parent's environment strings sit in init's memory (it is a clone, not
+ * an exec); wipe them so /proc/1/environ shows nothing. */
+static void scrub_environ(void)
+{
+	for (char **e = environ; e && *e; e++)
+		memset(*e, 0, strlen(*e));
+	environ = NULL;
+}
+
+static int move_fd(int from, int to)
+{
+	if (from == to)
+		return fcntl(from, F_SETFD, 0);
+	return dup2(from, to) < 0 ? -1 : 0;
+}
+
+/* Places the caller's descriptors at 0, 1, 2, 3, ... and closes every other
+ * one but `keep` (the close-on-exec report pipe). Sources are first moved
+ * above every target so a later dup2 cannot clobber an earlier source. */
+static int arrange_fds(const struct dg_jail_spec *s, int keep)
+{
+	int src[3 + DG_JAIL_PASS_FDS_MAX];
+	int n = 3 + s->n_pass_fds;
+	src[0] = s->stdin_fd;
+	src[1] = s->stdout_fd;
+	src[2] = s->stderr_fd;
+	for (int i = 0; i < s->n_pass_fds; i++)
+		src[3 + i] = s->pass_fds[i];
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		int from = src[i] >= 0 ? src[i] : devnull;
+		src[i] = fcntl(from, F_DUPFD_CLOEXEC, n + 1);
+		if (src[i] < 0)
+			return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (move_fd(src[i], i) != 0)
+			return -1;
+	}
+	if (keep > n && syscall(SYS_close_range, n, keep - 1, 0) != 0)
+		return -1;
+	return syscall(SYS_close_range, keep + 1, ~0u, 0) == 0 ? 0 : -1;
+}
+
+/* Looks the command up in the jail's PATH when it has no slash, like a shell
+ * would, without a shell. */
+static int exec_command(const char *const *argv, char *const *envp)
+{
+	const char *name = argv[0];
+	if (strchr(name, '/')) {
+		execve(name, (char *const *)argv, envp);
+		return errno;
+	}
+	static const char *const path[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+	int saved = ENOENT;
+	for (size_t i = 0; i < sizeof(path) / sizeof(path[0]); i++) {
+		char full[PATH_MAX];
+		int k = snprintf(full, sizeof(full), "%s/%s", path[i], name);
+		if (k < 0 || (size_t)k >= sizeof(full))
+			return ENAMETOOLONG;
+		execve(full, (char *const *)argv, envp);
+		if (errno != ENOENT && errno != ENOTDIR)
+			saved = errno;
+	}
+	return saved;
+}
+
+__attribute__((noreturn)) static void command_main(struct dg_jail_child *c, int report_fd)
+{
+	struct dg_err err = {{0}};
+	const struct dg_jail_spec *s = c->spec;
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Ignored signals survive exec; the command starts with defaults. */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	/* A new session has no controlling terminal: TIOCSTI finds nothing to
+	 * inject into even before seccomp refuses it. */
+	if (setsid() < 0) {
+		dg_err_set(&err, -errno, "jail: setsid: %s", strerror(errno));
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
+	}
+	const char *cwd = s->cwd ? s->cwd : DG_JAIL_HOME;
+	if (chdir(cwd) != 0) {
+		dg_err_set(&err, -errno, "jail: chdir %s: %s", cwd, strerror(errno));
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
+	}
+	/* The report pipe must survive the shuffle: move it above the targets. */
+	int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 3 + DG_JAIL_PASS_FDS_MAX + 1);
+	if (rep >= 0)
+		c->report_fd = rep;
+	if (rep < 0 || arrange_fds(s, rep) != 0) {
+		dg_err_set(&err, -errno, "jail: arranging descriptors: %s", strerror(errno));
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
+	}
+	int e = exec_command(s->argv, c->env.vars);
+	dg_err_set(&err, -e, "cannot run \"%s\": %s", s->argv[0], strerror(e));
+	report_and_exit(c, e == ENOENT ? DG_JAIL_EXIT_NOTFOUND : DG_JAIL_EXIT_NOEXEC, e, &err);
+}
+
+static int wait_for_go(struct dg_jail_child *c)
+{
+	char b;
+	ssize_t k;
+	do
+		k = read(c->go_fd, &b, 1);
+	while (k < 0 && errno == EINTR);
+	close(c->go_fd);
+	return k == 1 ? 0 : -1;
+}
+
+static int confine_self(struct dg_jail_child *c, struct dg_err *err)
+{
+	int r;
+	if (prctl(PR_SET_DUMPABLE, 0) != 0)
+		return dg_err_set(err, -errno, "jail: PR_SET_DUMPABLE: %s", strerror(errno));
+	if (unshare(CLONE_NEWCGROUP) != 0)
+		return dg_err_set(err, -errno, "jail: unshare cgroup namespace: %s", strerror(errno));
+	if (sethostname(DG_JAIL_HOSTNAME, strlen(DG_JAIL_HOSTNAME)) != 0 ||
+	    setdomainname("", 0) != 0)
+		return dg_err_set(err, -errno, "jail: sethostname: %s", strerror(errno));
+	if ((r = dg_jail_mount_root(c->spec->limits, err)))
+		return r;
+	if ((r = set_rlimits(c->spec->limits, err)))
+		return r;
+	if ((r = dg_caps_drop_all(err)))
+		return r;
+	return dg_seccomp_install(err);
+}
+
+/* Reaps children until the command exits; returns the command's exit code
+ * (128 + signal when it was killed). */
+static int reap_until(pid_t cmd)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaddset(&set, forwarded[i]);
+	for (;;) {
+		int st;
+		pid_t p;
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (p == cmd)
+				return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		siginfo_t si;
+		int sig = sigwaitinfo(&set, &si);
+		if (sig > 0 && sig != SIGCHLD)
+			kill(-cmd, sig);
+	}
+}
+
+void dg_jail_init_main(struct dg_jail_child *c)
+{
+	struct dg_err err = {{0}};
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (wait_for_go(c) != 0)
+		_exit(DG_JAIL_EXIT_SETUP);
+	if (become_user(&err) != 0 || confine_self(c, &err) != 0)
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, EPERM, &err);
+	scrub_environ();
+
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	pid_t cmd = fork();
+	if (cmd < 0) {
+		dg_err_set(&err, -errno, "jail: fork: %s", strerror(errno));
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
+	}
+	if (cmd == 0)
+		command_main(c, c->report_fd);
+	/* Init needs no descriptor: the command holds what it was given. */
+	syscall(SYS_close_range, 0, ~0u, 0);
+	_exit(reap_until(cmd));
+}

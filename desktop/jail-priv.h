@@ -1,0 +1,69 @@
+/* Internals of the jail: what the cloned child needs to build its world.
+ *
+ * The child (the jail's init) is a clone of the privileged caller, so it gets
+ * this struct by copy of the address space: no pointer in it may refer to
+ * memory the caller frees before the child has started the command.
+ */
+#ifndef DG_JAIL_PRIV_H
+#define DG_JAIL_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "desktop/desktop.h"
+
+/* Where the new root is assembled inside the jail's private mount namespace
+ * before pivot_root; mounting over it there changes nothing on the host. */
+#define DG_JAIL_STAGE "/tmp"
+/* Size of the read-only root tmpfs (directories and symlinks only). */
+#define DG_JAIL_ROOT_SIZE "size=1m,nr_inodes=1024"
+#define DG_JAIL_ETC_SIZE "size=1m,nr_inodes=512"
+#define DG_JAIL_DEV_SIZE "size=64k,nr_inodes=64"
+/* Inodes of the scratch tmpfs per MiB of scratch_mb. */
+#define DG_JAIL_SCRATCH_INODES_PER_MB 256
+
+/* Exit codes of init when setup fails before the command runs. */
+#define DG_JAIL_EXIT_SETUP 125
+#define DG_JAIL_EXIT_NOEXEC 126
+#define DG_JAIL_EXIT_NOTFOUND 127
+
+/* Environment built for the jail: at most DG_JAIL_ENV_BASE fixed entries
+ * plus DG_JAIL_ENV_MAX from the caller. */
+#define DG_JAIL_ENV_BASE 12
+#define DG_JAIL_ENV_SLOTS (DG_JAIL_ENV_BASE + DG_JAIL_ENV_MAX + 1)
+#define DG_JAIL_ENV_COPY_MAX 64 /* length of LANG/TERM/TZ copied from the host */
+
+struct dg_jail_env {
+	char *vars[DG_JAIL_ENV_SLOTS];
+	char storage[DG_JAIL_ENV_SLOTS][DG_JAIL_ENV_ENTRY_MAX];
+	int n;
+};
+
+/* Everything init needs, prepared by the caller before clone. */
+struct dg_jail_child {
+	const struct dg_jail_spec *spec;
+	struct dg_jail_env env;
+	int go_fd;      /* read end: a byte once maps and cgroup are set; EOF = abort */
+	int report_fd;  /* write end, close-on-exec: an error record, or EOF at exec */
+};
+
+/* The record a child writes on report_fd when it cannot start the command. */
+struct dg_jail_report {
+	int err;          /* positive errno */
+	int exit_code;    /* DG_JAIL_EXIT_* */
+	char msg[DG_ERR_MAX];
+};
+
+/* Builds the allowlisted environment plus spec->env_extra. Returns 0 or
+ * -EINVAL naming a bad extra entry. */
+int dg_jail_env_build(const struct dg_jail_spec *spec, struct dg_jail_env *env,
+		      struct dg_err *err);
+
+/* Inside the jail's new namespaces: builds the root filesystem and pivots
+ * into it. Returns 0 or a negative errno with err naming the mount. */
+int dg_jail_mount_root(const struct dg_limits *lim, struct dg_err *err);
+
+/* Runs as PID 1 of the jail: never returns. */
+__attribute__((noreturn)) void dg_jail_init_main(struct dg_jail_child *c);
+
+#endif

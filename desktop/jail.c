@@ -1,0 +1,364 @@
+/* Starting, stopping and cleaning up jails (the privileged side).
+ *
+ * A jail is claimed by a slot: an flock on <run dir>/slots/<N>.lock held for
+ * the jail's life. The slot gives the jail its host uid/gid and its cgroup
+ * name, so a second deskgate process can never pick the same ones, and a
+ * slot whose lock is free but whose cgroup exists was left by a dead owner.
+ * Lock files are never unlinked, which keeps the claim free of races.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "desktop/cgroup-priv.h"
+#include "desktop/jail-priv.h"
+
+/* Namespaces created at clone; the cgroup namespace is entered by init after
+ * the parent has moved it into its cgroup, so that the group is its root. */
+#define DG_JAIL_CLONE_FLAGS \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+
+static const char *run_dir(void)
+{
+	const char *d = getenv("DESKGATE_RUN_DIR");
+	return d && d[0] == '/' ? d : DG_RUN_DIR_DEFAULT;
+}
+
+static int ensure_dir(const char *path, struct dg_err *err)
+{
+	if (mkdir(path, 0700) != 0 && errno != EEXIST)
+		return dg_err_set(err, -errno, "jail: mkdir %s: %s", path, strerror(errno));
+	return 0;
+}
+
+static int slots_dir(char *out, size_t n, struct dg_err *err)
+{
+	int r;
+	if ((r = ensure_dir(run_dir(), err)))
+		return r;
+	if ((size_t)snprintf(out, n, "%s/slots", run_dir()) >= n)
+		return dg_err_set(err, -ENAMETOOLONG, "jail: run dir path too long");
+	return ensure_dir(out, err);
+}
+
+/* Tries to take slot; returns the locked fd, -EWOULDBLOCK if taken. */
+static int slot_try(const char *dir, uint32_t slot, struct dg_err *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%u.lock", dir, slot);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return dg_err_set(err, -errno, "jail: open %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		close(fd);
+		if (e == EWOULDBLOCK)
+			return -EWOULDBLOCK;
+		return dg_err_set(err, -e, "jail: flock %s: %s", path, strerror(e));
+	}
+	return fd;
+}
+
+static int slot_claim(uint32_t *slot, struct dg_err *err)
+{
+	char dir[PATH_MAX];
+	int r = slots_dir(dir, sizeof(dir), err);
+	if (r)
+		return r;
+	for (uint32_t s = 0; s < DG_JAIL_SLOTS; s++) {
+		int fd = slot_try(dir, s, err);
+		if (fd >= 0) {
+			*slot = s;
+			return fd;
+		}
+		if (fd != -EWOULDBLOCK)
+			return fd;
+	}
+	return dg_err_set(err, -EAGAIN, "jail: all %u slots are in use", DG_JAIL_SLOTS);
+}
+
+static struct dg_cgroup_sys cgroup_sys;
+static int cgroup_sys_state; /* 0 unknown, 1 found, <0 error */
+
+static int cgroup_system(const struct dg_cgroup_sys **out, struct dg_err *err)
+{
+	if (cgroup_sys_state == 0) {
+		const char *root = getenv("DESKGATE_CGROUP_ROOT");
+		cgroup_sys_state = dg_cgroup_detect(root && root[0] == '/' ? root : DG_CGROUP_ROOT_DEFAULT,
+						    &cgroup_sys, err);
+		if (cgroup_sys_state == 0)
+			cgroup_sys_state = 1;
+		else
+			return cgroup_sys_state;
+	}
+	if (cgroup_sys_state < 0)
+		return dg_err_set(err, cgroup_sys_state, "jail: no usable cgroup hierarchy");
+	*out = &cgroup_sys;
+	return 0;
+}
+
+static int write_map(pid_t pid, const char *file, unsigned inner, unsigned outer, struct dg_err *err)
+{
+	char path[64], line[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	int n = snprintf(line, sizeof(line), "%u %u 1\n", inner, outer);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return dg_err_set(err, -errno, "jail: open %s: %s", path, strerror(errno));
+	ssize_t k = write(fd, line, (size_t)n);
+	int e = errno;
+	close(fd);
+	if (k != n)
+		return dg_err_set(err, k < 0 ? -e : -EIO, "jail: write %s: %s", path,
+				  strerror(k < 0 ? e : EIO));
+	return 0;
+}
+
+/* Reads the child's report: 0 when the pipe closed without one (the command
+ * was executed), else the child's negative errno with its message. */
+static int read_report(int fd, struct dg_jail_report *rep)
+{
+	ssize_t k;
+	do
+		k = read(fd, rep, sizeof(*rep));
+	while (k < 0 && errno == EINTR);
+	if (k == 0)
+		return 0;
+	if (k != (ssize_t)sizeof(*rep)) {
+		rep->err = EIO;
+		rep->exit_code = DG_JAIL_EXIT_SETUP;
+		snprintf(rep->msg, sizeof(rep->msg), "jail: init ended before starting the command");
+	}
+	rep->msg[sizeof(rep->msg) - 1] = '\0';
+	return -(rep->err ? rep->err : EIO);
+}
+
+static void close_pair(int p[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (p[i] >= 0)
+			close(p[i]);
+		p[i] = -1;
+	}
+}
+
+static int clone_init(struct dg_jail_child *child, pid_t *pid, struct dg_err *err)
+{
+	/* A fork-like clone: no new stack, the child runs on a copy of ours. */
+	long p = syscall(SYS_clone, DG_JAIL_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL, 0);
+	if (p < 0)
+		return dg_err_set(err, -errno, "jail: clone: %s", strerror(errno));
+	if (p == 0)
+		dg_jail_init_main(child);
+	*pid = (pid_t)p;
+	return 0;
+}
+
+/* Everything between clone and "go": uid/gid maps and the cgroup. */
+static int prepare_child(struct dg_jail *j, struct dg_err *err)
+{
+	uint32_t host_id = DG_JAIL_ID_BASE + j->slot;
+	int r;
+	if ((r = write_map(j->pid, "uid_map", DG_JAIL_INNER_UID, host_id, err)) ||
+	    (r = write_map(j->pid, "gid_map", DG_JAIL_INNER_GID, host_id, err)))
+		return r;
+	return dg_cgroup_attach(j->cgroup, j->pid, err);
+}
+
+static int create_cgroup(struct dg_jail *j, const struct dg_limits *lim, struct dg_err *err)
+{
+	const struct dg_cgroup_sys *sys;
+	int r = cgroup_system(&sys, err);
+	if (r)
+		return r;
+	struct dg_cgroup *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return dg_err_set(err, -ENOMEM, "jail: out of memory");
+	if ((r = dg_cgroup_create(sys, j->slot, lim, cg, err))) {
+		free(cg);
+		return r;
+	}
+	j->cgroup = cg;
+	return 0;
+}
+
+static void jail_reset(struct dg_jail *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->pid = -1;
+	j->pidfd = -1;
+	j->lock_fd = -1;
+}
+
+int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_err *err)
+{
+	jail_reset(j);
+	if (!spec->argv || !spec->argv[0] || !spec->argv[0][0])
+		return dg_err_set(err, -EINVAL, "jail: no command given");
+	if (spec->n_pass_fds < 0 || spec->n_pass_fds > DG_JAIL_PASS_FDS_MAX)
+		return dg_err_set(err, -EINVAL, "jail: %d descriptors to pass (at most %d)",
+				  spec->n_pass_fds, DG_JAIL_PASS_FDS_MAX);
+	/* Large (the environment storage): kept off the stack. */
+	struct dg_jail_child *child = calloc(1, sizeof(*child));
+	if (!child)
+		return dg_err_set(err, -ENOMEM, "jail: out of memory");
+	int go[2] = {-1, -1}, rep[2] = {-1, -1};
+	int r = dg_jail_env_build(spec, &child->env, err);
+	if (r)
+		goto out;
+	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
+		r = dg_err_set(err, -errno, "jail: pipe: %s", strerror(errno));
+		goto out;
+	}
+	child->spec = spec;
+	child->go_fd = go[0];
+	child->report_fd = rep[1];
+	if ((r = slot_claim(&j->slot, err)) < 0)
+		goto out;
+	j->lock_fd = r;
+	if ((r = create_cgroup(j, spec->limits, err)) || (r = clone_init(child, &j->pid, err)))
+		goto fail;
+	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
+	if (j->pidfd < 0) {
+		r = dg_err_set(err, -errno, "jail: pidfd_open: %s", strerror(errno));
+		goto fail;
+	}
+	close(go[0]);
+	close(rep[1]);
+	go[0] = rep[1] = -1;
+	if ((r = prepare_child(j, err)))
+		goto fail;
+	if (write(go[1], "g", 1) != 1) {
+		r = dg_err_set(err, -errno, "jail: starting init: %s", strerror(errno));
+		goto fail;
+	}
+	struct dg_jail_report report;
+	if ((r = read_report(rep[0], &report))) {
+		dg_err_set(err, r, "%s", report.msg);
+		j->start_exit = report.exit_code;
+		goto fail;
+	}
+	r = 0;
+	goto out;
+fail:
+	dg_jail_destroy(j);
+out:
+	close_pair(go);
+	close_pair(rep);
+	free(child);
+	return r;
+}
+
+int dg_jail_kill(struct dg_jail *j)
+{
+	if (j->pidfd >= 0 && !j->reaped)
+		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+	if (j->cgroup) {
+		struct dg_err err;
+		return dg_cgroup_kill(j->cgroup, &err);
+	}
+	return 0;
+}
+
+int dg_jail_try_reap(struct dg_jail *j)
+{
+	if (j->reaped)
+		return 1;
+	if (j->pid <= 0)
+		return 1;
+	pid_t p = waitpid(j->pid, &j->status, WNOHANG);
+	if (p == j->pid) {
+		j->reaped = true;
+		return 1;
+	}
+	if (p < 0 && errno == ECHILD) {
+		j->reaped = true;
+		return 1;
+	}
+	return 0;
+}
+
+int dg_jail_verdict(const struct dg_jail *j, struct dg_jail_verdict *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (!j->cgroup)
+		return 0;
+	struct dg_cgroup_events ev;
+	struct dg_err err;
+	int r = dg_cgroup_read_events(j->cgroup, &ev, &err);
+	if (r)
+		return r;
+	v->oom_killed = ev.oom_kills > 0;
+	v->pids_capped = ev.pids_max_hits > 0;
+	return 0;
+}
+
+int dg_jail_destroy(struct dg_jail *j)
+{
+	int r = 0;
+	dg_jail_kill(j);
+	if (j->pid > 0 && !j->reaped) {
+		while (waitpid(j->pid, &j->status, 0) < 0 && errno == EINTR)
+			;
+		j->reaped = true;
+	}
+	if (j->cgroup) {
+		struct dg_err err;
+		r = dg_cgroup_destroy(j->cgroup, &err);
+		free(j->cgroup);
+		j->cgroup = NULL;
+	}
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	if (j->lock_fd >= 0)
+		close(j->lock_fd);
+	j->pidfd = j->lock_fd = -1;
+	return r;
+}
+
+struct stale_ctx {
+	const struct dg_cgroup_sys *sys;
+	char dir[PATH_MAX];
+	int removed;
+	int first_error;
+	struct dg_err *err;
+};
+
+static int clean_slot(uint32_t slot, void *arg)
+{
+	struct stale_ctx *ctx = arg;
+	int fd = slot_try(ctx->dir, slot, ctx->err);
+	if (fd < 0)
+		return 0; /* alive, or unreadable: not ours to touch */
+	struct dg_cgroup cg;
+	dg_cgroup_paths(ctx->sys, slot, &cg);
+	int r = dg_cgroup_destroy(&cg, ctx->err);
+	if (r && !ctx->first_error)
+		ctx->first_error = r;
+	if (!r)
+		ctx->removed++;
+	close(fd);
+	return 0;
+}
+
+int dg_jail_cleanup_stale(struct dg_err *err)
+{
+	struct stale_ctx ctx = {.err = err};
+	int r;
+	if ((r = cgroup_system(&ctx.sys, err)) || (r = slots_dir(ctx.dir, sizeof(ctx.dir), err)))
+		return r;
+	if ((r = dg_cgroup_foreach_jail(ctx.sys, clean_slot, &ctx)))
+		return r;
+	return ctx.first_error ? ctx.first_error : ctx.removed;
+}
