@@ -25,6 +25,12 @@
 #define DG_CGROUP_CPU_PERIOD_US 100000
 /* How long dg_cgroup_kill waits for a group to empty before giving up. */
 #define DG_CGROUP_KILL_TIMEOUT_MS 5000
+/* Smallest CFS quota the kernel accepts; smaller `cpus` are raised to it. */
+#define DG_CGROUP_CPU_QUOTA_MIN_US 1000
+/* How long removing an emptied group is retried while the kernel says EBUSY. */
+#define DG_CGROUP_RMDIR_TIMEOUT_MS 1000
+/* Most bytes read from any one cgroup file (cgroup.procs of a full group). */
+#define DG_CGROUP_READ_MAX (64 * 1024)
 
 enum dg_cgroup_version { DG_CGROUP_V1 = 1, DG_CGROUP_V2 = 2 };
 

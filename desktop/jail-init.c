@@ -243,6 +243,8 @@ void dg_jail_init_main(struct dg_jail_child *c)
 {
 	struct dg_err err = {{0}};
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	close(c->parent_fds[0]);
+	close(c->parent_fds[1]);
 	if (wait_for_go(c) != 0)
 		_exit(DG_JAIL_EXIT_SETUP);
 	if (become_user(&err) != 0 || confine_self(c, &err) != 0)

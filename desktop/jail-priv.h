@@ -45,6 +45,8 @@ struct dg_jail_child {
 	struct dg_jail_env env;
 	int go_fd;      /* read end: a byte once maps and cgroup are set; EOF = abort */
 	int report_fd;  /* write end, close-on-exec: an error record, or EOF at exec */
+	int parent_fds[2]; /* the parent's ends of both pipes, closed by the child
+			    * first so that the parent's death reads as EOF */
 };
 
 /* The record a child writes on report_fd when it cannot start the command. */

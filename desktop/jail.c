@@ -224,6 +224,8 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 	child->spec = spec;
 	child->go_fd = go[0];
 	child->report_fd = rep[1];
+	child->parent_fds[0] = go[1];
+	child->parent_fds[1] = rep[0];
 	if ((r = slot_claim(&j->slot, err)) < 0)
 		goto out;
 	j->lock_fd = r;
