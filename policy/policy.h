@@ -42,7 +42,7 @@ int dg_err_set(struct dg_err *err, int code, const char *fmt, ...)
 #define DG_LIMIT_OUTPUT_BYTES_MIN 1
 #define DG_LIMIT_OUTPUT_BYTES_MAX (1024ull * 1024 * 1024)
 #define DG_LIMIT_SCRATCH_MB_MIN 1
-#define DG_LIMIT_SCRATCH_MB_MAX (1024 * 1024)
+#define DG_LIMIT_SCRATCH_MB_MAX (1024 * 1024 - 1) /* must stay below memory_mb */
 
 /* Built-in defaults, used when no policy file is given. */
 #define DG_LIMIT_DEFAULT_MEMORY_MB 512

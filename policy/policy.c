@@ -1,0 +1,446 @@
+/* policy: loading and checking the operator's policy file.
+ *
+ * The file is read whole (bounded by DG_POLICY_FILE_MAX), parsed strictly by
+ * jansson, then walked section by section. Every refusal names the origin
+ * and the key so an operator can fix a typo instead of running with a weaker
+ * policy than intended. On any error the caller's struct dg_policy is left
+ * untouched: a half-applied policy is never observable.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "policy/policy.h"
+
+/* What one parse carries around: where the text came from (for messages) and
+ * where the first error goes. */
+struct pctx {
+	const char *origin;
+	struct dg_err *err;
+};
+
+/* Records "policy <origin>: <message>" and returns -EINVAL: every content
+ * error is the operator's to fix, so they share one code. */
+static int fail(struct pctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct pctx *c, const char *fmt, ...)
+{
+	char msg[DG_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return dg_err_set(c->err, -EINVAL, "policy %s: %s", c->origin, msg);
+}
+
+/* Copies untrusted bytes (keys, jansson's "near '...'" excerpts) into out so
+ * they cannot forge or garble a log line: control bytes and non-ASCII become
+ * \xNN, and with quoted set '"' and '\\' are escaped too. Input beyond max
+ * bytes is cut and marked with "...". out is always NUL-terminated; a buffer
+ * of SHOW_LEN(max) bytes never truncates further. */
+#define SHOW_LEN(max) ((max) * 4 + 4)
+#define SHOW_KEY_MAX 64
+static void show_bytes(const char *in, size_t max, bool quoted, char *out, size_t out_len)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+	out[0] = '\0';
+	for (size_t i = 0; s[i]; i++) {
+		char piece[8];
+		if (i == max)
+			snprintf(piece, sizeof(piece), "...");
+		else if (s[i] < 0x20 || s[i] >= 0x7f)
+			snprintf(piece, sizeof(piece), "\\x%02x", s[i]);
+		else if (quoted && (s[i] == '"' || s[i] == '\\'))
+			snprintf(piece, sizeof(piece), "\\%c", s[i]);
+		else
+			snprintf(piece, sizeof(piece), "%c", s[i]);
+		size_t n = strlen(piece);
+		if (o + n >= out_len)
+			break;
+		memcpy(out + o, piece, n + 1);
+		o += n;
+		if (i == max)
+			break;
+	}
+}
+
+/* Formats d with the fewest significant digits that read back as d, so a
+ * message shows "0.01" rather than "0.010000000000000000208". */
+static void show_real(double d, char *out, size_t out_len)
+{
+	if (!isfinite(d)) {
+		snprintf(out, out_len, "%s", isnan(d) ? "NaN" : d < 0 ? "-Infinity" : "Infinity");
+		return;
+	}
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(out, out_len, "%.*g", prec, d);
+		if (strtod(out, NULL) == d)
+			return;
+	}
+}
+
+/* Describes a JSON value for a message: scalars as they would be written
+ * (a real always shows a point or exponent, so "128.0 is not an integer"
+ * does not read as "128 is not an integer"), containers by kind only. */
+#define SHOW_VALUE_MAX (SHOW_LEN(SHOW_KEY_MAX) + 2)
+static void show_value(const json_t *v, char *out, size_t out_len)
+{
+	char esc[SHOW_LEN(SHOW_KEY_MAX)];
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		snprintf(out, out_len, "an object");
+		break;
+	case JSON_ARRAY:
+		snprintf(out, out_len, "an array");
+		break;
+	case JSON_STRING:
+		show_bytes(json_string_value(v), SHOW_KEY_MAX, true, esc, sizeof(esc));
+		snprintf(out, out_len, "\"%s\"", esc);
+		break;
+	case JSON_INTEGER:
+		snprintf(out, out_len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		break;
+	case JSON_REAL:
+		show_real(json_real_value(v), out, out_len);
+		if (isfinite(json_real_value(v)) && !strpbrk(out, ".e"))
+			strncat(out, ".0", out_len - strlen(out) - 1);
+		break;
+	case JSON_TRUE:
+		snprintf(out, out_len, "true");
+		break;
+	case JSON_FALSE:
+		snprintf(out, out_len, "false");
+		break;
+	case JSON_NULL:
+		snprintf(out, out_len, "null");
+		break;
+	}
+}
+
+/* ---- limits ------------------------------------------------------------ */
+
+/* One key of "limits". Integer keys are stored by the width of their field;
+ * "cpus" alone is fractional. The bounds come from policy.h so the header is
+ * the single statement of what a policy may ask for. */
+struct limit_field {
+	const char *key;
+	size_t offset;
+	size_t size;
+	bool real;
+	long long imin, imax;
+	double rmin, rmax;
+};
+
+#define LIMIT_INT(name, lo, hi)                                                            \
+	{ #name, offsetof(struct dg_limits, name), sizeof(((struct dg_limits *)0)->name),   \
+	  false, (lo), (hi), 0, 0 }
+#define LIMIT_REAL(name, lo, hi)                                                           \
+	{ #name, offsetof(struct dg_limits, name), sizeof(((struct dg_limits *)0)->name),   \
+	  true, 0, 0, (lo), (hi) }
+
+static const struct limit_field limit_fields[] = {
+	LIMIT_INT(memory_mb, DG_LIMIT_MEMORY_MB_MIN, DG_LIMIT_MEMORY_MB_MAX),
+	LIMIT_INT(pids, DG_LIMIT_PIDS_MIN, DG_LIMIT_PIDS_MAX),
+	LIMIT_REAL(cpus, DG_LIMIT_CPUS_MIN, DG_LIMIT_CPUS_MAX),
+	LIMIT_INT(exec_seconds, DG_LIMIT_SECONDS_MIN, DG_LIMIT_SECONDS_MAX),
+	LIMIT_INT(session_seconds, DG_LIMIT_SECONDS_MIN, DG_LIMIT_SECONDS_MAX),
+	LIMIT_INT(output_bytes, DG_LIMIT_OUTPUT_BYTES_MIN, (long long)DG_LIMIT_OUTPUT_BYTES_MAX),
+	LIMIT_INT(scratch_mb, DG_LIMIT_SCRATCH_MB_MIN, DG_LIMIT_SCRATCH_MB_MAX),
+};
+#define N_LIMIT_FIELDS (sizeof(limit_fields) / sizeof(limit_fields[0]))
+
+/* parse_limit stores integers by field width; a field of another width
+ * would be written wrongly, so refuse to build instead. */
+#define LIMIT_WIDTH(name) sizeof(((struct dg_limits *)0)->name)
+#define ASSERT_INT_WIDTH(name)                                                             \
+	_Static_assert(LIMIT_WIDTH(name) == 4 || LIMIT_WIDTH(name) == 8, #name " width")
+ASSERT_INT_WIDTH(memory_mb);
+ASSERT_INT_WIDTH(pids);
+ASSERT_INT_WIDTH(exec_seconds);
+ASSERT_INT_WIDTH(session_seconds);
+ASSERT_INT_WIDTH(output_bytes);
+ASSERT_INT_WIDTH(scratch_mb);
+_Static_assert(LIMIT_WIDTH(cpus) == sizeof(double), "cpus is the one real-valued limit");
+
+/* Index of key in limit_fields, or N_LIMIT_FIELDS when it is not a limit. */
+static size_t limit_index(const char *key)
+{
+	size_t i = 0;
+	while (i < N_LIMIT_FIELDS && strcmp(limit_fields[i].key, key) != 0)
+		i++;
+	return i;
+}
+
+/* Checks one value against its field and stores it. Integer fields take only
+ * JSON integers: 128.0 or 1e2 is refused rather than rounded, because a
+ * policy that needs rounding was probably not written as intended. */
+static int parse_limit(struct pctx *c, const struct limit_field *f, const json_t *v,
+		       struct dg_limits *l)
+{
+	char val[SHOW_VALUE_MAX], lo[32], hi[32];
+	show_value(v, val, sizeof(val));
+	char *dst = (char *)l + f->offset;
+
+	if (f->real) {
+		show_real(f->rmin, lo, sizeof(lo));
+		show_real(f->rmax, hi, sizeof(hi));
+		if (!json_is_number(v))
+			return fail(c, "limits.%s: %s is not a number; allowed: a number in [%s, %s]",
+				    f->key, val, lo, hi);
+		double d = json_number_value(v);
+		/* jansson never yields NaN or an infinity today; isfinite keeps the
+		 * range check from depending on that. */
+		if (!isfinite(d) || d < f->rmin || d > f->rmax)
+			return fail(c, "limits.%s: %s is out of range [%s, %s]", f->key, val, lo,
+				    hi);
+		memcpy(dst, &d, sizeof(d));
+		return 0;
+	}
+
+	if (!json_is_integer(v))
+		return fail(c, "limits.%s: %s is not an integer; allowed: an integer in [%lld, %lld]",
+			    f->key, val, f->imin, f->imax);
+	json_int_t n = json_integer_value(v);
+	if (n < f->imin || n > f->imax)
+		return fail(c, "limits.%s: %s is out of range [%lld, %lld]", f->key, val, f->imin,
+			    f->imax);
+	if (f->size == sizeof(uint32_t)) {
+		uint32_t u = (uint32_t)n;
+		memcpy(dst, &u, sizeof(u));
+	} else {
+		uint64_t u = (uint64_t)n;
+		memcpy(dst, &u, sizeof(u));
+	}
+	return 0;
+}
+
+/* "limits": every key optional; an absent key keeps its built-in default.
+ * The cross-check runs on the effective values, defaults included, since a
+ * file that lowers only memory_mb can still leave scratch_mb too large. */
+static int parse_limits(struct pctx *c, const json_t *v, struct dg_policy *p)
+{
+	if (!json_is_object(v)) {
+		char val[SHOW_VALUE_MAX];
+		show_value(v, val, sizeof(val));
+		return fail(c, "limits: %s is not an object", val);
+	}
+	bool given[N_LIMIT_FIELDS] = { false };
+	const char *key;
+	json_t *item;
+	json_object_foreach((json_t *)v, key, item) {
+		size_t i = limit_index(key);
+		if (i == N_LIMIT_FIELDS) {
+			char k[SHOW_LEN(SHOW_KEY_MAX)];
+			show_bytes(key, SHOW_KEY_MAX, true, k, sizeof(k));
+			return fail(c, "unknown key \"limits.%s\"", k);
+		}
+		int rc = parse_limit(c, &limit_fields[i], item, &p->limits);
+		if (rc)
+			return rc;
+		given[i] = true;
+	}
+
+	const struct dg_limits *l = &p->limits;
+	if (l->scratch_mb >= l->memory_mb) {
+		/* Saying which side is a default spares the operator hunting for a
+		 * key the file does not contain. */
+		bool scratch_given = given[limit_index("scratch_mb")];
+		bool memory_given = given[limit_index("memory_mb")];
+		return fail(c,
+			    "limits.scratch_mb (%llu%s) must be less than limits.memory_mb (%llu%s): "
+			    "the jail's tmpfs pages are charged to its memory cgroup",
+			    (unsigned long long)l->scratch_mb, scratch_given ? "" : ", default",
+			    (unsigned long long)l->memory_mb, memory_given ? "" : ", default");
+	}
+	return 0;
+}
+
+/* ---- top level --------------------------------------------------------- */
+
+/* Top-level sections other than "version". A later section adds one row
+ * here; a section absent from the file leaves what dg_policy_default set.
+ * Parsers may assume the version has already been checked. */
+struct section {
+	const char *key;
+	int (*parse)(struct pctx *c, const json_t *v, struct dg_policy *p);
+};
+
+static const struct section sections[] = {
+	{ "limits", parse_limits },
+};
+#define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
+
+/* "version" is checked before anything else, so a file written for another
+ * format is refused for its version rather than for whichever of its keys
+ * this build happens not to know. */
+static int parse_version(struct pctx *c, const json_t *root, struct dg_policy *p)
+{
+	const json_t *v = json_object_get(root, "version");
+	if (!v)
+		return fail(c, "missing required key \"version\" (this build reads version %d)",
+			    DG_POLICY_VERSION);
+	if (!json_is_integer(v) || json_integer_value(v) != DG_POLICY_VERSION) {
+		char val[SHOW_VALUE_MAX];
+		show_value(v, val, sizeof(val));
+		return fail(c, "version: %s is not supported; allowed: the integer %d", val,
+			    DG_POLICY_VERSION);
+	}
+	p->version = DG_POLICY_VERSION;
+	return 0;
+}
+
+void dg_policy_default(struct dg_policy *p)
+{
+	*p = (struct dg_policy){
+		.version = DG_POLICY_VERSION,
+		.limits = {
+			.memory_mb = DG_LIMIT_DEFAULT_MEMORY_MB,
+			.pids = DG_LIMIT_DEFAULT_PIDS,
+			.cpus = DG_LIMIT_DEFAULT_CPUS,
+			.exec_seconds = DG_LIMIT_DEFAULT_EXEC_SECONDS,
+			.session_seconds = DG_LIMIT_DEFAULT_SESSION_SECONDS,
+			.output_bytes = DG_LIMIT_DEFAULT_OUTPUT_BYTES,
+			.scratch_mb = DG_LIMIT_DEFAULT_SCRATCH_MB,
+		},
+	};
+}
+
+static int parse_root(struct pctx *c, const json_t *root, struct dg_policy *p)
+{
+	if (!json_is_object(root)) {
+		char val[SHOW_VALUE_MAX];
+		show_value(root, val, sizeof(val));
+		return fail(c, "the top level is %s; a policy is an object", val);
+	}
+	int rc = parse_version(c, root, p);
+	if (rc)
+		return rc;
+
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)root, key, v) {
+		if (strcmp(key, "version") == 0)
+			continue;
+		size_t i = 0;
+		while (i < N_SECTIONS && strcmp(sections[i].key, key) != 0)
+			i++;
+		if (i == N_SECTIONS) {
+			char k[SHOW_LEN(SHOW_KEY_MAX)];
+			show_bytes(key, SHOW_KEY_MAX, true, k, sizeof(k));
+			return fail(c, "unknown key \"%s\" at top level", k);
+		}
+		rc = sections[i].parse(c, v, p);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_policy *p,
+		    struct dg_err *err)
+{
+	struct pctx c = { .origin = origin ? origin : "<unnamed>", .err = err };
+	if (len > DG_POLICY_FILE_MAX)
+		return dg_err_set(err, -E2BIG, "policy %s: %zu bytes is more than the limit of %d",
+				  c.origin, len, DG_POLICY_FILE_MAX);
+	if (len == 0)
+		return fail(&c, "the file is empty; a policy needs at least {\"version\": %d}",
+			    DG_POLICY_VERSION);
+
+	/* Strict decoding: duplicate keys are refused (otherwise the last one
+	 * silently wins, so a reviewer reading the first would be misled).
+	 * Flags deliberately left out: JSON_DISABLE_EOF_CHECK (its absence is what
+	 * makes trailing data after the object an error), JSON_DECODE_ANY (a
+	 * scalar is never a policy), JSON_ALLOW_NUL (no key or value needs NUL),
+	 * JSON_DECODE_INT_AS_REAL (integer limits must stay integers). */
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		char why[SHOW_LEN(JSON_ERROR_TEXT_LENGTH)];
+		show_bytes(jerr.text, JSON_ERROR_TEXT_LENGTH, false, why, sizeof(why));
+		return fail(&c, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+			    why);
+	}
+
+	struct dg_policy next;
+	dg_policy_default(&next);
+	int rc = parse_root(&c, root, &next);
+	json_decref(root);
+	if (rc == 0)
+		*p = next;
+	return rc;
+}
+
+/* Reads at most DG_POLICY_FILE_MAX + 1 bytes: one more than allowed is
+ * enough to know the file is too large without trusting st_size, which can
+ * change between fstat and read. Only regular files are accepted, so a path
+ * naming a FIFO or device can neither block startup nor stream forever. */
+int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		return dg_err_set(err, -e, "policy %s: %s", path, strerror(e));
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return dg_err_set(err, -e, "policy %s: fstat: %s", path, strerror(e));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		return dg_err_set(err, -EISDIR, "policy %s: %s", path, strerror(EISDIR));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return dg_err_set(err, -EINVAL, "policy %s: not a regular file", path);
+	}
+	if (st.st_size > DG_POLICY_FILE_MAX) {
+		close(fd);
+		return dg_err_set(err, -E2BIG, "policy %s: %lld bytes is more than the limit of %d",
+				  path, (long long)st.st_size, DG_POLICY_FILE_MAX);
+	}
+
+	const size_t cap = (size_t)DG_POLICY_FILE_MAX + 1;
+	char *buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return dg_err_set(err, -ENOMEM, "policy %s: %s", path, strerror(ENOMEM));
+	}
+	size_t len = 0;
+	while (len < cap) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			free(buf);
+			close(fd);
+			return dg_err_set(err, -e, "policy %s: read: %s", path, strerror(e));
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+
+	int rc;
+	if (len > DG_POLICY_FILE_MAX)
+		rc = dg_err_set(err, -E2BIG, "policy %s: more than the limit of %d bytes", path,
+				DG_POLICY_FILE_MAX);
+	else
+		rc = dg_policy_parse(buf, len, path, p, err);
+	free(buf);
+	return rc;
+}
