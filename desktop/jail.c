@@ -23,6 +23,7 @@
 
 #include "desktop/cgroup-priv.h"
 #include "desktop/jail-priv.h"
+#include "desktop/seccomp-priv.h"
 
 /* Namespaces created at clone; the cgroup namespace is entered by init after
  * the parent has moved it into its cgroup, so that the group is its root. */
@@ -229,7 +230,9 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 	if ((r = slot_claim(&j->slot, err)) < 0)
 		goto out;
 	j->lock_fd = r;
-	if ((r = create_cgroup(j, spec->limits, err)) || (r = clone_init(child, &j->pid, err)))
+	/* The filter is compiled once per process, so each init only loads it. */
+	if ((r = dg_seccomp_prepare(err)) || (r = create_cgroup(j, spec->limits, err)) ||
+	    (r = clone_init(child, &j->pid, err)))
 		goto fail;
 	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
 	if (j->pidfd < 0) {

@@ -185,7 +185,7 @@ static int count_jail_processes(char *what, size_t what_len)
 	while ((e = readdir(d))) {
 		if (e->d_name[0] < '0' || e->d_name[0] > '9')
 			continue;
-		char path[64];
+		char path[300]; /* d_name is up to 255 bytes */
 		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
 		struct stat st;
 		if (stat(path, &st) == 0 && st.st_uid >= DG_JAIL_ID_BASE &&
@@ -230,4 +230,227 @@ int dg_test_leftovers(char *what, size_t what_len)
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
 		n += count_jail_cgroups(dirs[i], what, what_len);
 	return n;
+}
+
+/* ---- Containment probe battery ---- */
+
+const char *dg_test_probe_bytes(size_t *len)
+{
+	static char *bytes;
+	static size_t n;
+	if (!bytes) {
+		int fd = open(DG_PROBE, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0)
+			abort();
+		bytes = malloc((size_t)st.st_size);
+		if (!bytes)
+			abort();
+		while (n < (size_t)st.st_size) {
+			ssize_t k = read(fd, bytes + n, (size_t)st.st_size - n);
+			if (k <= 0)
+				abort();
+			n += (size_t)k;
+		}
+		close(fd);
+	}
+	*len = n;
+	return bytes;
+}
+
+const char **dg_test_probe_jail_argv(const char *policy_path, const char *const *probe_argv,
+				     const char **argv, size_t cap)
+{
+	size_t n = 0;
+	argv[n++] = DG_BIN;
+	argv[n++] = "exec";
+	if (policy_path) {
+		argv[n++] = "--policy";
+		argv[n++] = policy_path;
+	}
+	argv[n++] = "--";
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	argv[n++] = DG_TEST_PROBE_SH;
+	argv[n++] = "sh";
+	for (size_t i = 0; probe_argv[i]; i++) {
+		if (n + 1 >= cap)
+			abort();
+		argv[n++] = probe_argv[i];
+	}
+	argv[n] = NULL;
+	return argv;
+}
+
+int dg_test_probe_jail(const char *policy_path, const char *const *envp, int extra_fd,
+		       double timeout_s, const char *const *probe_argv, struct dg_run *r)
+{
+	const char *argv[64];
+	size_t len;
+	const char *bytes = dg_test_probe_bytes(&len);
+	dg_test_probe_jail_argv(policy_path, probe_argv, argv, 64);
+	return dg_test_run(argv, envp, bytes, len, timeout_s, extra_fd, r);
+}
+
+int dg_test_probe_host(const char *const *envp, int extra_fd, double timeout_s,
+		       const char *const *probe_argv, struct dg_run *r)
+{
+	const char *argv[64];
+	size_t n = 0;
+	argv[n++] = DG_PROBE;
+	for (size_t i = 0; probe_argv[i]; i++) {
+		if (n + 1 >= 64)
+			abort();
+		argv[n++] = probe_argv[i];
+	}
+	argv[n] = NULL;
+	return dg_test_run(argv, envp, NULL, 0, timeout_s, extra_fd, r);
+}
+
+int dg_test_verdict(const char *text, char *line, size_t len)
+{
+	static const char *const words[] = {"CONTAINED ", "LEAKED ", "ERROR "};
+	int kind = -1;
+	line[0] = '\0';
+	const char *p = text;
+	while (p && *p) {
+		const char *eol = strchr(p, '\n');
+		size_t l = eol ? (size_t)(eol - p) : strlen(p);
+		for (int i = 0; i < 3; i++)
+			if (strncmp(p, words[i], strlen(words[i])) == 0) {
+				kind = i;
+				snprintf(line, len, "%.*s", (int)l, p);
+			}
+		p = eol ? eol + 1 : NULL;
+	}
+	return kind;
+}
+
+int dg_test_start(const char *const *argv, const char *const *envp, const char *stdin_data,
+		  size_t stdin_len, int extra_fd, struct dg_proc *p)
+{
+	int in[2], out[2], err[2];
+	memset(p, 0, sizeof(*p));
+	p->r.out = calloc(1, 1);
+	p->r.err = calloc(1, 1);
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return -errno;
+	p->start = dg_test_now();
+	p->pid = fork();
+	if (p->pid < 0)
+		return -errno;
+	if (p->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		if (extra_fd >= 0)
+			fcntl(extra_fd, F_SETFD, 0);
+		signal(SIGPIPE, SIG_DFL);
+		execve(argv[0], (char *const *)argv, envp ? (char *const *)envp : environ);
+		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	p->in = in[1];
+	p->out = out[0];
+	p->err = err[0];
+	p->stdin_data = stdin_data;
+	p->stdin_len = stdin_data ? stdin_len : 0;
+	if (p->stdin_len == 0) {
+		close(p->in);
+		p->in = -1;
+	} else {
+		fcntl(p->in, F_SETFL, O_NONBLOCK);
+	}
+	return 0;
+}
+
+/* One round of relaying, waiting at most ms. */
+static void proc_relay(struct dg_proc *p, int ms)
+{
+	struct pollfd f[3] = {{p->out, POLLIN, 0}, {p->err, POLLIN, 0}, {p->in, POLLOUT, 0}};
+	if (poll(f, 3, ms) <= 0)
+		return;
+	char buf[65536];
+	for (int i = 0; i < 2; i++) {
+		if (f[i].fd < 0 || !(f[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t k = read(f[i].fd, buf, sizeof(buf));
+		if (k > 0) {
+			if (i == 0)
+				append(&p->r.out, &p->r.out_len, buf, (size_t)k);
+			else
+				append(&p->r.err, &p->r.err_len, buf, (size_t)k);
+		} else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
+			close(f[i].fd);
+			if (i == 0)
+				p->out = -1;
+			else
+				p->err = -1;
+		}
+	}
+	if (p->in >= 0 && (f[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+		ssize_t k = write(p->in, p->stdin_data + p->stdin_off, p->stdin_len - p->stdin_off);
+		if (k > 0)
+			p->stdin_off += (size_t)k;
+		if (p->stdin_off >= p->stdin_len || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+			close(p->in);
+			p->in = -1;
+		}
+	}
+}
+
+int dg_test_pump(struct dg_proc *p, const char *needle, double timeout_s)
+{
+	double end = dg_test_now() + timeout_s;
+	while (!strstr(p->r.out, needle)) {
+		double left = end - dg_test_now();
+		if (left <= 0 || (p->out < 0 && p->err < 0))
+			return 0;
+		proc_relay(p, (int)(left * 1000) + 1);
+	}
+	return 1;
+}
+
+int dg_test_finish(struct dg_proc *p, double timeout_s, struct dg_run *r)
+{
+	double end = dg_test_now() + timeout_s;
+	while (p->out >= 0 || p->err >= 0 || p->in >= 0) {
+		double left = end - dg_test_now();
+		if (left <= 0) {
+			kill(p->pid, SIGKILL);
+			p->r.timed_out = 1;
+			break;
+		}
+		proc_relay(p, (int)(left * 1000) + 1);
+	}
+	if (p->out >= 0)
+		close(p->out);
+	if (p->err >= 0)
+		close(p->err);
+	if (p->in >= 0)
+		close(p->in);
+	p->out = p->err = p->in = -1;
+	waitpid(p->pid, &p->r.status, 0);
+	p->r.seconds = dg_test_now() - p->start;
+	p->r.exit_code = WIFEXITED(p->r.status) ? WEXITSTATUS(p->r.status)
+						: 128 + WTERMSIG(p->r.status);
+	*r = p->r;
+	memset(&p->r, 0, sizeof(p->r));
+	return 0;
+}
+
+void dg_test_rm_tmp(char *path)
+{
+	if (!path)
+		return;
+	unlink(path);
+	char *slash = strrchr(path, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(path);
+	}
+	free(path);
 }

@@ -1,0 +1,726 @@
+/* cgroup: resource limits for one jail, on cgroup v2 or v1 (see cgroup-priv.h).
+ *
+ * Files that hold settings are opened with O_CREAT. On cgroupfs that changes
+ * nothing (an existing file is opened, a missing one is refused), and it lets
+ * the same code fill a plain directory tree, which is how the tests check what
+ * is written. Control files (cgroup.procs, cgroup.kill) are never created.
+ */
+#include "desktop/cgroup-priv.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Longest waits between looks at a group that is emptying: short first,
+ * since a killed process is usually gone within a fraction of a millisecond.
+ * The wait ends early when the process being watched exits. */
+#define WAIT_FIRST_US 200
+#define WAIT_MAX_US 10000
+
+/* Buffer for the small files (controller lists, event counters). */
+#define SMALL_FILE_MAX 4096
+
+#define CONTROLLERS_ENABLE "+memory +pids +cpu"
+
+static const char *const needed_controllers[] = {"memory", "pids", "cpu"};
+#define N_CONTROLLERS (sizeof(needed_controllers) / sizeof(needed_controllers[0]))
+
+/* ---- paths and files ---- */
+
+/* out (PATH_MAX bytes) = dir/name; -ENAMETOOLONG when it does not fit. */
+static int join(char *out, const char *dir, const char *name)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
+	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+static int too_long(struct dg_err *err, const char *dir, const char *name)
+{
+	return dg_err_set(err, -ENAMETOOLONG, "cgroup path too long: %s/%s", dir, name);
+}
+
+static int fail_errno(struct dg_err *err, int e, const char *what, const char *path)
+{
+	return dg_err_set(err, -e, "%s %s: %s", what, path, strerror(e));
+}
+
+/* Reads at most cap - 1 bytes of path into buf and NUL-terminates it.
+ * Returns the length or -errno. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t len = 0;
+	while (len + 1 < cap) {
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return (ssize_t)len;
+}
+
+/* True when word is one of the whitespace-separated words of list. */
+static bool has_word(const char *list, const char *word)
+{
+	size_t wl = strlen(word);
+	for (const char *p = list; *p;) {
+		p += strspn(p, " \t\n");
+		size_t l = strcspn(p, " \t\n");
+		if (l == wl && memcmp(p, word, wl) == 0)
+			return true;
+		p += l;
+	}
+	return false;
+}
+
+enum write_kind {
+	W_CONTROL,  /* must exist; never created */
+	W_SETTING,  /* must exist on cgroupfs; created in a plain tree */
+	W_OPTIONAL, /* like W_SETTING, but absence is not an error */
+};
+
+/* After open(O_CREAT) failed with e: true when the file is simply not there
+ * (cgroupfs refuses to create with EACCES). */
+static bool is_absent(const char *path, int e)
+{
+	if (e == ENOENT)
+		return true;
+	return e == EACCES && access(path, F_OK) < 0 && errno == ENOENT;
+}
+
+/* Writes value to dir/name in one write(2), as cgroup files require.
+ * Returns 0, 1 when a W_OPTIONAL file does not exist, or -errno with err
+ * naming the file. */
+static int write_file(const char *dir, const char *name, const char *value, enum write_kind kind,
+		      struct dg_err *err)
+{
+	char path[PATH_MAX];
+	if (join(path, dir, name))
+		return too_long(err, dir, name);
+	int fd = open(path, O_WRONLY | O_CLOEXEC | (kind == W_CONTROL ? 0 : O_CREAT), 0644);
+	if (fd < 0) {
+		int e = errno;
+		if (is_absent(path, e)) {
+			if (kind == W_OPTIONAL)
+				return 1;
+			e = ENOENT;
+		}
+		return fail_errno(err, e, "opening", path);
+	}
+	size_t len = strlen(value);
+	ssize_t n;
+	do
+		n = write(fd, value, len);
+	while (n < 0 && errno == EINTR);
+	int e = n < 0 ? errno : (size_t)n != len ? EIO : 0;
+	close(fd);
+	if (e)
+		return dg_err_set(err, -e, "writing \"%s\" to %s: %s", value, path, strerror(e));
+	return 0;
+}
+
+/* ---- waiting ---- */
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct backoff {
+	uint64_t deadline_us;
+	uint64_t step_us;
+	pid_t exited; /* last pid whose pidfd said it exited */
+};
+
+static void backoff_start(struct backoff *b, unsigned timeout_ms)
+{
+	b->deadline_us = now_us() + (uint64_t)timeout_ms * 1000u;
+	b->step_us = WAIT_FIRST_US;
+	b->exited = 0;
+}
+
+/* Waits for the next, longer step, or until pid (when > 0) exits, whichever
+ * comes first. A pid seen to exit is not watched again (a zombie that stays
+ * listed would make every wait return at once): then the step is slept. False
+ * (without waiting) once the deadline has passed. */
+static bool backoff_wait(struct backoff *b, pid_t pid)
+{
+	uint64_t now = now_us();
+	if (now >= b->deadline_us)
+		return false;
+	uint64_t us = b->step_us < b->deadline_us - now ? b->step_us : b->deadline_us - now;
+	struct timespec ts = {.tv_sec = (time_t)(us / 1000000u), .tv_nsec = (long)(us % 1000000u) * 1000};
+	b->step_us = b->step_us * 2 < WAIT_MAX_US ? b->step_us * 2 : WAIT_MAX_US;
+	bool watch = pid > 0 && pid != b->exited;
+	int fd = watch ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (fd >= 0) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (ppoll(&p, 1, &ts, NULL) > 0)
+			b->exited = pid;
+		close(fd);
+	} else if (watch && errno == ESRCH) {
+		b->exited = pid;
+	} else {
+		nanosleep(&ts, NULL);
+	}
+	return true;
+}
+
+/* ---- killing and removing one group directory ---- */
+
+/* Counts the processes listed in dir/cgroup.procs, sending each SIGKILL when
+ * send is set; *last is the last one listed. At most DG_CGROUP_READ_MAX bytes
+ * are looked at; callers loop until the count is 0, so a longer list is
+ * finished on a later pass. A missing group counts as empty. Returns the
+ * count or -errno. */
+static int scan_procs(const char *dir, bool send, pid_t *last, struct dg_err *err)
+{
+	char path[PATH_MAX], buf[SMALL_FILE_MAX];
+	if (join(path, dir, "cgroup.procs"))
+		return too_long(err, dir, "cgroup.procs");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : fail_errno(err, errno, "opening", path);
+	int count = 0, r = 0;
+	long pid = 0;
+	size_t total = 0;
+	pid_t self = getpid();
+	while (r == 0 && total < DG_CGROUP_READ_MAX) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = fail_errno(err, errno, "reading", path);
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+		for (ssize_t i = 0; i < n && r == 0; i++) {
+			char c = buf[i];
+			if (c >= '0' && c <= '9') {
+				pid = pid > INT32_MAX / 10 ? INT32_MAX : pid * 10 + (c - '0');
+				continue;
+			}
+			if (c != '\n' || pid <= 0 || pid >= INT32_MAX) {
+				pid = 0;
+				continue;
+			}
+			count++;
+			*last = (pid_t)pid;
+			if (pid == self)
+				r = dg_err_set(err, -EDEADLK, "%s lists the caller itself (pid %ld)", path, pid);
+			else if (send && kill((pid_t)pid, SIGKILL) < 0 && errno != ESRCH)
+				r = fail_errno(err, errno, "killing a process of", path);
+			pid = 0;
+		}
+	}
+	close(fd);
+	return r < 0 ? r : count;
+}
+
+/* Kills everything in the group at dir and waits, bounded by
+ * DG_CGROUP_KILL_TIMEOUT_MS, until cgroup.procs is empty. On v2 cgroup.kill is
+ * used when the kernel has it (it also catches processes forking meanwhile);
+ * otherwise each listed pid gets SIGKILL, pass after pass. An empty or missing
+ * group returns at once. */
+static int kill_dir(const char *dir, bool v2, struct dg_err *err)
+{
+	if (!dir[0])
+		return 0;
+	bool send = !v2, tried_kill_file = !v2;
+	pid_t last = 0;
+	struct backoff b;
+	backoff_start(&b, DG_CGROUP_KILL_TIMEOUT_MS);
+	for (;;) {
+		int n = scan_procs(dir, send, &last, err);
+		if (n <= 0)
+			return n;
+		if (!tried_kill_file) {
+			tried_kill_file = true;
+			send = write_file(dir, "cgroup.kill", "1", W_CONTROL, NULL) != 0;
+			continue;
+		}
+		if (!backoff_wait(&b, last))
+			return dg_err_set(err, -ETIMEDOUT, "%d processes still in %s after %d ms", n,
+					  dir, DG_CGROUP_KILL_TIMEOUT_MS);
+	}
+}
+
+/* Removes the (emptied) group at dir. A missing one is fine; EBUSY, which the
+ * kernel may report while the last processes finish exiting, is retried for
+ * DG_CGROUP_RMDIR_TIMEOUT_MS. */
+static int remove_dir(const char *dir, struct dg_err *err)
+{
+	if (!dir[0])
+		return 0;
+	struct backoff b;
+	backoff_start(&b, DG_CGROUP_RMDIR_TIMEOUT_MS);
+	for (;;) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return 0;
+		int e = errno;
+		if (e != EBUSY || !backoff_wait(&b, 0))
+			return fail_errno(err, e, "removing", dir);
+	}
+}
+
+static int destroy_dir(const char *dir, bool v2, struct dg_err *err)
+{
+	int r = kill_dir(dir, v2, err);
+	return r < 0 ? r : remove_dir(dir, err);
+}
+
+/* Creates dir; one that exists already is fine (shared parents). */
+static int make_dir(const char *dir, struct dg_err *err)
+{
+	if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+		return 0;
+	return fail_errno(err, errno, "creating", dir);
+}
+
+/* Creates a new, empty group at dir. A group of that name left by a dead owner
+ * is killed and removed first. */
+static int make_fresh(const char *dir, bool v2, struct dg_err *err)
+{
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return fail_errno(err, errno, "creating", dir);
+	int r = destroy_dir(dir, v2, err);
+	if (r < 0)
+		return r;
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	return fail_errno(err, errno, "creating", dir);
+}
+
+/* ---- detection ---- */
+
+/* Empty when root is a usable v2 hierarchy; else why not, in why. */
+static void check_v2(const char *root, char *why, size_t why_len)
+{
+	char path[PATH_MAX], list[SMALL_FILE_MAX], missing[64] = "";
+	struct statfs sf;
+	bool mounted = statfs(root, &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+	why[0] = '\0';
+	if (join(path, root, "cgroup.controllers")) {
+		snprintf(why, why_len, "path too long");
+		return;
+	}
+	ssize_t n = read_small(path, list, sizeof(list));
+	if (n < 0) {
+		snprintf(why, why_len, "%s cgroup.controllers (%s)",
+			 mounted ? "cannot read" : "not a cgroup2 mount and no", strerror((int)-n));
+		return;
+	}
+	for (size_t i = 0; i < N_CONTROLLERS; i++) {
+		if (!has_word(list, needed_controllers[i])) {
+			strcat(missing, " ");
+			strcat(missing, needed_controllers[i]);
+		}
+	}
+	if (missing[0])
+		snprintf(why, why_len, "controller(s)%s missing from cgroup.controllers", missing);
+}
+
+/* Fills sys->v1_* when root has the v1 memory, pids and cpu hierarchies;
+ * else says which are missing in why. */
+static void check_v1(const char *root, struct dg_cgroup_sys *sys, char *why, size_t why_len)
+{
+	char *dirs[N_CONTROLLERS] = {sys->v1_memory, sys->v1_pids, sys->v1_cpu};
+	char procs[PATH_MAX], missing[64] = "";
+	bool long_path = false;
+	for (size_t i = 0; i < N_CONTROLLERS; i++) {
+		if (join(dirs[i], root, needed_controllers[i]) || join(procs, dirs[i], "cgroup.procs")) {
+			long_path = true;
+			continue;
+		}
+		if (access(procs, F_OK) < 0) {
+			strcat(missing, " ");
+			strcat(missing, needed_controllers[i]);
+		}
+	}
+	why[0] = '\0';
+	if (long_path)
+		snprintf(why, why_len, "path too long");
+	else if (missing[0])
+		snprintf(why, why_len, "controller(s)%s missing (no <controller>/cgroup.procs)",
+			 missing);
+}
+
+int dg_cgroup_detect(const char *root, struct dg_cgroup_sys *sys, struct dg_err *err)
+{
+	char why2[DG_ERR_MAX], why1[DG_ERR_MAX];
+	if (!root)
+		root = DG_CGROUP_ROOT_DEFAULT;
+	memset(sys, 0, sizeof(*sys));
+	if (strlen(root) >= sizeof(sys->v2_root))
+		return dg_err_set(err, -ENAMETOOLONG, "cgroup root %.64s... is too long", root);
+	check_v2(root, why2, sizeof(why2));
+	if (!why2[0]) {
+		sys->version = DG_CGROUP_V2;
+		strcpy(sys->v2_root, root);
+		return 0;
+	}
+	check_v1(root, sys, why1, sizeof(why1));
+	if (!why1[0]) {
+		sys->version = DG_CGROUP_V1;
+		return 0;
+	}
+	memset(sys, 0, sizeof(*sys));
+	return dg_err_set(err, -ENOENT, "no usable cgroup hierarchy under %s: v2: %s; v1: %s", root,
+			  why2, why1);
+}
+
+/* ---- creation ---- */
+
+/* The limits as the text written to the cgroup files. */
+struct limit_text {
+	char memory[24];   /* bytes */
+	char pids[16];
+	char quota[24];    /* microseconds per period */
+	char period[16];
+	char cpu_max[48];  /* v2 cpu.max: "<quota> <period>" */
+};
+
+static int format_limits(const struct dg_limits *lim, struct limit_text *t, struct dg_err *err)
+{
+	if (!lim || lim->memory_mb == 0 || lim->memory_mb > (UINT64_MAX >> 20))
+		return dg_err_set(err, -EINVAL, "cgroup: memory limit out of range");
+	if (lim->pids == 0)
+		return dg_err_set(err, -EINVAL, "cgroup: pids limit must be at least 1");
+	if (!isfinite(lim->cpus) || lim->cpus <= 0 || lim->cpus > DG_LIMIT_CPUS_MAX)
+		return dg_err_set(err, -EINVAL, "cgroup: cpus must be in (0, %g]", DG_LIMIT_CPUS_MAX);
+	double q = lim->cpus * DG_CGROUP_CPU_PERIOD_US + 0.5;
+	uint64_t quota = q < DG_CGROUP_CPU_QUOTA_MIN_US ? DG_CGROUP_CPU_QUOTA_MIN_US : (uint64_t)q;
+	snprintf(t->memory, sizeof(t->memory), "%" PRIu64, lim->memory_mb << 20);
+	snprintf(t->pids, sizeof(t->pids), "%" PRIu32, lim->pids);
+	snprintf(t->quota, sizeof(t->quota), "%" PRIu64, quota);
+	snprintf(t->period, sizeof(t->period), "%d", DG_CGROUP_CPU_PERIOD_US);
+	snprintf(t->cpu_max, sizeof(t->cpu_max), "%s %s", t->quota, t->period);
+	return 0;
+}
+
+/* Lets the children of dir use memory, pids and cpu. Controllers already
+ * enabled are not written again. */
+static int enable_controllers(const char *dir, struct dg_err *err)
+{
+	char path[PATH_MAX], list[SMALL_FILE_MAX];
+	if (join(path, dir, "cgroup.subtree_control"))
+		return too_long(err, dir, "cgroup.subtree_control");
+	bool all = read_small(path, list, sizeof(list)) >= 0;
+	for (size_t i = 0; all && i < N_CONTROLLERS; i++)
+		all = has_word(list, needed_controllers[i]);
+	if (all)
+		return 0;
+	return write_file(dir, "cgroup.subtree_control", CONTROLLERS_ENABLE, W_SETTING, err);
+}
+
+static int write_v2_limits(const char *dir, const struct limit_text *t, struct dg_err *err)
+{
+	int r = write_file(dir, "memory.max", t->memory, W_SETTING, err);
+	if (r == 0)
+		r = write_file(dir, "memory.swap.max", "0", W_OPTIONAL, err);
+	if (r >= 0)
+		r = write_file(dir, "pids.max", t->pids, W_SETTING, err);
+	if (r == 0)
+		r = write_file(dir, "cpu.max", t->cpu_max, W_SETTING, err);
+	return r < 0 ? r : 0;
+}
+
+static int create_v2(const struct dg_cgroup_sys *sys, const struct dg_cgroup *cg,
+		     const struct limit_text *t, struct dg_err *err)
+{
+	char parent[PATH_MAX];
+	if (join(parent, sys->v2_root, DG_CGROUP_GROUP))
+		return too_long(err, sys->v2_root, DG_CGROUP_GROUP);
+	int r = enable_controllers(sys->v2_root, err);
+	if (r == 0)
+		r = make_dir(parent, err);
+	if (r == 0)
+		r = enable_controllers(parent, err);
+	if (r == 0)
+		r = make_fresh(cg->v2, true, err);
+	if (r < 0)
+		return r;
+	r = write_v2_limits(cg->v2, t, err);
+	if (r < 0)
+		destroy_dir(cg->v2, true, NULL);
+	return r;
+}
+
+/* Memory without swap: memsw equal to the limit where the kernel accounts
+ * swap, else swappiness 0. The OOM killer stays enabled (memory.oom_control is
+ * left alone), so a hog is killed rather than the group frozen. */
+static int write_v1_memory(const char *dir, const struct limit_text *t, struct dg_err *err)
+{
+	int r = write_file(dir, "memory.limit_in_bytes", t->memory, W_SETTING, err);
+	if (r == 0)
+		r = write_file(dir, "memory.memsw.limit_in_bytes", t->memory, W_OPTIONAL, err);
+	if (r == 1)
+		r = write_file(dir, "memory.swappiness", "0", W_OPTIONAL, err);
+	return r < 0 ? r : 0;
+}
+
+static int write_v1_limits(const struct dg_cgroup *cg, const struct limit_text *t,
+			   struct dg_err *err)
+{
+	int r = write_v1_memory(cg->memory, t, err);
+	if (r == 0)
+		r = write_file(cg->pids, "pids.max", t->pids, W_SETTING, err);
+	if (r == 0)
+		r = write_file(cg->cpu, "cpu.cfs_period_us", t->period, W_SETTING, err);
+	if (r == 0)
+		r = write_file(cg->cpu, "cpu.cfs_quota_us", t->quota, W_SETTING, err);
+	return r;
+}
+
+/* Removes the v1 groups, memory last: stale cleanup finds jails by their
+ * memory group, so it must outlive the others. First error wins. */
+static int destroy_v1(const struct dg_cgroup *cg, struct dg_err *err)
+{
+	const char *dirs[] = {cg->cpu, cg->pids, cg->memory};
+	int first = 0;
+	for (size_t i = 0; i < 3; i++) {
+		int r = destroy_dir(dirs[i], false, first ? NULL : err);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	return first;
+}
+
+static int create_v1(const struct dg_cgroup_sys *sys, const struct dg_cgroup *cg,
+		     const struct limit_text *t, struct dg_err *err)
+{
+	const char *roots[N_CONTROLLERS] = {sys->v1_memory, sys->v1_pids, sys->v1_cpu};
+	const char *dirs[N_CONTROLLERS] = {cg->memory, cg->pids, cg->cpu};
+	char parent[PATH_MAX];
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < N_CONTROLLERS; i++) {
+		if (join(parent, roots[i], DG_CGROUP_GROUP))
+			r = too_long(err, roots[i], DG_CGROUP_GROUP);
+		if (r == 0)
+			r = make_dir(parent, err);
+		if (r == 0)
+			r = make_fresh(dirs[i], false, err);
+	}
+	if (r == 0)
+		r = write_v1_limits(cg, t, err);
+	if (r < 0)
+		destroy_v1(cg, NULL);
+	return r;
+}
+
+/* out = root/deskgate/jail-<slot>, or "" when that does not fit. */
+static void jail_path(char *out, const char *root, uint32_t slot)
+{
+	int n = snprintf(out, PATH_MAX, "%s/" DG_CGROUP_GROUP "/" DG_CGROUP_PREFIX "%" PRIu32, root,
+			 slot);
+	if (n < 0 || n >= PATH_MAX)
+		out[0] = '\0';
+}
+
+void dg_cgroup_paths(const struct dg_cgroup_sys *sys, uint32_t slot, struct dg_cgroup *cg)
+{
+	cg->version = sys->version;
+	cg->v2[0] = cg->memory[0] = cg->pids[0] = cg->cpu[0] = '\0';
+	if (sys->version == DG_CGROUP_V2) {
+		jail_path(cg->v2, sys->v2_root, slot);
+	} else if (sys->version == DG_CGROUP_V1) {
+		jail_path(cg->memory, sys->v1_memory, slot);
+		jail_path(cg->pids, sys->v1_pids, slot);
+		jail_path(cg->cpu, sys->v1_cpu, slot);
+	}
+}
+
+int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
+		     struct dg_cgroup *cg, struct dg_err *err)
+{
+	struct limit_text t;
+	if (slot >= DG_JAIL_SLOTS)
+		return dg_err_set(err, -EINVAL, "cgroup: slot %" PRIu32 " out of range", slot);
+	int r = format_limits(lim, &t, err);
+	if (r < 0)
+		return r;
+	dg_cgroup_paths(sys, slot, cg);
+	if (sys->version == DG_CGROUP_V2) {
+		if (!cg->v2[0])
+			return dg_err_set(err, -ENAMETOOLONG, "cgroup path too long under %s",
+					  sys->v2_root);
+		return create_v2(sys, cg, &t, err);
+	}
+	if (sys->version != DG_CGROUP_V1)
+		return dg_err_set(err, -EINVAL, "cgroup: hierarchy not detected");
+	if (!cg->memory[0] || !cg->pids[0] || !cg->cpu[0])
+		return dg_err_set(err, -ENAMETOOLONG, "cgroup v1 path too long for slot %" PRIu32,
+				  slot);
+	return create_v1(sys, cg, &t, err);
+}
+
+/* ---- life of a group ---- */
+
+int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err)
+{
+	char text[16];
+	snprintf(text, sizeof(text), "%d", (int)pid);
+	if (cg->version == DG_CGROUP_V2)
+		return write_file(cg->v2, "cgroup.procs", text, W_CONTROL, err);
+	if (cg->version != DG_CGROUP_V1)
+		return dg_err_set(err, -EINVAL, "cgroup: not created");
+	int r = write_file(cg->memory, "cgroup.procs", text, W_CONTROL, err);
+	if (r == 0)
+		r = write_file(cg->pids, "cgroup.procs", text, W_CONTROL, err);
+	if (r == 0)
+		r = write_file(cg->cpu, "cgroup.procs", text, W_CONTROL, err);
+	return r;
+}
+
+int dg_cgroup_kill(const struct dg_cgroup *cg, struct dg_err *err)
+{
+	if (cg->version == DG_CGROUP_V2)
+		return kill_dir(cg->v2, true, err);
+	if (cg->version != DG_CGROUP_V1)
+		return dg_err_set(err, -EINVAL, "cgroup: not created");
+	int r = kill_dir(cg->memory, false, err);
+	if (r == 0)
+		r = kill_dir(cg->pids, false, err);
+	if (r == 0)
+		r = kill_dir(cg->cpu, false, err);
+	return r;
+}
+
+int dg_cgroup_destroy(const struct dg_cgroup *cg, struct dg_err *err)
+{
+	if (cg->version == DG_CGROUP_V2)
+		return destroy_dir(cg->v2, true, err);
+	if (cg->version != DG_CGROUP_V1)
+		return dg_err_set(err, -EINVAL, "cgroup: not created");
+	int r = dg_cgroup_kill(cg, err);
+	return r < 0 ? r : destroy_v1(cg, err);
+}
+
+/* ---- events ---- */
+
+/* *value = the number after "<key> " at the start of a line of dir/name.
+ * A missing file or line leaves 0. */
+static int read_counter(const char *dir, const char *name, const char *key, uint64_t *value,
+			struct dg_err *err)
+{
+	char path[PATH_MAX], buf[SMALL_FILE_MAX];
+	*value = 0;
+	if (join(path, dir, name))
+		return too_long(err, dir, name);
+	ssize_t n = read_small(path, buf, sizeof(buf));
+	if (n == -ENOENT)
+		return 0;
+	if (n < 0)
+		return fail_errno(err, (int)-n, "reading", path);
+	size_t kl = strlen(key);
+	for (const char *line = buf; *line;) {
+		if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+			*value = strtoull(line + kl + 1, NULL, 10);
+			break;
+		}
+		line += strcspn(line, "\n");
+		line += *line == '\n';
+	}
+	return 0;
+}
+
+int dg_cgroup_read_events(const struct dg_cgroup *cg, struct dg_cgroup_events *ev,
+			  struct dg_err *err)
+{
+	ev->oom_kills = ev->pids_max_hits = 0;
+	bool v2 = cg->version == DG_CGROUP_V2;
+	if (!v2 && cg->version != DG_CGROUP_V1)
+		return dg_err_set(err, -EINVAL, "cgroup: not created");
+	int r = read_counter(v2 ? cg->v2 : cg->memory, v2 ? "memory.events" : "memory.oom_control",
+			     "oom_kill", &ev->oom_kills, err);
+	if (r == 0)
+		r = read_counter(v2 ? cg->v2 : cg->pids, "pids.events", "max", &ev->pids_max_hits,
+				 err);
+	return r;
+}
+
+/* ---- enumeration ---- */
+
+/* True when name is exactly DG_CGROUP_PREFIX followed by a slot number as
+ * dg_cgroup_paths writes it (decimal, no sign, no leading zero) below
+ * DG_JAIL_SLOTS. */
+static bool parse_jail_name(const char *name, uint32_t *slot)
+{
+	size_t pl = strlen(DG_CGROUP_PREFIX);
+	if (strncmp(name, DG_CGROUP_PREFIX, pl) != 0)
+		return false;
+	const char *p = name + pl;
+	if (!*p || (p[0] == '0' && p[1]))
+		return false;
+	uint64_t v = 0;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+		if (v >= DG_JAIL_SLOTS)
+			return false;
+	}
+	*slot = (uint32_t)v;
+	return true;
+}
+
+static bool is_subdir(DIR *d, const struct dirent *e)
+{
+	if (e->d_type != DT_UNKNOWN)
+		return e->d_type == DT_DIR;
+	struct stat st;
+	return fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* fn's first non-zero return stops the walk and is returned. A missing
+ * deskgate group means no jails. */
+int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys, int (*fn)(uint32_t slot, void *arg),
+			   void *arg)
+{
+	char dir[PATH_MAX];
+	const char *root = sys->version == DG_CGROUP_V2 ? sys->v2_root : sys->v1_memory;
+	if (sys->version != DG_CGROUP_V1 && sys->version != DG_CGROUP_V2)
+		return -EINVAL;
+	if (join(dir, root, DG_CGROUP_GROUP))
+		return -ENAMETOOLONG;
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		uint32_t slot;
+		if (parse_jail_name(e->d_name, &slot) && is_subdir(d, e))
+			r = fn(slot, arg);
+	}
+	closedir(d);
+	return r;
+}

@@ -1,0 +1,2107 @@
+/* dg_probe: the containment probe battery (issue #2, "What it must show").
+ *
+ * usage: dg_probe NAME [ARGS...]     run one probe
+ *        dg_probe ns [--net] -- NAME [ARGS...] | -- /ABS/PATH [ARGS...]
+ *                                     the control harness (root, host only)
+ *
+ * Contract of every probe: it ends with exactly one line
+ *     CONTAINED <evidence>   exit 0
+ *     LEAKED <evidence>      exit 1
+ *     ERROR <what>           exit 2 (the probe could not run)
+ * on stdout (the `flood` probe writes it on stderr, because stdout is the
+ * stream it floods). Evidence is what was seen: errno names, values, counts;
+ * never the contents of a secret.
+ *
+ * The same binary is the probe inside a jail and the CONTROL outside it: run
+ * on the host as root, each probe must report LEAKED, which proves it can
+ * tell a leak from containment. So every probe is written to be harmless on
+ * the host:
+ *  - files that must not be written are opened O_WRONLY and never written;
+ *    files a probe creates get unique names and are removed at once;
+ *  - mounts and remounts happen only when the probe is unprivileged (inside a
+ *    jail) or in a mount namespace other than its parent's (the `ns`
+ *    harness); a remount only changes per-mount flags (MS_BIND), never a
+ *    superblock's;
+ *  - kernel-facing calls use arguments that make them fail after the
+ *    permission check (kexec with invalid flags, init_module with an empty
+ *    image) or create objects that are closed at once (bpf, perf, uffd);
+ *  - packets are sent only to loopback, or to non-loopback addresses when the
+ *    network namespace has no interface but lo (a jail, or the `ns --net`
+ *    harness that put those addresses on lo itself); otherwise the probe
+ *    refuses to send and reports the visible interfaces as the leak;
+ *  - calls that may be killed with SIGSYS (x32, int 0x80, TIOCSTI, ...) run
+ *    in a forked child: death by SIGSYS means the filter caught them.
+ *
+ * A syscall that the jail's seccomp filter must deny counts as CONTAINED only
+ * when it fails with EPERM (or dies with SIGSYS); any other outcome means the
+ * call reached the kernel (ENOSYS included: the filter let it through to a
+ * kernel that lacks it), and is reported as LEAKED with the errno. Where the
+ * kernel's own permission checks are the boundary (files, mounts' ro flags,
+ * raw and packet sockets, routes), any failure to get the resource counts
+ * as contained, with its errno as evidence.
+ *
+ * The probe is static and must work in an empty jail root: no NSS, no locale,
+ * no dynamic loading.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/keyctl.h>
+#include <linux/netlink.h>
+#include <linux/perf_event.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+#ifndef AF_ALG
+#define AF_ALG 38
+#endif
+#ifndef AF_KEY
+#define AF_KEY 15
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+extern char **environ;
+
+/* ---------------------------------------------------------------- output */
+
+static char ev[16384];  /* evidence, "; "-separated */
+static int verdict_fd = 1;
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+	size_t l = strlen(ev);
+	if (l + 8 >= sizeof(ev))
+		return;
+	if (l > 0) {
+		memcpy(ev + l, "; ", 3);
+		l += 2;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ev + l, sizeof(ev) - l, fmt, ap);
+	va_end(ap);
+}
+
+/* Prints the final line and returns the exit code. */
+static int finish(bool leaked)
+{
+	for (char *p = ev; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	dprintf(verdict_fd, "%s %s\n", leaked ? "LEAKED" : "CONTAINED", ev[0] ? ev : "-");
+	return leaked ? 1 : 0;
+}
+
+static int error_out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int error_out(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	dprintf(verdict_fd, "ERROR %s\n", buf);
+	return 2;
+}
+
+static const char *en(int e)
+{
+	const char *n = strerrorname_np(e);
+	return n ? n : "E?";
+}
+
+/* Records the outcome of a call the jail must deny with EPERM. Returns true
+ * when it was denied (contained). */
+static bool denied(const char *what, long ret, int err)
+{
+	if (ret < 0 && err == EPERM) {
+		note("%s: EPERM", what);
+		return true;
+	}
+	if (ret < 0)
+		note("%s reached the kernel: %s", what, en(err));
+	else
+		note("%s succeeded (%ld)", what, ret);
+	return false;
+}
+
+/* snprintf that may truncate (paths, lists): the result is evidence only. */
+static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void fmt(char *buf, size_t len, const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, len, f, ap);
+	va_end(ap);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long parse_long(const char *s, long lo, long hi, const char *what)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < lo || v > hi) {
+		error_out("bad %s '%s' (want %ld..%ld)", what, s, lo, hi);
+		exit(2);
+	}
+	return v;
+}
+
+/* A name no other run uses: pid plus clock nanoseconds. */
+static void unique_name(char *buf, size_t len, const char *prefix)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(buf, len, "%s%d-%lx", prefix, (int)getpid(), (unsigned long)ts.tv_nsec);
+}
+
+/* ------------------------------------------------------- forked children */
+
+/* What a probe child reports back through a pipe. */
+struct child_result {
+	long ret;
+	int err;
+	char msg[256];
+};
+
+typedef void (*child_fn)(struct child_result *res, void *arg);
+
+/* Runs fn in a forked child, bounded by timeout_s. Returns 1 and fills res
+ * when the child reported; 0 when it died first (status tells how). */
+static int run_child(child_fn fn, void *arg, int timeout_s, struct child_result *res,
+		     int *status)
+{
+	int p[2];
+	memset(res, 0, sizeof(*res));
+	*status = 0;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		alarm((unsigned)timeout_s);
+		struct child_result r = {0};
+		fn(&r, arg);
+		if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
+			_exit(3);
+		_exit(0);
+	}
+	close(p[1]);
+	ssize_t n = read(p[0], res, sizeof(*res));
+	close(p[0]);
+	waitpid(pid, status, 0);
+	return n == (ssize_t)sizeof(*res);
+}
+
+/* Describes how a child ended, for evidence. */
+static void describe_status(char *buf, size_t len, int status)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by %s", sigabbrev_np(WTERMSIG(status))
+							  ? sigabbrev_np(WTERMSIG(status))
+							  : "?");
+	else
+		snprintf(buf, len, "exited %d without a report", WEXITSTATUS(status));
+}
+
+/* ------------------------------------------------------------ network */
+
+/* Lists the network interfaces this process sees, from /proc/self/net/dev
+ * (the process's own network namespace). Returns the number of interfaces
+ * other than lo, or -1 when the list cannot be read. */
+static int non_lo_interfaces(char *names, size_t len)
+{
+	names[0] = '\0';
+	FILE *f = fopen("/proc/self/net/dev", "re");
+	int count = 0;
+	if (f) {
+		char line[512];
+		while (fgets(line, sizeof(line), f)) {
+			char *colon = strchr(line, ':');
+			if (!colon)
+				continue;
+			*colon = '\0';
+			char *name = line;
+			while (*name == ' ')
+				name++;
+			if (strcmp(name, "lo") == 0)
+				continue;
+			count++;
+			size_t l = strlen(names);
+			fmt(names + l, len - l, "%s%s", l ? "," : "", name);
+		}
+		fclose(f);
+		return count;
+	}
+	/* No /proc/self/net: ask the kernel directly (netlink route). */
+	struct if_nameindex *ifs = if_nameindex();
+	if (!ifs)
+		return -1;
+	for (struct if_nameindex *i = ifs; i->if_index; i++) {
+		if (strcmp(i->if_name, "lo") == 0)
+			continue;
+		count++;
+		size_t l = strlen(names);
+		fmt(names + l, len - l, "%s%s", l ? "," : "", i->if_name);
+	}
+	if_freenameindex(ifs);
+	return count;
+}
+
+union addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+static int parse_addr(const char *host, int port, union addr *a, socklen_t *len)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1) {
+		a->in.sin_family = AF_INET;
+		a->in.sin_port = htons((uint16_t)port);
+		*len = sizeof(a->in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1) {
+		a->in6.sin6_family = AF_INET6;
+		a->in6.sin6_port = htons((uint16_t)port);
+		*len = sizeof(a->in6);
+		return 0;
+	}
+	return -1;
+}
+
+static bool is_loopback(const union addr *a)
+{
+	if (a->sa.sa_family == AF_INET)
+		return (ntohl(a->in.sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&a->in6.sin6_addr);
+}
+
+/* The egress guard: packets to a non-loopback address may be sent only when
+ * this network namespace has no interface but lo, so they can only reach
+ * addresses assigned to lo. Returns true when sending is safe; otherwise
+ * records why as evidence (an interface other than lo IS the leak). */
+static bool may_send_to(const union addr *a)
+{
+	if (is_loopback(a))
+		return true;
+	char names[512];
+	int n = non_lo_interfaces(names, sizeof(names));
+	if (n == 0)
+		return true;
+	if (n < 0)
+		note("cannot list network interfaces; not sending");
+	else
+		note("network namespace has interfaces besides lo (%s); refused to send", names);
+	return false;
+}
+
+/* connect ADDR PORT: TCP connect with a 1.5 s bound. Contained when the
+ * connect fails at once (no route, refused); a connection, or no answer
+ * (a SYN went out on some route), is a leak. */
+static int p_connect(int argc, char **argv)
+{
+	if (argc < 2)
+		return error_out("usage: connect ADDR PORT");
+	int port = (int)parse_long(argv[1], 1, 65535, "port");
+	union addr a;
+	socklen_t alen;
+	if (parse_addr(argv[0], port, &a, &alen) < 0)
+		return error_out("bad address %s", argv[0]);
+	if (!may_send_to(&a))
+		return finish(true);
+	int s = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		note("socket: %s", en(errno));
+		return finish(false);
+	}
+	int r = connect(s, &a.sa, alen);
+	int err = r == 0 ? 0 : errno;
+	if (r < 0 && err == EINPROGRESS) {
+		struct pollfd p = {s, POLLOUT, 0};
+		int n = poll(&p, 1, 1500);
+		if (n == 0) {
+			note("connect %s:%d: no answer in 1.5 s (the SYN had a route out)", argv[0],
+			     port);
+			close(s);
+			return finish(true);
+		}
+		socklen_t l = sizeof(err);
+		getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l);
+	}
+	if (err) {
+		note("connect %s:%d: %s", argv[0], port, en(err));
+		close(s);
+		return finish(false);
+	}
+	char banner[64] = "";
+	struct pollfd p = {s, POLLIN, 0};
+	if (poll(&p, 1, 500) > 0) {
+		ssize_t k = recv(s, banner, sizeof(banner) - 1, 0);
+		banner[k > 0 ? k : 0] = '\0';
+		for (char *c = banner; *c; c++)
+			if (!isprint((unsigned char)*c))
+				*c = '.';
+	}
+	note("connected to %s:%d (banner '%s')", argv[0], port, banner);
+	close(s);
+	return finish(true);
+}
+
+/* Builds a DNS query for name, type A. Returns its length. */
+static size_t dns_query(uint8_t *q, size_t cap, const char *name, uint16_t id)
+{
+	size_t n = 0;
+	q[n++] = (uint8_t)(id >> 8);
+	q[n++] = (uint8_t)id;
+	q[n++] = 0x01; /* RD */
+	q[n++] = 0x00;
+	q[n++] = 0; q[n++] = 1; /* QDCOUNT */
+	for (int i = 0; i < 6; i++)
+		q[n++] = 0;
+	const char *p = name;
+	while (*p && n + 70 < cap) {
+		const char *dot = strchr(p, '.');
+		size_t l = dot ? (size_t)(dot - p) : strlen(p);
+		if (l == 0 || l > 63)
+			break;
+		q[n++] = (uint8_t)l;
+		memcpy(q + n, p, l);
+		n += l;
+		p += l + (dot ? 1 : 0);
+		if (!dot)
+			break;
+	}
+	q[n++] = 0;
+	q[n++] = 0; q[n++] = 1; /* A */
+	q[n++] = 0; q[n++] = 1; /* IN */
+	return n;
+}
+
+/* dns NAME: does what the libc resolver does for a lookup (the nameservers
+ * of /etc/resolv.conf, 127.0.0.1 when there are none; a UDP query to port
+ * 53 of each). Leaked when any server answers, or when a query could be sent
+ * to a non-loopback server (a lookup exfiltrates the name even unanswered). */
+static int p_dns(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: dns NAME");
+	char servers[8][64];
+	int ns = 0;
+	FILE *f = fopen("/etc/resolv.conf", "re");
+	if (f) {
+		char line[256];
+		while (fgets(line, sizeof(line), f) && ns < 8) {
+			char addr[64];
+			if (sscanf(line, " nameserver %63s", addr) == 1)
+				snprintf(servers[ns++], sizeof(servers[0]), "%s", addr);
+		}
+		fclose(f);
+		note("resolv.conf lists %d nameserver(s)", ns);
+	} else {
+		note("no /etc/resolv.conf (%s)", en(errno));
+	}
+	if (ns == 0)
+		snprintf(servers[ns++], sizeof(servers[0]), "127.0.0.1");
+	bool leaked = false;
+	for (int i = 0; i < ns; i++) {
+		union addr a;
+		socklen_t alen;
+		if (parse_addr(servers[i], 53, &a, &alen) < 0) {
+			note("nameserver %s unparsable", servers[i]);
+			continue;
+		}
+		if (!may_send_to(&a)) {
+			leaked = true;
+			continue;
+		}
+		int s = socket(a.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (s < 0) {
+			note("%s: socket %s", servers[i], en(errno));
+			continue;
+		}
+		if (connect(s, &a.sa, alen) < 0) {
+			note("%s: connect %s", servers[i], en(errno));
+			close(s);
+			continue;
+		}
+		uint8_t q[512], resp[1500];
+		uint16_t id = (uint16_t)(getpid() ^ i ^ 0x5a5a);
+		size_t ql = dns_query(q, sizeof(q), argv[0], id);
+		if (send(s, q, ql, 0) < 0) {
+			note("%s: send %s", servers[i], en(errno));
+			close(s);
+			continue;
+		}
+		if (!is_loopback(&a)) {
+			note("%s: query sent to a non-loopback server", servers[i]);
+			leaked = true;
+		}
+		struct pollfd p = {s, POLLIN, 0};
+		int n = poll(&p, 1, 1500);
+		if (n <= 0) {
+			note("%s: no answer in 1.5 s", servers[i]);
+		} else {
+			ssize_t k = recv(s, resp, sizeof(resp), 0);
+			if (k < 0) {
+				note("%s: %s", servers[i], en(errno));
+			} else if (k >= 12 && resp[0] == q[0] && resp[1] == q[1]) {
+				note("%s answered: rcode %d, %d answer(s)", servers[i], resp[3] & 15,
+				     (resp[6] << 8) | resp[7]);
+				leaked = true;
+			} else {
+				note("%s sent %zd unexpected bytes", servers[i], k);
+				leaked = true;
+			}
+		}
+		close(s);
+	}
+	return finish(leaked);
+}
+
+/* Tries socket(family, type, proto); records the result. Returns true when
+ * no socket was made. strict: only EPERM (the filter) counts as refused. */
+static bool try_socket(const char *what, int family, int type, int proto, bool strict)
+{
+	int s = socket(family, type | SOCK_CLOEXEC, proto);
+	int e = errno;
+	if (s >= 0) {
+		note("%s: opened (fd %d)", what, s);
+		close(s);
+		return false;
+	}
+	if (strict)
+		return denied(what, -1, e);
+	note("%s: %s", what, en(e));
+	return true;
+}
+
+/* raw-socket: no raw IP socket can be made (nothing is sent on one). */
+static int p_raw_socket(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	bool ok = try_socket("AF_INET SOCK_RAW ICMP", AF_INET, SOCK_RAW, IPPROTO_ICMP, false);
+	ok &= try_socket("AF_INET SOCK_RAW IPPROTO_RAW", AF_INET, SOCK_RAW, IPPROTO_RAW, false);
+	ok &= try_socket("AF_INET6 SOCK_RAW ICMPV6", AF_INET6, SOCK_RAW, IPPROTO_ICMPV6, false);
+	return finish(!ok);
+}
+
+/* packet-socket: no AF_PACKET socket can be made (closed at once if one is). */
+static int p_packet_socket(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	bool ok = try_socket("AF_PACKET SOCK_RAW", AF_PACKET, SOCK_RAW, htons(ETH_P_ALL), false);
+	ok &= try_socket("AF_PACKET SOCK_DGRAM", AF_PACKET, SOCK_DGRAM, htons(ETH_P_ALL), false);
+	return finish(!ok);
+}
+
+/* socket-families: families outside unix/inet/inet6/netlink-route are
+ * refused by the filter (EPERM), whether or not the kernel has them. */
+static int p_socket_families(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	bool ok = try_socket("AF_VSOCK", AF_VSOCK, SOCK_STREAM, 0, true);
+	ok &= try_socket("AF_ALG", AF_ALG, SOCK_SEQPACKET, 0, true);
+	ok &= try_socket("AF_KEY", AF_KEY, SOCK_RAW, 2 /* PF_KEY_V2 */, true);
+	ok &= try_socket("NETLINK_KOBJECT_UEVENT", AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT,
+			 true);
+	ok &= try_socket("NETLINK_AUDIT", AF_NETLINK, SOCK_RAW, NETLINK_AUDIT, true);
+	ok &= try_socket("NETLINK_SOCK_DIAG", AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG, true);
+	return finish(!ok);
+}
+
+/* unix-abstract NAME...: connects to each abstract unix socket "@NAME".
+ * Abstract sockets belong to a network namespace: from a jail none of the
+ * host's may be reachable. */
+static int p_unix_abstract(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: unix-abstract NAME...");
+	bool leaked = false;
+	for (int i = 0; i < argc; i++) {
+		struct sockaddr_un un = {.sun_family = AF_UNIX};
+		size_t l = strlen(argv[i]);
+		if (l + 1 > sizeof(un.sun_path))
+			return error_out("name too long: %s", argv[i]);
+		memcpy(un.sun_path + 1, argv[i], l);
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return error_out("socket: %s", en(errno));
+		if (connect(s, (struct sockaddr *)&un,
+			    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + l)) == 0) {
+			note("@%s: connected", argv[i]);
+			leaked = true;
+		} else {
+			note("@%s: %s", argv[i], en(errno));
+		}
+		close(s);
+	}
+	return finish(leaked);
+}
+
+/* --------------------------------------------------------- filesystem */
+
+/* list-dir PATH: leaked when PATH can be listed and shows any entry. */
+static int p_list_dir(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: list-dir PATH");
+	DIR *d = opendir(argv[0]);
+	if (!d) {
+		note("opendir %s: %s", argv[0], en(errno));
+		return finish(false);
+	}
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	note("%s lists %d entr%s", argv[0], n, n == 1 ? "y" : "ies");
+	return finish(n > 0);
+}
+
+/* read-file PATH: leaked when PATH opens for reading (bytes are counted,
+ * never shown). */
+static int p_read_file(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: read-file PATH");
+	int fd = open(argv[0], O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		note("open %s: %s", argv[0], en(errno));
+		return finish(false);
+	}
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof(buf));
+	close(fd);
+	note("read %zd byte(s) of %s", n, argv[0]);
+	return finish(true);
+}
+
+/* write-dir DIR: leaked when a new file can be created in DIR (it gets a
+ * unique name and is removed at once). */
+static int p_write_dir(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: write-dir DIR");
+	char name[128], path[4200];
+	unique_name(name, sizeof(name), ".dg-probe-");
+	snprintf(path, sizeof(path), "%s/%s", argv[0], name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		note("create %s: %s", path, en(errno));
+		return finish(false);
+	}
+	close(fd);
+	unlink(path);
+	note("created (and removed) %s", path);
+	return finish(true);
+}
+
+/* open-write PATH...: leaked when any PATH opens for writing. Nothing is
+ * ever written: opening /proc/sysrq-trigger or core_pattern is harmless. */
+static int p_open_write(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: open-write PATH...");
+	bool leaked = false;
+	for (int i = 0; i < argc; i++) {
+		int fd = open(argv[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0) {
+			note("open %s for writing: %s", argv[i], en(errno));
+			continue;
+		}
+		close(fd);
+		note("%s opened for writing (not written)", argv[i]);
+		leaked = true;
+	}
+	return finish(leaked);
+}
+
+/* sys-write: no /sys attribute opens for writing (none is written). */
+static int p_sys_write(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	static const char *const files[] = {
+		"/sys/kernel/mm/transparent_hugepage/enabled",
+		"/sys/kernel/mm/ksm/run",
+		"/sys/power/state",
+		"/sys/class/net/lo/mtu",
+		"/sys/kernel/profiling",
+		"/sys/kernel/uevent_helper",
+		"/sys/module/printk/parameters/time",
+		"/sys/fs/cgroup/pids/cgroup.procs",
+		"/sys/fs/cgroup/cgroup.procs",
+	};
+	DIR *d = opendir("/sys");
+	if (d) {
+		int n = 0;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			n += e->d_name[0] != '.';
+		closedir(d);
+		note("/sys lists %d entries", n);
+	} else {
+		note("/sys: %s", en(errno));
+	}
+	bool leaked = false;
+	int missing = 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		int fd = open(files[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd >= 0) {
+			close(fd);
+			note("%s opened for writing (not written)", files[i]);
+			leaked = true;
+		} else if (errno == ENOENT) {
+			missing++;
+		} else {
+			note("%s: %s", files[i], en(errno));
+		}
+	}
+	note("%d candidate file(s) absent", missing);
+	return finish(leaked);
+}
+
+/* mknod DIR: leaked when a character device node (1,3: /dev/null) can be
+ * made in DIR (removed at once). */
+static int p_mknod(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: mknod DIR");
+	char name[128], path[4200];
+	unique_name(name, sizeof(name), ".dg-node-");
+	snprintf(path, sizeof(path), "%s/%s", argv[0], name);
+	if (mknod(path, S_IFCHR | 0600, makedev(1, 3)) < 0) {
+		note("mknod %s c 1 3: %s", path, en(errno));
+		return finish(false);
+	}
+	unlink(path);
+	note("made (and removed) char device %s", path);
+	return finish(true);
+}
+
+/* Mounting is only ever tried where it cannot touch the host: as an
+ * unprivileged user (a jail), or in a mount namespace other than the
+ * parent's (the `ns` harness unshares and execs the probe, so the probe's
+ * parent, the test, is still in the host's namespace). Returns true when
+ * safe; refuses when either namespace cannot be read. */
+static bool mount_is_safe(void)
+{
+	if (geteuid() != 0)
+		return true;
+	char self[64] = "", parent[64] = "", path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)getppid());
+	ssize_t a = readlink("/proc/self/ns/mnt", self, sizeof(self) - 1);
+	ssize_t b = readlink(path, parent, sizeof(parent) - 1);
+	return a > 0 && b > 0 && strcmp(self, parent) != 0;
+}
+
+/* remount: makes "/" and "/usr" read-write (and suid, dev, exec) through a
+ * per-mount remount (MS_REMOUNT|MS_BIND with no flags). Leaked when either
+ * succeeds. */
+static int p_remount(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (!mount_is_safe())
+		return error_out("root in its parent's mount namespace: run under `dg_probe ns`");
+	bool ok = true;
+	static const char *const targets[] = {"/", "/usr"};
+	for (int i = 0; i < 2; i++) {
+		char what[64];
+		snprintf(what, sizeof(what), "remount %s rw", targets[i]);
+		long r = mount(NULL, targets[i], NULL, MS_REMOUNT | MS_BIND, NULL);
+		int e = errno;
+		if (r == 0) {
+			note("%s succeeded", what);
+			ok = false;
+		} else if (e == EINVAL) {
+			/* Not a mount point here (e.g. /usr on the host's root):
+			 * says nothing either way. */
+			note("%s: EINVAL (not a mount point)", what);
+		} else {
+			ok &= denied(what, r, e);
+		}
+	}
+	return finish(!ok);
+}
+
+/* mount-tmpfs DIR: mounts a tmpfs on a fresh directory under DIR (then
+ * unmounts it and removes the directory). Leaked when the mount succeeds. */
+static int p_mount_tmpfs(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: mount-tmpfs DIR");
+	if (!mount_is_safe())
+		return error_out("root in its parent's mount namespace: run under `dg_probe ns`");
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/dg-mnt-XXXXXX", argv[0]);
+	if (!mkdtemp(path))
+		return error_out("mkdtemp %s: %s", path, en(errno));
+	long r = mount("dg-probe", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k");
+	int e = errno;
+	bool ok = denied("mount tmpfs", r, e);
+	if (r == 0)
+		umount2(path, MNT_DETACH);
+	rmdir(path);
+	return finish(!ok);
+}
+
+/* leaked-fd: every descriptor above 2 is a leak; a directory one is tried as
+ * a way out (openat(fd, "etc/shadow")). Every descriptor number the
+ * RLIMIT_NOFILE allows is checked (at most 65536). */
+static int p_leaked_fd(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	bool leaked = false;
+	struct rlimit rl;
+	int top = 1024;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		top = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
+	else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		top = 65536;
+	for (int fd = 3; fd < top; fd++) {
+		if (fcntl(fd, F_GETFD) < 0)
+			continue;
+		leaked = true;
+		char link[64], target[256] = "?";
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		target[n > 0 ? n : 1] = '\0';
+		struct stat st;
+		bool dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+		note("fd %d open (%s%s)", fd, target, dir ? ", a directory" : "");
+		if (dir) {
+			int s = openat(fd, "etc/shadow", O_RDONLY | O_CLOEXEC);
+			if (s >= 0) {
+				char buf[64];
+				ssize_t k = read(s, buf, sizeof(buf));
+				note("openat(%d, etc/shadow) read %zd byte(s)", fd, k);
+				close(s);
+			} else {
+				note("openat(%d, etc/shadow): %s", fd, en(errno));
+			}
+		}
+	}
+	if (!leaked)
+		note("no descriptor in 3..%d is open", top - 1);
+	return finish(leaked);
+}
+
+/* fill CAP_MB DIR...: writes into each DIR in turn until a write fails; the
+ * total is bounded at 2*CAP_MB+2 MiB so a control run stays small. Contained
+ * when every DIR stopped with ENOSPC, EDQUOT or EFBIG and the total stayed at
+ * or below CAP_MB + 1 MiB (tmpfs rounding). Files are removed at the end. */
+static int p_fill(int argc, char **argv)
+{
+	if (argc < 2)
+		return error_out("usage: fill CAP_MB DIR...");
+	long cap = parse_long(argv[0], 1, 1 << 20, "cap");
+	const uint64_t mib = 1 << 20;
+	uint64_t limit = (uint64_t)(2 * cap + 2) * mib, total = 0;
+	signal(SIGXFSZ, SIG_IGN); /* RLIMIT_FSIZE then shows as EFBIG */
+	static char chunk[256 * 1024];
+	memset(chunk, 'f', sizeof(chunk));
+	char paths[8][4200];
+	int nfiles = 0;
+	bool all_stopped = true;
+	for (int i = 1; i < argc && nfiles < 8; i++) {
+		char name[128];
+		unique_name(name, sizeof(name), ".dg-fill-");
+		snprintf(paths[nfiles], sizeof(paths[0]), "%s/%s", argv[i], name);
+		int fd = open(paths[nfiles], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			note("create in %s: %s", argv[i], en(errno));
+			continue;
+		}
+		nfiles++;
+		uint64_t here = 0;
+		int err = 0;
+		while (total < limit) {
+			ssize_t k = write(fd, chunk, sizeof(chunk));
+			if (k < 0) {
+				err = errno;
+				break;
+			}
+			if (k == 0) {
+				err = ENOSPC;
+				break;
+			}
+			here += (uint64_t)k;
+			total += (uint64_t)k;
+		}
+		if (err == 0 && fsync(fd) < 0)
+			err = errno;
+		close(fd);
+		if (err)
+			note("%s: stopped after %.2f MiB: %s", argv[i], (double)here / mib, en(err));
+		else
+			note("%s: wrote %.2f MiB without error", argv[i], (double)here / mib);
+		if (err != ENOSPC && err != EDQUOT && err != EFBIG)
+			all_stopped = false;
+	}
+	for (int i = 0; i < nfiles; i++)
+		unlink(paths[i]);
+	if (nfiles == 0)
+		return error_out("no directory was writable: %s", ev);
+	note("total %.2f MiB, cap %ld MiB", (double)total / mib, cap);
+	return finish(!all_stopped || total > (uint64_t)cap * mib + mib);
+}
+
+/* -------------------------------------------------------- credentials */
+
+/* Names a jail's environment may hold: deskgate's allowlist, plus PWD, which
+ * the /bin/sh that delivers the probe into the jail exports itself. */
+static bool env_allowed(const char *entry)
+{
+	static const char *const allow[] = {"PATH", "HOME", "USER",  "LOGNAME", "SHELL",
+					    "LANG", "TERM", "TZ",    "TMPDIR",  "PWD"};
+	size_t l = strcspn(entry, "=");
+	for (size_t i = 0; i < sizeof(allow) / sizeof(allow[0]); i++)
+		if (strlen(allow[i]) == l && strncmp(entry, allow[i], l) == 0)
+			return true;
+	return false;
+}
+
+/* Checks one environment block (NUL-separated entries). Returns true when it
+ * shows a name outside the allowlist or any marker; notes the first few
+ * names (never values). */
+static bool env_block_leaks(const char *where, const char *block, size_t len, int nmark,
+			    char **marks, bool quiet)
+{
+	int bad = 0, marked = 0;
+	char names[256] = "";
+	size_t off = 0;
+	while (off < len) {
+		const char *e = block + off;
+		size_t l = strnlen(e, len - off);
+		if (l > 0 && !env_allowed(e)) {
+			size_t nl = strlen(names), kl = strcspn(e, "=");
+			if (bad++ < 6 && nl + kl + 2 < sizeof(names))
+				fmt(names + nl, sizeof(names) - nl, "%s%.*s", nl ? "," : "", (int)kl,
+				    e);
+		}
+		for (int m = 0; m < nmark; m++)
+			if (marks[m][0] && memmem(e, l, marks[m], strlen(marks[m])))
+				marked++;
+		off += l + 1;
+	}
+	if (marked)
+		note("%s holds %d entr%s with a secret marker", where, marked,
+		     marked == 1 ? "y" : "ies");
+	if (bad && !quiet)
+		note("%s has %d name(s) outside the allowlist: %s%s", where, bad, names,
+		     bad > 6 ? ",..." : "");
+	return bad > 0 || marked > 0;
+}
+
+/* env [MARKER...]: the process environment and every readable
+ * /proc/PID/environ (PID 1 included) hold only allowlisted names and none of
+ * the secret values (markers) the test put into deskgate's environment. */
+static int p_env(int argc, char **argv)
+{
+	bool leaked = false;
+	char *block = malloc(1 << 20);
+	if (!block)
+		return error_out("out of memory");
+	size_t len = 0;
+	for (char **e = environ; *e; e++) {
+		size_t l = strlen(*e);
+		if (len + l + 1 > (1 << 20))
+			break;
+		memcpy(block + len, *e, l + 1);
+		len += l + 1;
+	}
+	leaked |= env_block_leaks("environ", block, len, argc, argv, false);
+	int leaking = 0; /* /proc sources with names outside the allowlist */
+	DIR *d = opendir("/proc");
+	int readable = 0, unreadable = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (!isdigit((unsigned char)de->d_name[0]) && strcmp(de->d_name, "self"))
+			continue;
+		char path[300];
+		snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			unreadable++;
+			continue;
+		}
+		len = 0;
+		ssize_t k = 0;
+		while (len < (1 << 20) && (k = read(fd, block + len, (1 << 20) - len)) > 0)
+			len += (size_t)k;
+		close(fd);
+		if (k < 0 && len == 0) {
+			unreadable++;
+			continue;
+		}
+		readable++;
+		bool l = env_block_leaks(path, block, len, argc, argv, leaking >= 3);
+		leaking += l;
+		leaked |= l;
+	}
+	if (d)
+		closedir(d);
+	note("%d /proc/*/environ readable (%d showing names outside the allowlist), %d not",
+	     readable, leaking, unreadable);
+	free(block);
+	return finish(leaked);
+}
+
+/* cred-files: no credential file or directory is readable: in $HOME, in
+ * /root, in each /home/USER, and the container secret paths. */
+static int p_cred_files(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	static const char *const rel[] = {".ssh",         ".aws",           ".config/gcloud",
+					  ".docker/config.json", ".kube/config", ".netrc",
+					  ".git-credentials", ".gnupg",   ".azure"};
+	static const char *const abs[] = {"/run/secrets", "/var/run/secrets",
+					  "/var/run/secrets/kubernetes.io/serviceaccount/token",
+					  "/etc/ssh/ssh_host_ed25519_key",
+					  "/etc/ssh/ssh_host_rsa_key"};
+	char homes[34][512];
+	int nh = 0;
+	const char *home = getenv("HOME");
+	if (home && *home)
+		snprintf(homes[nh++], sizeof(homes[0]), "%s", home);
+	if (!home || strcmp(home, "/root"))
+		snprintf(homes[nh++], sizeof(homes[0]), "/root");
+	DIR *d = opendir("/home");
+	struct dirent *e;
+	while (d && (e = readdir(d)) && nh < 34) {
+		if (e->d_name[0] == '.')
+			continue;
+		fmt(homes[nh], sizeof(homes[0]), "/home/%s", e->d_name);
+		if (!home || strcmp(home, homes[nh]))
+			nh++;
+	}
+	if (d)
+		closedir(d);
+	bool leaked = false;
+	int checked = 0;
+	for (int h = 0; h < nh; h++)
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			char p[1100];
+			fmt(p, sizeof(p), "%s/%s", homes[h], rel[i]);
+			checked++;
+			int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+			if (fd >= 0) {
+				close(fd);
+				note("%s readable", p);
+				leaked = true;
+			} else if (errno != ENOENT && errno != ENOTDIR) {
+				note("%s: %s", p, en(errno));
+			}
+		}
+	for (size_t i = 0; i < sizeof(abs) / sizeof(abs[0]); i++) {
+		checked++;
+		int fd = open(abs[i], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (fd >= 0) {
+			close(fd);
+			note("%s readable", abs[i]);
+			leaked = true;
+		} else if (errno != ENOENT && errno != ENOTDIR) {
+			note("%s: %s", abs[i], en(errno));
+		}
+	}
+	note("%d path(s) checked in %d home(s) and the secret mounts", checked, nh);
+	return finish(leaked);
+}
+
+/* keyctl: the session and user keyrings cannot be reached. */
+static int p_keyctl(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	long r = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
+	bool ok = denied("keyctl(GET_KEYRING_ID, session)", r, errno);
+	r = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0);
+	ok &= denied("keyctl(GET_KEYRING_ID, user)", r, errno);
+	return finish(!ok);
+}
+
+/* ---------------------------------------------------------- isolation */
+
+/* status: /proc/self/status shows every capability set empty, NoNewPrivs 1
+ * and Seccomp 2 (filter mode). */
+static int p_status(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	FILE *f = fopen("/proc/self/status", "re");
+	if (!f)
+		return error_out("/proc/self/status: %s", en(errno));
+	char line[256];
+	bool leaked = false;
+	int seen = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char key[64], val[128];
+		if (sscanf(line, "%63[^:]:%*[ \t]%127s", key, val) != 2)
+			continue;
+		bool cap = strncmp(key, "Cap", 3) == 0;
+		if (cap || !strcmp(key, "NoNewPrivs") || !strcmp(key, "Seccomp")) {
+			seen++;
+			bool bad = cap ? strtoull(val, NULL, 16) != 0
+				       : !strcmp(key, "NoNewPrivs") ? strcmp(val, "1") != 0
+								    : strcmp(val, "2") != 0;
+			note("%s %s%s", key, val, bad ? " (!)" : "");
+			leaked |= bad;
+		}
+	}
+	fclose(f);
+	if (seen < 7)
+		return error_out("only %d of the 7 fields found: %s", seen, ev);
+	return finish(leaked);
+}
+
+static void c_traceme(struct child_result *res, void *arg)
+{
+	(void)arg;
+	errno = 0;
+	res->ret = ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+	res->err = errno;
+}
+
+/* Attaches to pid, waits for the stop and detaches with no signal, so the
+ * target only sees a brief stop. Returns ptrace's result. */
+static long attach_detach(pid_t pid, int *err)
+{
+	errno = 0;
+	long r = ptrace(PTRACE_ATTACH, pid, NULL, NULL);
+	*err = errno;
+	if (r == 0) {
+		int st;
+		waitpid(pid, &st, __WALL);
+		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	}
+	return r;
+}
+
+/* ptrace: PTRACE_TRACEME in a child, PTRACE_ATTACH to an own child (allowed
+ * by the kernel alone: only the filter stops it) and to the parent. */
+static int p_ptrace(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	struct child_result res;
+	int st, err;
+	bool ok = true;
+	if (run_child(c_traceme, NULL, 5, &res, &st) == 1) {
+		ok &= denied("PTRACE_TRACEME", res.ret, res.err);
+	} else {
+		char how[64];
+		describe_status(how, sizeof(how), st);
+		note("PTRACE_TRACEME child %s", how);
+		ok &= WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+	}
+	pid_t kid = fork();
+	if (kid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	if (kid > 0) {
+		long r = attach_detach(kid, &err);
+		ok &= denied("PTRACE_ATTACH own child", r, err);
+		kill(kid, SIGKILL);
+		waitpid(kid, &st, 0);
+	}
+	pid_t pp = getppid();
+	if (pp > 0) {
+		char what[64];
+		snprintf(what, sizeof(what), "PTRACE_ATTACH parent %d", (int)pp);
+		long r = attach_detach(pp, &err);
+		ok &= denied(what, r, err);
+	} else {
+		note("parent outside the pid namespace (ppid 0)");
+	}
+	return finish(!ok);
+}
+
+/* process-vm-readv: reads the parent's memory (the address comes from its
+ * maps when readable; EFAULT still means the permission check passed). */
+static int p_process_vm_readv(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	pid_t pp = getppid();
+	if (pp <= 0) {
+		note("parent outside the pid namespace (ppid 0): no target");
+		return finish(false);
+	}
+	unsigned long addr = 0x10000;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pp);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		char line[512];
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long lo, hi;
+			char perms[8];
+			if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[0] == 'r') {
+				addr = lo;
+				break;
+			}
+		}
+		fclose(f);
+		note("parent's maps readable");
+	} else {
+		note("parent's maps: %s", en(errno));
+	}
+	char buf[16];
+	struct iovec local = {buf, sizeof(buf)}, remote = {(void *)addr, sizeof(buf)};
+	errno = 0;
+	long r = process_vm_readv(pp, &local, 1, &remote, 1, 0);
+	int e = errno;
+	if (r > 0) {
+		note("read %ld byte(s) of parent %d at %#lx", r, (int)pp, addr);
+		return finish(true);
+	}
+	if (e == EPERM || e == ESRCH) {
+		note("process_vm_readv(parent %d): %s", (int)pp, en(e));
+		return finish(false);
+	}
+	note("process_vm_readv(parent %d) passed the permission check: %s", (int)pp, en(e));
+	return finish(true);
+}
+
+struct ns_call {
+	const char *what;
+	int kind; /* 0 unshare, 1 clone, 2 clone3 */
+	unsigned long flags;
+};
+
+/* The fields of struct clone_args up to exit_signal (CLONE_ARGS_SIZE_VER0 is
+ * 64 bytes: all eight u64 fields). */
+struct dg_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+};
+
+static void c_ns_call(struct child_result *res, void *arg)
+{
+	const struct ns_call *c = arg;
+	errno = 0;
+	if (c->kind == 0) {
+		res->ret = unshare((int)c->flags);
+	} else if (c->kind == 1) {
+		long r = syscall(SYS_clone, c->flags | SIGCHLD, 0, 0, 0, 0);
+		if (r == 0)
+			_exit(0);
+		res->ret = r;
+	} else {
+		struct dg_clone_args ca = {.flags = c->flags, .exit_signal = SIGCHLD};
+		long r = syscall(SYS_clone3, &ca, sizeof(ca));
+		if (r == 0)
+			_exit(0);
+		res->ret = r;
+	}
+	res->err = errno;
+	if (res->ret > 0 && c->kind) {
+		int st;
+		waitpid((pid_t)res->ret, &st, __WALL);
+	}
+}
+
+/* unshare: unshare and clone (raw, and clone3) with new user, net or mount
+ * namespaces are refused. Each call runs in its own child. clone3 may also
+ * answer ENOSYS (the jail makes libc fall back to clone, whose flags the
+ * filter can read). */
+static int p_unshare(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	static const struct ns_call calls[] = {
+		{"unshare(CLONE_NEWUSER)", 0, CLONE_NEWUSER},
+		{"unshare(CLONE_NEWNET)", 0, CLONE_NEWNET},
+		{"unshare(CLONE_NEWNS)", 0, CLONE_NEWNS},
+		{"clone(CLONE_NEWUSER)", 1, CLONE_NEWUSER},
+		{"clone(CLONE_NEWUSER|CLONE_NEWNET)", 1, CLONE_NEWUSER | CLONE_NEWNET},
+		{"clone(CLONE_NEWNET)", 1, CLONE_NEWNET},
+		{"clone3(CLONE_NEWUSER)", 2, CLONE_NEWUSER},
+	};
+	bool ok = true;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		struct child_result res;
+		int st;
+		if (run_child(c_ns_call, (void *)&calls[i], 5, &res, &st) != 1) {
+			char how[64];
+			describe_status(how, sizeof(how), st);
+			note("%s: child %s", calls[i].what, how);
+			ok &= WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+			continue;
+		}
+		if (calls[i].kind == 2 && res.ret < 0 && res.err == ENOSYS) {
+			note("%s: ENOSYS", calls[i].what);
+			continue;
+		}
+		ok &= denied(calls[i].what, res.ret, res.err);
+	}
+	return finish(!ok);
+}
+
+/* bpf: loading a trivial socket filter program (r0 = 0; exit) is refused;
+ * a program that loads is closed at once. */
+static int p_bpf(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	struct bpf_insn insns[2] = {
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	union bpf_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
+	attr.insn_cnt = 2;
+	attr.insns = (uint64_t)(uintptr_t)insns;
+	attr.license = (uint64_t)(uintptr_t) "GPL";
+	errno = 0;
+	long r = syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
+	int e = errno;
+	if (r >= 0)
+		close((int)r);
+	return finish(!denied("bpf(BPF_PROG_LOAD socket filter)", r, e));
+}
+
+/* perf: a software counter on the probe itself is refused (the kernel alone
+ * allows it to unprivileged users at perf_event_paranoid <= 2). */
+static int p_perf(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof(a));
+	a.type = PERF_TYPE_SOFTWARE;
+	a.size = sizeof(a);
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.disabled = 1;
+	a.exclude_kernel = 1;
+	a.exclude_hv = 1;
+	errno = 0;
+	long r = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	int e = errno;
+	if (r >= 0)
+		close((int)r);
+	return finish(!denied("perf_event_open(sw task clock, self)", r, e));
+}
+
+/* userfaultfd: refused, also with UFFD_USER_MODE_ONLY (which the kernel
+ * alone grants to unprivileged users). */
+static int p_userfaultfd(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	errno = 0;
+	long r = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	int e = errno;
+	if (r >= 0)
+		close((int)r);
+	bool ok = denied("userfaultfd(0)", r, e);
+	errno = 0;
+	r = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	e = errno;
+	if (r >= 0)
+		close((int)r);
+	ok &= denied("userfaultfd(USER_MODE_ONLY)", r, e);
+	return finish(!ok);
+}
+
+/* io-uring: io_uring_setup is refused (a ring that is made is closed). */
+static int p_io_uring(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	char params[120]; /* struct io_uring_params, zeroed */
+	memset(params, 0, sizeof(params));
+	errno = 0;
+	long r = syscall(SYS_io_uring_setup, 4, params);
+	int e = errno;
+	if (r >= 0)
+		close((int)r);
+	return finish(!denied("io_uring_setup(4)", r, e));
+}
+
+/* open-by-handle: open_by_handle_at is refused (a handle from
+ * name_to_handle_at when that works, else a made-up one; any answer but EPERM
+ * means the call reached the kernel). */
+static int p_open_by_handle(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	struct {
+		struct file_handle h;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} fh;
+	memset(&fh, 0, sizeof(fh));
+	fh.h.handle_bytes = MAX_HANDLE_SZ;
+	int mount_id;
+	errno = 0;
+	if (name_to_handle_at(AT_FDCWD, "/etc", &fh.h, &mount_id, 0) < 0) {
+		note("name_to_handle_at(/etc): %s", en(errno));
+		fh.h.handle_bytes = 8;
+		fh.h.handle_type = 1;
+	}
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	errno = 0;
+	long r = syscall(SYS_open_by_handle_at, root, &fh.h, O_RDONLY | O_CLOEXEC);
+	int e = errno;
+	if (r >= 0)
+		close((int)r);
+	if (root >= 0)
+		close(root);
+	return finish(!denied("open_by_handle_at", r, e));
+}
+
+/* kexec: kexec_load and kexec_file_load with invalid flags: past the
+ * permission check the kernel answers EINVAL, so nothing is ever loaded. */
+static int p_kexec(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	errno = 0;
+	long r = syscall(SYS_kexec_load, 0UL, 0UL, NULL, 0xdead0000UL);
+	bool ok = denied("kexec_load(bad flags)", r, errno);
+	errno = 0;
+	r = syscall(SYS_kexec_file_load, -1, -1, 0UL, NULL, 0xdead0000UL);
+	ok &= denied("kexec_file_load(bad flags)", r, errno);
+	return finish(!ok);
+}
+
+/* modules: init_module with an empty image (ENOEXEC past the permission
+ * check) and finit_module on fd -1 (EBADF) load nothing. */
+static int p_modules(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	errno = 0;
+	long r = syscall(SYS_init_module, NULL, 0UL, "");
+	bool ok = denied("init_module(empty)", r, errno);
+	errno = 0;
+	r = syscall(SYS_finit_module, -1, "", 0);
+	ok &= denied("finit_module(-1)", r, errno);
+	return finish(!ok);
+}
+
+/* Classifies a child that made a foreign-ABI call: SIGSYS (killed by the
+ * filter) or EPERM is contained; a result or any other errno reached the
+ * kernel; another signal is reported as such. */
+static bool foreign_abi(const char *what, child_fn fn)
+{
+	struct child_result res;
+	int st;
+	if (run_child(fn, NULL, 5, &res, &st) == 1) {
+		if (res.ret < 0 && res.err == EPERM) {
+			note("%s: EPERM", what);
+			return true;
+		}
+		if (res.ret < 0)
+			note("%s reached the kernel: %s", what, en(res.err));
+		else
+			note("%s returned %ld", what, res.ret);
+		return false;
+	}
+	char how[64];
+	describe_status(how, sizeof(how), st);
+	note("%s: %s", what, how);
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+}
+
+static void c_x32(struct child_result *res, void *arg)
+{
+	(void)arg;
+	errno = 0;
+	res->ret = syscall(0x40000000L | SYS_getpid);
+	res->err = errno;
+}
+
+static void c_int80(struct child_result *res, void *arg)
+{
+	(void)arg;
+	long ax = 20; /* i386 getpid */
+	__asm__ volatile("int $0x80" : "+a"(ax) : : "r8", "r9", "r10", "r11", "memory");
+	res->ret = ax < 0 && ax > -4096 ? -1 : ax;
+	res->err = ax < 0 && ax > -4096 ? (int)-ax : 0;
+}
+
+/* x32: getpid through the x32 ABI (nr | 0x40000000) is killed (SIGSYS). */
+static int p_x32(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return finish(!foreign_abi("x32 getpid", c_x32));
+}
+
+/* int80: getpid through int 0x80 (the i386 ABI) is killed (SIGSYS). */
+static int p_int80(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return finish(!foreign_abi("int 0x80 getpid", c_int80));
+}
+
+/* The TIOCSTI child: a new session whose controlling terminal is a fresh
+ * pty, so the kernel alone would allow TIOCSTI on it; then the ioctls. The
+ * injected byte goes to this private pty only. */
+static void c_tiocsti(struct child_result *res, void *arg)
+{
+	(void)arg;
+	setsid();
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0) {
+		res->ret = -2;
+		snprintf(res->msg, sizeof(res->msg), "ERROR /dev/ptmx: %s", en(errno));
+		return;
+	}
+	char name[128];
+	if (ptsname_r(m, name, sizeof(name)) != 0) {
+		res->ret = -2;
+		snprintf(res->msg, sizeof(res->msg), "ERROR ptsname: %s", en(errno));
+		return;
+	}
+	int s = open(name, O_RDWR | O_CLOEXEC);
+	if (s < 0) {
+		res->ret = -2;
+		snprintf(res->msg, sizeof(res->msg), "ERROR open %s: %s", name, en(errno));
+		return;
+	}
+	ioctl(s, TIOCSCTTY, 0);
+	static const struct {
+		const char *what;
+		unsigned long req;
+	} calls[] = {
+		{"TIOCSTI 0x5412", 0x5412UL},
+		{"TIOCSTI 0x100005412", 0x100005412UL},
+		{"TIOCLINUX 0x541c", 0x541CUL},
+		{"TIOCLINUX 0x10000541c", 0x10000541CUL},
+	};
+	res->ret = 0;
+	size_t off = 0;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		char c = i < 2 ? '#' : 12; /* TIOCLINUX 12: read the shift state */
+		errno = 0;
+		long r = syscall(SYS_ioctl, s, calls[i].req, &c);
+		int e = errno;
+		if (!(r < 0 && e == EPERM))
+			res->ret = 1;
+		off += (size_t)snprintf(res->msg + off, sizeof(res->msg) - off, "%s%s: %s",
+					i ? "; " : "", calls[i].what,
+					r < 0 ? en(e) : "succeeded");
+		if (off >= sizeof(res->msg))
+			break;
+	}
+}
+
+/* tiocsti: TIOCSTI (and TIOCLINUX) are refused on the probe's own
+ * controlling pty, also when the request has high bits set (the kernel
+ * truncates the request to 32 bits; the filter must compare all 64). */
+static int p_tiocsti(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	struct child_result res;
+	int st;
+	if (run_child(c_tiocsti, NULL, 5, &res, &st) != 1) {
+		char how[64];
+		describe_status(how, sizeof(how), st);
+		note("tiocsti child %s", how);
+		return finish(!(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS));
+	}
+	if (res.ret == -2)
+		return error_out("%s", res.msg + 6);
+	note("%s", res.msg);
+	return finish(res.ret != 0);
+}
+
+/* procs MAX PID [COMM]: at most MAX processes are visible, and PID (the test
+ * runner on the host) is not one of them (when COMM is given, a process
+ * with that pid counts only if its comm matches). */
+static int p_procs(int argc, char **argv)
+{
+	if (argc < 2)
+		return error_out("usage: procs MAX PID [COMM]");
+	long max = parse_long(argv[0], 1, 1 << 22, "max");
+	DIR *d = opendir("/proc");
+	if (!d)
+		return error_out("/proc: %s", en(errno));
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += isdigit((unsigned char)e->d_name[0]) != 0;
+	closedir(d);
+	note("%d process(es) visible (max %ld)", n, max);
+	bool leaked = n > max;
+	char path[64], comm[64] = "";
+	snprintf(path, sizeof(path), "/proc/%s/comm", argv[1]);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t k = read(fd, comm, sizeof(comm) - 1);
+		close(fd);
+		comm[k > 0 ? k : 0] = '\0';
+		comm[strcspn(comm, "\n")] = '\0';
+		if (argc < 3 || strcmp(comm, argv[2]) == 0) {
+			note("pid %s visible (%s)", argv[1], comm);
+			leaked = true;
+		} else {
+			note("pid %s exists but is '%s', not the runner", argv[1], comm);
+		}
+	} else {
+		note("pid %s: %s", argv[1], en(errno));
+	}
+	return finish(leaked);
+}
+
+/* ---------------------------------------------------------- resources */
+
+/* forkbomb CAP HOLD_MS: forks children that wait, until fork fails or 2*CAP
+ * children exist; prints "HOLDING <n>" and holds them HOLD_MS (the test
+ * checks that the host stays responsive meanwhile), then kills them.
+ * Contained when fork failed before CAP children. */
+static int p_forkbomb(int argc, char **argv)
+{
+	if (argc < 2)
+		return error_out("usage: forkbomb CAP HOLD_MS");
+	long cap = parse_long(argv[0], 1, 4096, "cap");
+	long hold = parse_long(argv[1], 0, 60000, "hold");
+	long max = 2 * cap;
+	pid_t *kids = calloc((size_t)max, sizeof(pid_t));
+	if (!kids)
+		return error_out("out of memory");
+	long n = 0;
+	int err = 0;
+	pid_t self = getpid();
+	fflush(NULL);
+	while (n < max) {
+		pid_t p = fork();
+		if (p < 0) {
+			err = errno;
+			break;
+		}
+		if (p == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != self)
+				_exit(0);
+			for (;;)
+				pause();
+		}
+		kids[n++] = p;
+	}
+	printf("HOLDING %ld\n", n);
+	fflush(stdout);
+	struct timespec ts = {hold / 1000, (hold % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+	for (long i = 0; i < n; i++)
+		kill(kids[i], SIGKILL);
+	for (long i = 0; i < n; i++)
+		waitpid(kids[i], NULL, 0);
+	free(kids);
+	if (err)
+		note("fork failed after %ld children: %s (cap %ld)", n, en(err), cap);
+	else
+		note("forked %ld children without a failure (cap %ld)", n, cap);
+	return finish(!err || n >= cap);
+}
+
+/* memhog MB: allocates and touches MB MiB, printing progress every 16 MiB.
+ * Inside a jail with a lower memory limit it is OOM-killed (the test checks
+ * the exit and the reason); leaked when all of it was touched. */
+static int p_memhog(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: memhog MB");
+	long mb = parse_long(argv[0], 1, 1 << 16, "MB");
+	for (long i = 0; i < mb; i++) {
+		char *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		if (p == MAP_FAILED) {
+			note("allocation failed after %ld MiB: %s", i, en(errno));
+			return finish(false);
+		}
+		memset(p, (int)(i & 0xff) | 1, 1 << 20);
+		if ((i + 1) % 16 == 0) {
+			printf("touched %ld MiB\n", i + 1);
+			fflush(stdout);
+		}
+	}
+	note("allocated and touched %ld MiB", mb);
+	return finish(true);
+}
+
+/* cpuspin MS MAX_RATIO: spins MS milliseconds of wall time; the ratio of CPU
+ * time to wall time shows the CPU limit. Contained when <= MAX_RATIO. */
+static int p_cpuspin(int argc, char **argv)
+{
+	if (argc < 2)
+		return error_out("usage: cpuspin MS MAX_RATIO");
+	long ms = parse_long(argv[0], 1, 600000, "MS");
+	double max = strtod(argv[1], NULL);
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+	double t0 = now_s(), t1;
+	volatile unsigned long x = 0;
+	do {
+		for (int i = 0; i < 100000; i++)
+			x += (unsigned long)i;
+		t1 = now_s();
+	} while (t1 - t0 < (double)ms / 1000.0);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+	double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+	double ratio = cpu / (t1 - t0);
+	note("cpu %.3f s over %.3f s wall: ratio %.2f (max %.2f)", cpu, t1 - t0, ratio, max);
+	return finish(ratio > max);
+}
+
+/* flood BYTES: writes BYTES to stdout; the verdict goes to stderr. Contained
+ * when a write failed (the relay closed the pipe at its cap) before all of
+ * it was written. */
+static int p_flood(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: flood BYTES");
+	verdict_fd = 2;
+	long total = parse_long(argv[0], 1, 1L << 34, "bytes");
+	signal(SIGPIPE, SIG_IGN);
+	static char chunk[65536];
+	for (size_t i = 0; i < sizeof(chunk); i++)
+		chunk[i] = (i % 64 == 63) ? '\n' : 'y';
+	long done = 0;
+	while (done < total) {
+		size_t want = (size_t)(total - done) < sizeof(chunk) ? (size_t)(total - done)
+								     : sizeof(chunk);
+		ssize_t k = write(1, chunk, want);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			note("write failed after %ld byte(s): %s", done, en(errno));
+			return finish(false);
+		}
+		done += k;
+	}
+	note("wrote all %ld byte(s)", done);
+	return finish(true);
+}
+
+/* daemon TAG SECS keep|close: double-forks a setsid daemon named "dgd-TAG"
+ * (its comm) that sleeps SECS seconds, then exits at once. With "keep" the
+ * daemon holds stdout and stderr open (what a hostile one would do); with
+ * "close" it points them at /dev/null. From inside, a daemon that outlives
+ * its parent has always escaped it: the final line is LEAKED with its pid.
+ * Whether it outlived the jail is for `alive TAG`, run on the host after. */
+static int p_daemon(int argc, char **argv)
+{
+	if (argc < 3)
+		return error_out("usage: daemon TAG SECS keep|close");
+	long secs = parse_long(argv[1], 1, 3600, "secs");
+	bool keep = strcmp(argv[2], "keep") == 0;
+	char comm[16];
+	snprintf(comm, sizeof(comm), "dgd-%s", argv[0]);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return error_out("pipe: %s", en(errno));
+	fflush(NULL);
+	pid_t c = fork();
+	if (c < 0)
+		return error_out("fork: %s", en(errno));
+	if (c == 0) {
+		setsid();
+		pid_t g = fork();
+		if (g != 0)
+			_exit(g < 0);
+		prctl(PR_SET_NAME, comm);
+		if (!keep) {
+			int null = open("/dev/null", O_RDWR);
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		pid_t me = getpid();
+		if (write(p[1], &me, sizeof(me)) != (ssize_t)sizeof(me))
+			_exit(1);
+		close(p[1]);
+		close(p[0]);
+		struct timespec ts = {secs, 0};
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(p[1]);
+	pid_t d = 0;
+	ssize_t k = read(p[0], &d, sizeof(d));
+	close(p[0]);
+	int st;
+	waitpid(c, &st, 0);
+	if (k != (ssize_t)sizeof(d))
+		return error_out("daemon did not start");
+	note("daemon %s pid %d running after its parent exited", comm, (int)d);
+	return finish(true);
+}
+
+/* alive TAG: (run on the host) leaked when any process named "dgd-TAG" is
+ * alive; lists their host pids. */
+static int p_alive(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: alive TAG");
+	char want[16];
+	snprintf(want, sizeof(want), "dgd-%s", argv[0]);
+	DIR *d = opendir("/proc");
+	if (!d)
+		return error_out("/proc: %s", en(errno));
+	bool leaked = false;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char path[300], comm[64] = "", state = '?';
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		/* pid (comm) state ... ; comm has no ')' here */
+		if (fscanf(f, "%*d (%63[^)]) %c", comm, &state) == 2 && strcmp(comm, want) == 0 &&
+		    state != 'Z' && state != 'X') {
+			note("pid %s (%s) alive, state %c", e->d_name, comm, state);
+			leaked = true;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	if (!leaked)
+		note("no process named %s", want);
+	return finish(leaked);
+}
+
+/* hello: a static binary runs; prints who it runs as. Not a containment
+ * probe: exit 0. */
+static int p_hello(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	printf("HELLO uid=%u gid=%u pid=%d\n", (unsigned)getuid(), (unsigned)getgid(),
+	       (int)getpid());
+	return 0;
+}
+
+/* ------------------------------------------------------ control harness */
+
+static int run_argv(char *const *argv)
+{
+	pid_t p = fork();
+	if (p < 0)
+		return -1;
+	if (p == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(null, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	int st;
+	waitpid(p, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The stand-in "outside" that `ns --net` puts on lo. */
+static const char *const ns_addrs[][2] = {
+	{"-4", "169.254.169.254/32"}, /* cloud metadata */
+	{"-4", "192.0.2.1/32"},       /* TEST-NET-1: "the internet" */
+	{"-6", "2001:db8::1/128"},    /* documentation prefix: IPv6 outside */
+};
+
+static int listen_on(int fam, const char *host, int port, int type)
+{
+	union addr a;
+	socklen_t len;
+	if (parse_addr(host, port, &a, &len) < 0)
+		return -1;
+	int s = socket(fam, type | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	int one = 1;
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* A fresh address may not be bindable for a moment: retry up to 2 s. */
+	int r;
+	for (int i = 0; (r = bind(s, &a.sa, len)) < 0 && errno == EADDRNOTAVAIL && i < 200; i++)
+		usleep(10000);
+	if (r < 0 || (type == SOCK_STREAM && listen(s, 16) < 0)) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+/* Answers every DNS query with one A record, 192.0.2.1. */
+static void dns_answer(int s)
+{
+	uint8_t q[512];
+	struct sockaddr_storage from;
+	socklen_t fl = sizeof(from);
+	ssize_t n = recvfrom(s, q, sizeof(q) - 16, 0, (struct sockaddr *)&from, &fl);
+	if (n < 12)
+		return;
+	q[2] |= 0x80; /* QR */
+	q[3] = 0x80;  /* RA, rcode 0 */
+	q[6] = 0;
+	q[7] = 1; /* ANCOUNT */
+	q[8] = q[9] = q[10] = q[11] = 0;
+	/* Keep the question only (drop EDNS and the like). */
+	size_t off = 12;
+	while (off < (size_t)n && q[off])
+		off += q[off] + 1u;
+	off += 5;
+	if (off > (size_t)n)
+		return;
+	static const uint8_t ans[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1};
+	memcpy(q + off, ans, sizeof(ans));
+	sendto(s, q, off + sizeof(ans), 0, (struct sockaddr *)&from, fl);
+}
+
+/* The servers of `ns --net`: TCP :80 on each outside address (a banner, then
+ * close) and DNS on 127.0.0.1:53. Dies with its parent (the probe). */
+static void ns_serve(int ready)
+{
+	struct pollfd p[8];
+	int n = 0;
+	p[n++].fd = listen_on(AF_INET, "169.254.169.254", 80, SOCK_STREAM);
+	p[n++].fd = listen_on(AF_INET, "192.0.2.1", 80, SOCK_STREAM);
+	p[n++].fd = listen_on(AF_INET6, "2001:db8::1", 80, SOCK_STREAM);
+	p[n++].fd = listen_on(AF_INET, "127.0.0.1", 53, SOCK_DGRAM);
+	for (int i = 0; i < n; i++) {
+		if (p[i].fd < 0)
+			_exit(1);
+		p[i].events = POLLIN;
+	}
+	char ok = 1;
+	if (write(ready, &ok, 1) != 1)
+		_exit(1);
+	close(ready);
+	double end = now_s() + 120;
+	while (now_s() < end) {
+		if (poll(p, (nfds_t)n, 1000) <= 0)
+			continue;
+		for (int i = 0; i < n; i++) {
+			if (!(p[i].revents & POLLIN))
+				continue;
+			if (i == n - 1) {
+				dns_answer(p[i].fd);
+				continue;
+			}
+			int c = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+			if (c >= 0) {
+				static const char banner[] = "dg-ns-server\n";
+				if (write(c, banner, sizeof(banner) - 1) < 0) {
+				}
+				close(c);
+			}
+		}
+	}
+	_exit(0);
+}
+
+/* Bind-mounts a file holding text over target (in the private namespace). */
+static int ns_bind_text(const char *dir, const char *name, const char *text, const char *target)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	ssize_t w = write(fd, text, strlen(text));
+	close(fd);
+	int r = w == (ssize_t)strlen(text) ? mount(path, target, NULL, MS_BIND, NULL) : -1;
+	unlink(path); /* the bind mount keeps the file alive */
+	return r;
+}
+
+/* ns [--net] -- NAME ARGS | -- /PATH ARGS: the CONTROL harness (root, on the
+ * host). Enters a new mount namespace with / made private (so mounts and
+ * remounts stay there) and, with --net, a new network namespace where lo is
+ * up and carries 169.254.169.254, 192.0.2.1 and 2001:db8::1, with a TCP
+ * server on port 80 of each and a DNS responder on 127.0.0.1:53 that
+ * /etc/resolv.conf points to. Then runs the probe (or PATH) there. Traffic
+ * never leaves that namespace. */
+static int ns_main(int argc, char **argv)
+{
+	bool net = false;
+	int i = 0;
+	for (; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strcmp(argv[i], "--net"))
+			net = true;
+		else
+			return error_out("ns: unknown option %s", argv[i]);
+	}
+	if (i + 1 >= argc)
+		return error_out("usage: ns [--net] -- NAME ARGS | -- /PATH ARGS");
+	char **rest = argv + i + 1;
+	int nrest = argc - i - 1;
+	if (geteuid() != 0)
+		return error_out("ns: the control harness needs root");
+	if (unshare(CLONE_NEWNS | (net ? CLONE_NEWNET : 0)) < 0)
+		return error_out("ns: unshare: %s", en(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return error_out("ns: make / private: %s", en(errno));
+	if (net) {
+		const char *ip = access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip"
+			       : access("/sbin/ip", X_OK) == 0   ? "/sbin/ip"
+								 : "/bin/ip";
+		char *up[] = {(char *)ip, "link", "set", "lo", "up", NULL};
+		if (run_argv(up) != 0)
+			return error_out("ns: %s link set lo up failed", ip);
+		for (size_t k = 0; k < sizeof(ns_addrs) / sizeof(ns_addrs[0]); k++) {
+			/* nodad: an IPv6 address is usable at once, not "tentative" */
+			char *add[] = {(char *)ip,	       (char *)ns_addrs[k][0], "addr", "add",
+				       (char *)ns_addrs[k][1], "dev",		       "lo",
+				       k == 2 ? "nodad" : NULL,  NULL};
+			if (run_argv(add) != 0)
+				return error_out("ns: %s addr add %s dev lo failed", ip,
+						 ns_addrs[k][1]);
+		}
+		char dir[] = "/tmp/dg-ns-XXXXXX";
+		if (!mkdtemp(dir))
+			return error_out("ns: mkdtemp: %s", en(errno));
+		int r1 = ns_bind_text(dir, "resolv.conf", "nameserver 127.0.0.1\n",
+				      "/etc/resolv.conf");
+		int e1 = errno;
+		int r2 = ns_bind_text(dir, "nsswitch.conf", "hosts: files dns\n",
+				      "/etc/nsswitch.conf");
+		int e2 = errno;
+		rmdir(dir);
+		if (r1 < 0 || r2 < 0)
+			return error_out("ns: bind resolv.conf/nsswitch.conf: %s",
+					 en(r1 < 0 ? e1 : e2));
+		int rp[2];
+		if (pipe2(rp, O_CLOEXEC) < 0)
+			return error_out("ns: pipe: %s", en(errno));
+		pid_t parent = getpid();
+		fflush(NULL);
+		pid_t s = fork();
+		if (s < 0)
+			return error_out("ns: fork: %s", en(errno));
+		if (s == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(0);
+			close(rp[0]);
+			int null = open("/dev/null", O_RDWR);
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+			ns_serve(rp[1]);
+		}
+		close(rp[1]);
+		char ok = 0;
+		if (read(rp[0], &ok, 1) != 1)
+			return error_out("ns: the servers did not start");
+		close(rp[0]);
+	}
+	char *args[nrest + 2];
+	const char *path;
+	int k = 0;
+	if (rest[0][0] == '/') {
+		path = rest[0];
+	} else {
+		path = "/proc/self/exe";
+		args[k++] = "dg_probe";
+	}
+	for (int j = 0; j < nrest; j++)
+		args[k++] = rest[j];
+	args[k] = NULL;
+	execv(path, args);
+	return error_out("ns: exec %s: %s", path, en(errno));
+}
+
+/* --------------------------------------------------------------- main */
+
+static const struct probe {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+} probes[] = {
+	{"connect", p_connect},
+	{"dns", p_dns},
+	{"raw-socket", p_raw_socket},
+	{"packet-socket", p_packet_socket},
+	{"socket-families", p_socket_families},
+	{"unix-abstract", p_unix_abstract},
+	{"list-dir", p_list_dir},
+	{"read-file", p_read_file},
+	{"write-dir", p_write_dir},
+	{"open-write", p_open_write},
+	{"sys-write", p_sys_write},
+	{"mknod", p_mknod},
+	{"remount", p_remount},
+	{"mount-tmpfs", p_mount_tmpfs},
+	{"leaked-fd", p_leaked_fd},
+	{"fill", p_fill},
+	{"env", p_env},
+	{"cred-files", p_cred_files},
+	{"keyctl", p_keyctl},
+	{"status", p_status},
+	{"ptrace", p_ptrace},
+	{"process-vm-readv", p_process_vm_readv},
+	{"unshare", p_unshare},
+	{"bpf", p_bpf},
+	{"perf", p_perf},
+	{"userfaultfd", p_userfaultfd},
+	{"io-uring", p_io_uring},
+	{"open-by-handle", p_open_by_handle},
+	{"kexec", p_kexec},
+	{"modules", p_modules},
+	{"x32", p_x32},
+	{"int80", p_int80},
+	{"tiocsti", p_tiocsti},
+	{"procs", p_procs},
+	{"forkbomb", p_forkbomb},
+	{"memhog", p_memhog},
+	{"cpuspin", p_cpuspin},
+	{"flood", p_flood},
+	{"daemon", p_daemon},
+	{"alive", p_alive},
+	{"hello", p_hello},
+	{"ns", ns_main},
+};
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return error_out("usage: dg_probe NAME [ARGS...]");
+	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
+		if (strcmp(argv[1], probes[i].name) == 0)
+			return probes[i].fn(argc - 2, argv + 2);
+	return error_out("unknown probe %s", argv[1]);
+}

@@ -1,0 +1,920 @@
+/* cgroup: detection, what is written where, and real limits on this host.
+ *
+ * Fake trees (plain directories under /tmp) check detection and the exact
+ * values written for v2 and v1. The "real" tests use the host hierarchy at
+ * /sys/fs/cgroup (v1 or v2, whichever detect picks) with slots from
+ * REAL_SLOT_BASE up, which no jail of the product uses in practice, and are
+ * skipped when not root or when no usable hierarchy exists. They hold the
+ * slot's lock as a jail's owner does, so that a `deskgate` starting meanwhile
+ * does not take their groups for stale ones and remove them.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "desktop/cgroup-priv.h"
+#include "dg_test.h"
+
+#define REAL_SLOT_BASE 65000u
+
+/* ---- helpers ---- */
+
+/* out (PATH_MAX bytes) = dir/name. */
+static void pjoin(char *out, const char *dir, const char *name)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
+	cr_assert(n > 0 && n < PATH_MAX, "path too long: %s/%s", dir, name);
+}
+
+static char *fake_root(void)
+{
+	char *dir = strdup("/tmp/dg-cgroup-test-XXXXXX");
+	cr_assert(dir && mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	return dir;
+}
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX];
+	pjoin(path, dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	size_t len = strlen(text);
+	cr_assert_eq(write(fd, text, len), (ssize_t)len);
+	close(fd);
+}
+
+static void make_dir(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	pjoin(path, dir, name);
+	cr_assert(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", path, strerror(errno));
+}
+
+/* Content of dir/name without its trailing newline, in a static buffer. */
+static const char *slurp(const char *dir, const char *name)
+{
+	static char buf[8192];
+	char path[PATH_MAX];
+	pjoin(path, dir, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	cr_assert(n >= 0, "read %s: %s", path, strerror(errno));
+	close(fd);
+	while (n > 0 && buf[n - 1] == '\n')
+		n--;
+	buf[n] = '\0';
+	return buf;
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static void rm_tree(char *dir)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
+static char *fake_v2(const char *controllers)
+{
+	char *root = fake_root();
+	put(root, "cgroup.controllers", controllers);
+	put(root, "cgroup.subtree_control", "");
+	return root;
+}
+
+static char *fake_v1(void)
+{
+	char *root = fake_root();
+	static const char *const names[] = {"memory", "pids", "cpu"};
+	for (int i = 0; i < 3; i++) {
+		char dir[PATH_MAX];
+		pjoin(dir, root, names[i]);
+		make_dir(root, names[i]);
+		put(dir, "cgroup.procs", "");
+	}
+	return root;
+}
+
+static struct dg_limits limits(uint64_t memory_mb, uint32_t pids, double cpus)
+{
+	struct dg_limits l = {.memory_mb = memory_mb, .pids = pids, .cpus = cpus};
+	return l;
+}
+
+/* Creates slot under a fresh fake v2 tree and returns cpu.max. */
+static const char *v2_cpu_max(double cpus)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits l = limits(64, 16, cpus);
+	cr_assert_eq(dg_cgroup_create(&sys, 1, &l, &cg, &err), 0, "%s", err.msg);
+	const char *v = slurp(cg.v2, "cpu.max");
+	rm_tree(root);
+	return v;
+}
+
+static pid_t fork_sleeper(void)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+static void assert_killed(pid_t pid)
+{
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+}
+
+/* ---- detection (fake trees) ---- */
+
+Test(cgroup_detect, v2_when_controllers_listed)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpuset cpu io memory pids\n");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	cr_assert_eq(sys.version, DG_CGROUP_V2);
+	cr_assert_str_eq(sys.v2_root, root);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, v2_preferred_over_v1)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v1();
+	put(root, "cgroup.controllers", "memory pids cpu");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	cr_assert_eq(sys.version, DG_CGROUP_V2);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, v1_when_three_controllers)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v1();
+	char want[PATH_MAX];
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	cr_assert_eq(sys.version, DG_CGROUP_V1);
+	pjoin(want, root, "pids");
+	cr_assert_str_eq(sys.v1_pids, want);
+	pjoin(want, root, "cpu");
+	cr_assert_str_eq(sys.v1_cpu, want);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, v2_without_pids_and_no_v1_names_pids)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpuset cpu io memory");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), -ENOENT);
+	cr_assert(strstr(err.msg, "controller(s) pids missing from cgroup.controllers"), "%s",
+		  err.msg);
+	cr_assert(strstr(err.msg, root), "%s", err.msg);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, cpuset_is_not_cpu)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpuset memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), -ENOENT);
+	cr_assert(strstr(err.msg, "controller(s) cpu missing"), "%s", err.msg);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, v1_missing_pids_names_pids)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v1();
+	char procs[PATH_MAX];
+	pjoin(procs, root, "pids/cgroup.procs");
+	cr_assert_eq(unlink(procs), 0);
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), -ENOENT);
+	cr_assert(strstr(err.msg, "v1: controller(s) pids missing"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "no cgroup.controllers"), "%s", err.msg);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, empty_dir_names_all)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_root();
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), -ENOENT);
+	cr_assert(strstr(err.msg, "memory pids cpu missing"), "%s", err.msg);
+	rm_tree(root);
+}
+
+Test(cgroup_detect, root_too_long)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	static char root[PATH_MAX + 1];
+	memset(root, 'a', PATH_MAX);
+	root[0] = '/';
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), -ENAMETOOLONG);
+}
+
+/* ---- creation (fake trees) ---- */
+
+Test(cgroup_create, v2_writes_exact_values)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpuset cpu io memory pids\n");
+	char want[PATH_MAX];
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits l = limits(64, 32, 0.5);
+	cr_assert_eq(dg_cgroup_create(&sys, 3, &l, &cg, &err), 0, "%s", err.msg);
+	pjoin(want, root, "deskgate/jail-3");
+	cr_assert_str_eq(cg.v2, want);
+	cr_assert_str_eq(slurp(cg.v2, "memory.max"), "67108864");
+	cr_assert_str_eq(slurp(cg.v2, "memory.swap.max"), "0");
+	cr_assert_str_eq(slurp(cg.v2, "pids.max"), "32");
+	cr_assert_str_eq(slurp(cg.v2, "cpu.max"), "50000 100000");
+	cr_assert_str_eq(slurp(root, "cgroup.subtree_control"), "+memory +pids +cpu");
+	pjoin(want, root, "deskgate");
+	cr_assert_str_eq(slurp(want, "cgroup.subtree_control"), "+memory +pids +cpu");
+	rm_tree(root);
+}
+
+Test(cgroup_create, v2_controllers_already_enabled_not_rewritten)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	put(root, "cgroup.subtree_control", "cpu io memory pids\n");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits l = limits(64, 32, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 4, &l, &cg, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(slurp(root, "cgroup.subtree_control"), "cpu io memory pids");
+	rm_tree(root);
+}
+
+Test(cgroup_create, cpu_quota_rounding_and_minimum)
+{
+	cr_assert_str_eq(v2_cpu_max(1.5), "150000 100000");
+	cr_assert_str_eq(v2_cpu_max(2.0), "200000 100000");
+	cr_assert_str_eq(v2_cpu_max(DG_LIMIT_CPUS_MIN), "1000 100000");
+	cr_assert_str_eq(v2_cpu_max(0.001), "1000 100000");
+	cr_assert_str_eq(v2_cpu_max(DG_LIMIT_CPUS_MAX), "102400000 100000");
+}
+
+Test(cgroup_create, v1_writes_exact_values)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v1();
+	char want[PATH_MAX];
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits l = limits(256, 64, 0.25);
+	cr_assert_eq(dg_cgroup_create(&sys, 12, &l, &cg, &err), 0, "%s", err.msg);
+	cr_assert_eq(cg.version, DG_CGROUP_V1);
+	pjoin(want, root, "memory/deskgate/jail-12");
+	cr_assert_str_eq(cg.memory, want);
+	cr_assert_str_eq(slurp(cg.memory, "memory.limit_in_bytes"), "268435456");
+	cr_assert_str_eq(slurp(cg.memory, "memory.memsw.limit_in_bytes"), "268435456");
+	cr_assert_str_eq(slurp(cg.pids, "pids.max"), "64");
+	cr_assert_str_eq(slurp(cg.cpu, "cpu.cfs_period_us"), "100000");
+	cr_assert_str_eq(slurp(cg.cpu, "cpu.cfs_quota_us"), "25000");
+	pjoin(want, cg.memory, "memory.oom_control");
+	cr_assert(!exists(want), "memory.oom_control must not be written");
+	rm_tree(root);
+}
+
+Test(cgroup_create, invalid_limits_refused)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits bad[] = {limits(0, 8, 1), limits(64, 0, 1), limits(64, 8, 0),
+				  limits(64, 8, -1), limits(64, 8, NAN), limits(64, 8, INFINITY),
+				  limits(UINT64_MAX, 8, 1)};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(dg_cgroup_create(&sys, 1, &bad[i], &cg, &err), -EINVAL, "case %zu", i);
+	struct dg_limits ok = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, DG_JAIL_SLOTS, &ok, &cg, &err), -EINVAL);
+	char dir[PATH_MAX];
+	pjoin(dir, root, "deskgate/jail-1");
+	cr_assert(!exists(dir), "nothing is created for refused limits");
+	rm_tree(root);
+}
+
+Test(cgroup_create, failed_write_names_file)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	char path[PATH_MAX];
+	pjoin(path, root, "cgroup.subtree_control");
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(mkdir(path, 0755), 0);
+	struct dg_limits l = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 1, &l, &cg, &err), -EISDIR);
+	cr_assert(strstr(err.msg, path) && strstr(err.msg, strerror(EISDIR)), "%s", err.msg);
+	rm_tree(root);
+}
+
+Test(cgroup_create, v1_failure_removes_what_was_created)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v1();
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	char pids_parent[PATH_MAX], mem_jail[PATH_MAX];
+	pjoin(pids_parent, root, "pids");
+	put(pids_parent, "deskgate", "not a directory");
+	struct dg_limits l = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 2, &l, &cg, &err), -ENOTDIR);
+	cr_assert(strstr(err.msg, "pids/deskgate/jail-2"), "%s", err.msg);
+	pjoin(mem_jail, root, "memory/deskgate/jail-2");
+	cr_assert(!exists(mem_jail), "memory group left behind");
+	rm_tree(root);
+}
+
+Test(cgroup_create, stale_empty_group_replaced)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	make_dir(root, "deskgate");
+	make_dir(root, "deskgate/jail-9");
+	struct dg_limits l = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 9, &l, &cg, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(slurp(cg.v2, "pids.max"), "8");
+	rm_tree(root);
+}
+
+Test(cgroup_create, path_too_long)
+{
+	static struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	sys.version = DG_CGROUP_V2;
+	memset(sys.v2_root, 'a', PATH_MAX - 12);
+	sys.v2_root[0] = '/';
+	struct dg_limits l = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 65535, &l, &cg, &err), -ENAMETOOLONG);
+	cr_assert(strstr(err.msg, "too long"), "%s", err.msg);
+	dg_cgroup_paths(&sys, 65535, &cg);
+	cr_assert_str_eq(cg.v2, "");
+}
+
+/* ---- paths, events, enumeration, destroy (fake trees) ---- */
+
+Test(cgroup_fake, paths_for_both_versions)
+{
+	struct dg_cgroup_sys sys = {.version = DG_CGROUP_V1};
+	struct dg_cgroup cg;
+	strcpy(sys.v1_memory, "/r/memory");
+	strcpy(sys.v1_pids, "/r/pids");
+	strcpy(sys.v1_cpu, "/r/cpu,cpuacct");
+	dg_cgroup_paths(&sys, 65535, &cg);
+	cr_assert_eq(cg.version, DG_CGROUP_V1);
+	cr_assert_str_eq(cg.memory, "/r/memory/deskgate/jail-65535");
+	cr_assert_str_eq(cg.pids, "/r/pids/deskgate/jail-65535");
+	cr_assert_str_eq(cg.cpu, "/r/cpu,cpuacct/deskgate/jail-65535");
+	sys.version = DG_CGROUP_V2;
+	strcpy(sys.v2_root, "/sys/fs/cgroup");
+	dg_cgroup_paths(&sys, 0, &cg);
+	cr_assert_str_eq(cg.v2, "/sys/fs/cgroup/deskgate/jail-0");
+}
+
+Test(cgroup_fake, destroy_removes_dir_and_is_idempotent)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits l = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 5, &l, &cg, &err), 0, "%s", err.msg);
+	/* A plain directory keeps the files written into it; cgroupfs does not. */
+	cr_assert_eq(dg_cgroup_destroy(&cg, &err), -ENOTEMPTY);
+	cr_assert(strstr(err.msg, cg.v2), "%s", err.msg);
+	static const char *const files[] = {"memory.max", "memory.swap.max", "pids.max", "cpu.max"};
+	for (int i = 0; i < 4; i++) {
+		char path[PATH_MAX];
+		pjoin(path, cg.v2, files[i]);
+		cr_assert_eq(unlink(path), 0, "%s", path);
+	}
+	cr_assert_eq(dg_cgroup_destroy(&cg, &err), 0, "%s", err.msg);
+	cr_assert(!exists(cg.v2));
+	cr_assert_eq(dg_cgroup_destroy(&cg, &err), 0, "%s", err.msg);
+	rm_tree(root);
+}
+
+Test(cgroup_fake, events_v2_exact_keys)
+{
+	struct dg_cgroup cg = {.version = DG_CGROUP_V2};
+	struct dg_cgroup_events ev;
+	struct dg_err err = {""};
+	char *root = fake_root();
+	strcpy(cg.v2, root);
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "%s", err.msg);
+	cr_assert_eq(ev.oom_kills, 0);
+	cr_assert_eq(ev.pids_max_hits, 0);
+	put(root, "memory.events", "low 0\nhigh 0\nmax 9\noom 7\noom_kill 3\noom_group_kill 5\n");
+	put(root, "pids.events", "max.imposed 11\nmax 4\n");
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "%s", err.msg);
+	cr_assert_eq(ev.oom_kills, 3);
+	cr_assert_eq(ev.pids_max_hits, 4);
+	rm_tree(root);
+}
+
+Test(cgroup_fake, events_v1_from_oom_control)
+{
+	struct dg_cgroup cg = {.version = DG_CGROUP_V1};
+	struct dg_cgroup_events ev;
+	struct dg_err err = {""};
+	char *root = fake_root();
+	strcpy(cg.memory, root);
+	strcpy(cg.pids, root);
+	strcpy(cg.cpu, root);
+	put(root, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+	put(root, "pids.events", "max 17\n");
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "%s", err.msg);
+	cr_assert_eq(ev.oom_kills, 2);
+	cr_assert_eq(ev.pids_max_hits, 17);
+	rm_tree(root);
+}
+
+struct slots {
+	uint32_t seen[16];
+	int n;
+	int stop_after;
+};
+
+static int collect(uint32_t slot, void *arg)
+{
+	struct slots *s = arg;
+	if (s->n < 16)
+		s->seen[s->n++] = slot;
+	return s->stop_after && s->n >= s->stop_after ? 99 : 0;
+}
+
+static bool seen(const struct slots *s, uint32_t slot)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->seen[i] == slot)
+			return true;
+	return false;
+}
+
+Test(cgroup_fake, foreach_only_exact_jail_names)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct slots s = {.n = 0};
+	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &s), 0, "no deskgate group: no jails");
+	cr_assert_eq(s.n, 0);
+	static const char *const dirs[] = {"deskgate",          "deskgate/jail-0",
+					   "deskgate/jail-42",  "deskgate/jail-65535",
+					   "deskgate/jail-65536", "deskgate/jail-007",
+					   "deskgate/jail-",    "deskgate/jail-1x",
+					   "deskgate/jail--1",  "deskgate/jail-+5",
+					   "deskgate/xjail-3",  "deskgate/other"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		make_dir(root, dirs[i]);
+	put(root, "deskgate/jail-6", "a file, not a group");
+	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &s), 0);
+	cr_assert_eq(s.n, 3, "saw %d", s.n);
+	cr_assert(seen(&s, 0) && seen(&s, 42) && seen(&s, 65535));
+	struct slots stop = {.stop_after = 1};
+	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &stop), 99);
+	cr_assert_eq(stop.n, 1);
+	rm_tree(root);
+}
+
+Test(cgroup_fake, kill_empty_or_missing_group_is_immediate)
+{
+	struct dg_cgroup cg = {.version = DG_CGROUP_V2};
+	struct dg_err err = {""};
+	char *root = fake_root();
+	pjoin(cg.v2, root, "nonexistent");
+	cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+	strcpy(cg.v2, root);
+	put(root, "cgroup.procs", "");
+	double t0 = dg_test_now();
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+	cr_assert_lt(dg_test_now() - t0, 0.1, "100 kills of an empty group took too long");
+	rm_tree(root);
+}
+
+Test(cgroup_fake, kill_refuses_the_caller)
+{
+	struct dg_cgroup cg = {.version = DG_CGROUP_V2};
+	struct dg_err err = {""};
+	char *root = fake_root();
+	char text[32];
+	strcpy(cg.v2, root);
+	snprintf(text, sizeof(text), "%d\n", (int)getpid());
+	put(root, "cgroup.procs", text);
+	cr_assert_eq(dg_cgroup_kill(&cg, &err), -EDEADLK);
+	cr_assert(strstr(err.msg, "caller"), "%s", err.msg);
+	rm_tree(root);
+}
+
+/* Without cgroup.kill the v2 path falls back to SIGKILL per pid; the fake
+ * cgroup.procs never empties, so the bounded wait ends in -ETIMEDOUT. */
+Test(cgroup_fake, kill_fallback_signals_and_times_out, .timeout = 30)
+{
+	struct dg_cgroup cg = {.version = DG_CGROUP_V2};
+	struct dg_err err = {""};
+	char *root = fake_root();
+	char text[32];
+	strcpy(cg.v2, root);
+	pid_t child = fork_sleeper();
+	snprintf(text, sizeof(text), "%d\n", (int)child);
+	put(root, "cgroup.procs", text);
+	double t0 = dg_test_now();
+	cr_assert_eq(dg_cgroup_kill(&cg, &err), -ETIMEDOUT);
+	double took = dg_test_now() - t0;
+	cr_assert(took >= DG_CGROUP_KILL_TIMEOUT_MS / 1000.0 - 0.01 &&
+			  took < DG_CGROUP_KILL_TIMEOUT_MS / 1000.0 + 1.0,
+		  "took %.3f s", took);
+	cr_assert(strstr(err.msg, "still in") && strstr(err.msg, root), "%s", err.msg);
+	assert_killed(child);
+	rm_tree(root);
+}
+
+/* ---- the host's hierarchy ---- */
+
+static void real_sys(struct dg_cgroup_sys *sys)
+{
+	struct dg_err err = {""};
+	if (geteuid() != 0)
+		cr_skip_test("needs root");
+	if (dg_cgroup_detect(DG_CGROUP_ROOT_DEFAULT, sys, &err) != 0)
+		cr_skip_test("no usable cgroup hierarchy: %s", err.msg);
+}
+
+/* Takes the slot lock the way desktop/jail.c does (<run dir>/slots/N.lock,
+ * flock); held until the test process exits. */
+static void hold_slot(uint32_t slot)
+{
+	static uint32_t held[16];
+	static int n_held;
+	for (int i = 0; i < n_held; i++)
+		if (held[i] == slot)
+			return;
+	const char *run = getenv("DESKGATE_RUN_DIR");
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	snprintf(dir, sizeof(dir), "%s", run && run[0] == '/' ? run : DG_RUN_DIR_DEFAULT);
+	cr_assert(mkdir(dir, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
+	snprintf(path, sizeof(path), "%s/slots", dir);
+	cr_assert(mkdir(path, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/slots/%u.lock", dir, (unsigned)slot);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	cr_assert_eq(flock(fd, LOCK_EX), 0, "flock %s: %s", path, strerror(errno));
+	if (n_held < 16)
+		held[n_held++] = slot;
+}
+
+static void real_create(const struct dg_cgroup_sys *sys, uint32_t slot, struct dg_limits l,
+			struct dg_cgroup *cg)
+{
+	struct dg_err err = {""};
+	hold_slot(slot);
+	cr_assert_eq(dg_cgroup_create(sys, slot, &l, cg, &err), 0, "%s", err.msg);
+}
+
+static void real_destroy(const struct dg_cgroup *cg)
+{
+	struct dg_err err = {""};
+	cr_assert_eq(dg_cgroup_destroy(cg, &err), 0, "%s", err.msg);
+	const char *dirs[] = {cg->v2, cg->memory, cg->pids, cg->cpu};
+	for (int i = 0; i < 4; i++)
+		cr_assert(!dirs[i][0] || !exists(dirs[i]), "%s still exists", dirs[i]);
+}
+
+/* True when /proc/pid/cgroup puts pid in the jail for controller (v1) or in
+ * the unified group (v2, controller NULL). */
+static bool in_group(pid_t pid, const char *controller, uint32_t slot)
+{
+	char path[64], want[128], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	snprintf(want, sizeof(want), ":%s:/deskgate/jail-%u\n", controller ? controller : "",
+		 (unsigned)slot);
+	FILE *f = fopen(path, "re");
+	cr_assert(f, "%s: %s", path, strerror(errno));
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+		found = colon && strcmp(colon, want) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/* A child that waits for one byte on the returned fd, then runs fn. */
+static pid_t fork_gated(void (*fn)(void), int *gate)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			_exit(3);
+		fn();
+		_exit(0);
+	}
+	close(p[0]);
+	*gate = p[1];
+	return pid;
+}
+
+static void open_gate(int gate)
+{
+	cr_assert_eq(write(gate, "x", 1), 1);
+	close(gate);
+}
+
+static void memory_hog(void)
+{
+	size_t len = (size_t)512 << 20;
+	volatile char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		_exit(4);
+	for (size_t i = 0; i < len; i += 4096)
+		p[i] = 1;
+	_exit(5);
+}
+
+static void fork_until_refused(void)
+{
+	for (int i = 0; i < 64; i++) {
+		pid_t c = fork();
+		if (c == 0) {
+			for (;;)
+				pause();
+		}
+		if (c < 0)
+			_exit(errno == EAGAIN ? 0 : 6);
+	}
+	_exit(7);
+}
+
+Test(cgroup_real, lifecycle, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_cgroup_events ev;
+	struct dg_err err = {""};
+	uint32_t slot = REAL_SLOT_BASE;
+	real_sys(&sys);
+	real_create(&sys, slot, limits(64, 16, 0.5), &cg);
+	if (cg.version == DG_CGROUP_V1) {
+		cr_assert_str_eq(slurp(cg.memory, "memory.limit_in_bytes"), "67108864");
+		if (exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"))
+			cr_assert_str_eq(slurp(cg.memory, "memory.memsw.limit_in_bytes"), "67108864");
+		cr_assert_str_eq(slurp(cg.pids, "pids.max"), "16");
+		cr_assert_str_eq(slurp(cg.cpu, "cpu.cfs_period_us"), "100000");
+		cr_assert_str_eq(slurp(cg.cpu, "cpu.cfs_quota_us"), "50000");
+		cr_assert(strstr(slurp(cg.memory, "memory.oom_control"), "oom_kill_disable 0"));
+	} else {
+		cr_assert_str_eq(slurp(cg.v2, "memory.max"), "67108864");
+		cr_assert_str_eq(slurp(cg.v2, "pids.max"), "16");
+		cr_assert_str_eq(slurp(cg.v2, "cpu.max"), "50000 100000");
+	}
+	pid_t child = fork_sleeper();
+	cr_assert_eq(dg_cgroup_attach(&cg, child, &err), 0, "%s", err.msg);
+	if (cg.version == DG_CGROUP_V1) {
+		cr_assert(in_group(child, "memory", slot));
+		cr_assert(in_group(child, "pids", slot));
+	} else {
+		cr_assert(in_group(child, NULL, slot));
+	}
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "%s", err.msg);
+	cr_assert_eq(ev.oom_kills, 0);
+	cr_assert_eq(ev.pids_max_hits, 0);
+	cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+	assert_killed(child);
+	cr_assert_str_eq(slurp(cg.version == DG_CGROUP_V1 ? cg.pids : cg.v2, "cgroup.procs"), "");
+	real_destroy(&cg);
+	cr_assert_eq(dg_cgroup_destroy(&cg, &err), 0, "second destroy: %s", err.msg);
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "gone group: %s", err.msg);
+	cr_assert_eq(ev.oom_kills, 0);
+}
+
+Test(cgroup_real, destroy_kills_what_is_inside, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	real_sys(&sys);
+	real_create(&sys, REAL_SLOT_BASE + 1, limits(64, 16, 1), &cg);
+	pid_t child = fork_sleeper();
+	cr_assert_eq(dg_cgroup_attach(&cg, child, &err), 0, "%s", err.msg);
+	real_destroy(&cg);
+	assert_killed(child);
+}
+
+Test(cgroup_real, oom_killed_and_counted, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_cgroup_events ev;
+	struct dg_err err = {""};
+	int gate, status;
+	real_sys(&sys);
+	real_create(&sys, REAL_SLOT_BASE + 2, limits(32, 16, 1), &cg);
+	pid_t child = fork_gated(memory_hog, &gate);
+	cr_assert_eq(dg_cgroup_attach(&cg, child, &err), 0, "%s", err.msg);
+	open_gate(gate);
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "hog status %#x", status);
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "%s", err.msg);
+	cr_assert_geq(ev.oom_kills, 1);
+	real_destroy(&cg);
+}
+
+Test(cgroup_real, pids_max_refuses_fork_and_is_counted, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_cgroup_events ev;
+	struct dg_err err = {""};
+	int gate, status;
+	real_sys(&sys);
+	cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	real_create(&sys, REAL_SLOT_BASE + 3, limits(64, 8, 1), &cg);
+	pid_t child = fork_gated(fork_until_refused, &gate);
+	cr_assert_eq(dg_cgroup_attach(&cg, child, &err), 0, "%s", err.msg);
+	open_gate(gate);
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forker status %#x", status);
+	cr_assert_eq(dg_cgroup_read_events(&cg, &ev, &err), 0, "%s", err.msg);
+	cr_assert_geq(ev.pids_max_hits, 1);
+	cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+	int reaped = 0;
+	while (waitpid(-1, &status, 0) > 0) {
+		cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		reaped++;
+	}
+	cr_assert_eq(reaped, 7, "pids.max 8 allows the forker and 7 children, reaped %d", reaped);
+	real_destroy(&cg);
+}
+
+Test(cgroup_real, minimum_cpus_quota, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	real_sys(&sys);
+	real_create(&sys, REAL_SLOT_BASE + 4, limits(64, 8, DG_LIMIT_CPUS_MIN / 4), &cg);
+	if (cg.version == DG_CGROUP_V1)
+		cr_assert_str_eq(slurp(cg.cpu, "cpu.cfs_quota_us"), "1000");
+	else
+		cr_assert_str_eq(slurp(cg.v2, "cpu.max"), "1000 100000");
+	real_destroy(&cg);
+	real_create(&sys, REAL_SLOT_BASE + 4, limits(64, 8, DG_LIMIT_CPUS_MIN), &cg);
+	if (cg.version == DG_CGROUP_V1)
+		cr_assert_str_eq(slurp(cg.cpu, "cpu.cfs_quota_us"), "1000");
+	real_destroy(&cg);
+}
+
+/* A group left by a dead owner: creating the slot again kills what is in it
+ * and starts from an empty group. */
+Test(cgroup_real, stale_group_replaced, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	real_sys(&sys);
+	real_create(&sys, REAL_SLOT_BASE + 5, limits(64, 16, 1), &cg);
+	pid_t child = fork_sleeper();
+	cr_assert_eq(dg_cgroup_attach(&cg, child, &err), 0, "%s", err.msg);
+	real_create(&sys, REAL_SLOT_BASE + 5, limits(128, 32, 1), &cg);
+	assert_killed(child);
+	const char *dir = cg.version == DG_CGROUP_V1 ? cg.pids : cg.v2;
+	cr_assert_str_eq(slurp(dir, "cgroup.procs"), "");
+	cr_assert_str_eq(slurp(dir, "pids.max"), "32");
+	real_destroy(&cg);
+}
+
+Test(cgroup_real, refused_value_named_and_cleaned_up, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	real_sys(&sys);
+	hold_slot(REAL_SLOT_BASE + 6);
+	struct dg_limits l = limits(64, 50 * 1000 * 1000, 1); /* above PID_MAX_LIMIT */
+	cr_assert_eq(dg_cgroup_create(&sys, REAL_SLOT_BASE + 6, &l, &cg, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "pids.max") && strstr(err.msg, strerror(EINVAL)), "%s", err.msg);
+	const char *dirs[] = {cg.v2, cg.memory, cg.pids, cg.cpu};
+	for (int i = 0; i < 4; i++)
+		cr_assert(!dirs[i][0] || !exists(dirs[i]), "%s left behind", dirs[i]);
+}
+
+Test(cgroup_real, foreach_lists_created_slots, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup a, b;
+	real_sys(&sys);
+	real_create(&sys, REAL_SLOT_BASE + 7, limits(64, 8, 1), &a);
+	real_create(&sys, REAL_SLOT_BASE + 8, limits(64, 8, 1), &b);
+	struct slots s = {.n = 0};
+	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &s), 0);
+	cr_assert(seen(&s, REAL_SLOT_BASE + 7) && seen(&s, REAL_SLOT_BASE + 8));
+	real_destroy(&a);
+	real_destroy(&b);
+	struct slots after = {.n = 0};
+	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &after), 0);
+	cr_assert(!seen(&after, REAL_SLOT_BASE + 7) && !seen(&after, REAL_SLOT_BASE + 8));
+}
+
+/* Budget: a jail's start and teardown take a few ms in all, so the cgroup
+ * share must stay well inside it. The bound is loose for loaded machines;
+ * the measured times are printed. */
+Test(cgroup_real, create_attach_destroy_time, .timeout = 120)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_err err = {""};
+	enum { ROUNDS = 50 };
+	double create = 0, attach = 0, destroy = 0, empty_kill = 0;
+	real_sys(&sys);
+	for (int i = 0; i < ROUNDS; i++) {
+		pid_t child = fork_sleeper();
+		double t0 = dg_test_now();
+		real_create(&sys, REAL_SLOT_BASE + 9, limits(64, 16, 1), &cg);
+		double t1 = dg_test_now();
+		cr_assert_eq(dg_cgroup_attach(&cg, child, &err), 0, "%s", err.msg);
+		double t2 = dg_test_now();
+		cr_assert_eq(dg_cgroup_destroy(&cg, &err), 0, "%s", err.msg);
+		double t3 = dg_test_now();
+		assert_killed(child);
+		create += t1 - t0, attach += t2 - t1, destroy += t3 - t2;
+	}
+	real_create(&sys, REAL_SLOT_BASE + 9, limits(64, 16, 1), &cg);
+	double t0 = dg_test_now();
+	for (int i = 0; i < ROUNDS; i++)
+		cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+	empty_kill = dg_test_now() - t0;
+	real_destroy(&cg);
+	fprintf(stderr,
+		"cgroup v%d per jail: create %.3f ms, attach %.3f ms, destroy (kill 1 process) "
+		"%.3f ms, total %.3f ms; kill of an empty group %.1f us\n",
+		(int)sys.version, create * 1e3 / ROUNDS, attach * 1e3 / ROUNDS,
+		destroy * 1e3 / ROUNDS, (create + attach + destroy) * 1e3 / ROUNDS,
+		empty_kill * 1e6 / ROUNDS);
+	cr_assert_lt((create + attach + destroy) / ROUNDS, 0.050);
+	cr_assert_lt(empty_kill / ROUNDS, 0.002, "an empty group must not be waited on");
+}
