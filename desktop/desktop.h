@@ -35,16 +35,32 @@
 #define DG_JAIL_PASS_FDS_MAX 8
 /* Extra environment entries a caller may add (NAME=value each). */
 #define DG_JAIL_ENV_MAX 16
-#define DG_JAIL_ENV_ENTRY_MAX 4096
+#define DG_JAIL_ENV_ENTRY_MAX 1024
+/* Programs one jail may start (an X server and its clients). */
+#define DG_JAIL_PROGS_MAX 4
+/* How long init waits for the first program to say it is ready. */
+#define DG_JAIL_READY_TIMEOUT_MS 10000
 
-struct dg_jail_spec {
-	const char *const *argv;          /* argv[0] is a path inside the jail */
-	const struct dg_limits *limits;
+/* One program started by the jail's init. */
+struct dg_jail_prog {
+	const char *const *argv;          /* argv[0]: a path inside the jail, or a name
+					   * looked up in the jail's PATH */
 	int stdin_fd, stdout_fd, stderr_fd; /* become 0, 1, 2 in the jail; -1: /dev/null */
 	const int *pass_fds;              /* become 3, 4, ... in the jail */
 	int n_pass_fds;
 	const char *const *env_extra;     /* NAME=value, added to the allowlist env */
 	const char *cwd;                  /* inside the jail; NULL: home */
+};
+
+/* progs[0] is the main program: the jail ends when it exits, with its
+ * status. With wait_ready, progs[0] starts with SIGUSR1 ignored, which by
+ * the X server convention makes it send SIGUSR1 to its parent (init) once it
+ * accepts clients; only then are progs[1..] started. */
+struct dg_jail_spec {
+	const struct dg_limits *limits;
+	const struct dg_jail_prog *progs;
+	int n_progs;
+	bool wait_ready;
 };
 
 /* A running jail. Owned by the process that started it: only that process
@@ -54,6 +70,7 @@ struct dg_jail {
 	int pidfd;          /* pidfd of init; readable when it exits */
 	uint32_t slot;      /* host uid/gid = DG_JAIL_ID_BASE + slot */
 	int lock_fd;        /* flock held on the slot for the jail's life */
+	int life_fd;        /* write end of a pipe init watches: closed = parent gone */
 	void *cgroup;       /* struct dg_cgroup *, owned */
 	bool reaped;
 	int status;         /* wait status of init once reaped */
@@ -69,8 +86,9 @@ struct dg_jail_verdict {
 	bool timed_out;      /* the wall-clock limit ended it (set by the caller) */
 };
 
-/* Starts argv in a fresh jail. Returns 0 and fills j, or a negative errno
- * with err naming what failed (mount, cgroup, exec path, ...). */
+/* Starts the spec's programs in a fresh jail. Returns once every program was
+ * executed (or failed to be): 0 and j filled, or a negative errno with err
+ * naming what failed (mount, cgroup, exec path, readiness, ...). */
 int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_err *err);
 
 /* Kills every process of the jail (init first, then the cgroup). Idempotent. */

@@ -206,9 +206,10 @@ int dg_exec_run(const struct dg_limits *lim, const char *const *argv, int stdin_
 		return DG_EXEC_STATUS_FAILED;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	struct dg_jail_spec spec = {
-		.argv = argv, .limits = lim, .stdin_fd = in[0], .stdout_fd = o[1], .stderr_fd = e[1],
+	struct dg_jail_prog prog = {
+		.argv = argv, .stdin_fd = in[0], .stdout_fd = o[1], .stderr_fd = e[1],
 	};
+	struct dg_jail_spec spec = {.limits = lim, .progs = &prog, .n_progs = 1};
 	struct dg_jail j;
 	long long deadline = now_ms() + (long long)lim->exec_seconds * 1000;
 	int r = dg_jail_start(&spec, &j, &err);

@@ -52,7 +52,7 @@ static int valid_extra(const char *e)
 	return 1;
 }
 
-int dg_jail_env_build(const struct dg_jail_spec *spec, struct dg_jail_env *env, struct dg_err *err)
+int dg_jail_env_build(const struct dg_jail_prog *prog, struct dg_jail_env *env, struct dg_err *err)
 {
 	memset(env->vars, 0, sizeof(env->vars));
 	env->n = 0;
@@ -72,11 +72,11 @@ int dg_jail_env_build(const struct dg_jail_spec *spec, struct dg_jail_env *env, 
 		if (r)
 			return r;
 	}
-	for (int i = 0; spec->env_extra && spec->env_extra[i]; i++) {
+	for (int i = 0; prog->env_extra && prog->env_extra[i]; i++) {
 		if (i >= DG_JAIL_ENV_MAX)
 			return dg_err_set(err, -E2BIG, "jail env: more than %d extra entries",
 					  DG_JAIL_ENV_MAX);
-		const char *e = spec->env_extra[i];
+		const char *e = prog->env_extra[i];
 		if (!valid_extra(e))
 			return dg_err_set(err, -EINVAL, "jail env: bad entry \"%.64s\"", e);
 		if (strlen(e) >= DG_JAIL_ENV_ENTRY_MAX)

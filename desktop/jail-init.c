@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "desktop/jail-priv.h"
@@ -102,7 +104,7 @@ static int move_fd(int from, int to)
 /* Places the caller's descriptors at 0, 1, 2, 3, ... and closes every other
  * one but `keep` (the close-on-exec report pipe). Sources are first moved
  * above every target so a later dup2 cannot clobber an earlier source. */
-static int arrange_fds(const struct dg_jail_spec *s, int keep)
+static int arrange_fds(const struct dg_jail_prog *s, int keep)
 {
 	int src[3 + DG_JAIL_PASS_FDS_MAX];
 	int n = 3 + s->n_pass_fds;
@@ -152,16 +154,20 @@ static int exec_command(const char *const *argv, char *const *envp)
 	return saved;
 }
 
-__attribute__((noreturn)) static void command_main(struct dg_jail_child *c, int report_fd)
+/* Runs in a child of init: becomes program i of the spec. */
+__attribute__((noreturn)) static void prog_main(struct dg_jail_child *c, int i)
 {
 	struct dg_err err = {{0}};
-	const struct dg_jail_spec *s = c->spec;
+	const struct dg_jail_prog *s = &c->spec->progs[i];
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* Ignored signals survive exec; the command starts with defaults. */
+	/* Ignored signals survive exec; programs start with defaults, except
+	 * that an X server told to signal readiness finds SIGUSR1 ignored. */
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
+	if (i == 0 && c->spec->wait_ready)
+		signal(SIGUSR1, SIG_IGN);
 	/* A new session has no controlling terminal: TIOCSTI finds nothing to
 	 * inject into even before seccomp refuses it. */
 	if (setsid() < 0) {
@@ -174,14 +180,14 @@ __attribute__((noreturn)) static void command_main(struct dg_jail_child *c, int 
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
 	}
 	/* The report pipe must survive the shuffle: move it above the targets. */
-	int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 3 + DG_JAIL_PASS_FDS_MAX + 1);
+	int rep = fcntl(c->report_fd, F_DUPFD_CLOEXEC, 3 + DG_JAIL_PASS_FDS_MAX + 1);
 	if (rep >= 0)
 		c->report_fd = rep;
 	if (rep < 0 || arrange_fds(s, rep) != 0) {
 		dg_err_set(&err, -errno, "jail: arranging descriptors: %s", strerror(errno));
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
 	}
-	int e = exec_command(s->argv, c->env.vars);
+	int e = exec_command(s->argv, c->env[i].vars);
 	dg_err_set(&err, -e, "cannot run \"%s\": %s", s->argv[0], strerror(e));
 	report_and_exit(c, e == ENOENT ? DG_JAIL_EXIT_NOTFOUND : DG_JAIL_EXIT_NOEXEC, e, &err);
 }
@@ -193,8 +199,20 @@ static int wait_for_go(struct dg_jail_child *c)
 	do
 		k = read(c->go_fd, &b, 1);
 	while (k < 0 && errno == EINTR);
-	close(c->go_fd);
 	return k == 1 ? 0 : -1;
+}
+
+/* The kernel clears the parent-death signal when credentials change, so it
+ * is set again as the jail's user. The parent keeps the go pipe open for the
+ * jail's life: a hang-up now means it died before the signal was armed. */
+static int arm_parent_death(struct dg_jail_child *c)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+		return -1;
+	struct pollfd p = {c->go_fd, POLLIN, 0};
+	if (poll(&p, 1, 0) != 0)
+		return -1;
+	return 0;
 }
 
 static int confine_self(struct dg_jail_child *c, struct dg_err *err)
@@ -216,9 +234,9 @@ static int confine_self(struct dg_jail_child *c, struct dg_err *err)
 	return dg_seccomp_install(err);
 }
 
-/* Reaps children until the command exits; returns the command's exit code
+/* Reaps children until the main program exits; returns its exit code
  * (128 + signal when it was killed). */
-static int reap_until(pid_t cmd)
+static int reap_until(pid_t main_pid)
 {
 	sigset_t set;
 	sigemptyset(&set);
@@ -229,14 +247,54 @@ static int reap_until(pid_t cmd)
 		int st;
 		pid_t p;
 		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-			if (p == cmd)
+			if (p == main_pid)
 				return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		}
 		siginfo_t si;
 		int sig = sigwaitinfo(&set, &si);
 		if (sig > 0 && sig != SIGCHLD)
-			kill(-cmd, sig);
+			kill(-main_pid, sig);
 	}
+}
+
+/* Waits for SIGUSR1 from the main program (the X server's "ready"). Fails
+ * when it exits first or the timeout passes. */
+static int wait_ready(pid_t main_pid, struct dg_err *err)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGCHLD);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int st;
+		if (waitpid(main_pid, &st, WNOHANG) == main_pid)
+			return dg_err_set(err, -ECHILD, "jail: %s before it was ready",
+					  WIFEXITED(st) ? "the main program exited" :
+							  "the main program was killed");
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= DG_JAIL_READY_TIMEOUT_MS)
+			return dg_err_set(err, -ETIMEDOUT, "jail: the main program was not ready after %d ms",
+					  DG_JAIL_READY_TIMEOUT_MS);
+		long left = DG_JAIL_READY_TIMEOUT_MS - ms;
+		struct timespec ts = {left / 1000, (left % 1000) * 1000000};
+		siginfo_t si;
+		int sig = sigtimedwait(&set, &si, &ts);
+		if (sig == SIGUSR1 && si.si_pid == main_pid)
+			return 0;
+	}
+}
+
+static pid_t start_prog(struct dg_jail_child *c, int i, struct dg_err *err)
+{
+	pid_t p = fork();
+	if (p < 0)
+		return dg_err_set(err, -errno, "jail: fork: %s", strerror(errno));
+	if (p == 0)
+		prog_main(c, i);
+	return p;
 }
 
 void dg_jail_init_main(struct dg_jail_child *c)
@@ -247,21 +305,27 @@ void dg_jail_init_main(struct dg_jail_child *c)
 	close(c->parent_fds[1]);
 	if (wait_for_go(c) != 0)
 		_exit(DG_JAIL_EXIT_SETUP);
-	if (become_user(&err) != 0 || confine_self(c, &err) != 0)
+	if (become_user(&err) != 0)
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, EPERM, &err);
+	if (arm_parent_death(c) != 0)
+		_exit(DG_JAIL_EXIT_SETUP);
+	if (confine_self(c, &err) != 0)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, EPERM, &err);
 	scrub_environ();
 
 	sigset_t all;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
-	pid_t cmd = fork();
-	if (cmd < 0) {
-		dg_err_set(&err, -errno, "jail: fork: %s", strerror(errno));
-		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
+	pid_t main_pid = start_prog(c, 0, &err);
+	if (main_pid < 0)
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, -main_pid, &err);
+	if (c->spec->wait_ready && wait_ready(main_pid, &err) != 0)
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, ECHILD, &err);
+	for (int i = 1; i < c->spec->n_progs; i++) {
+		if (start_prog(c, i, &err) < 0)
+			report_and_exit(c, DG_JAIL_EXIT_SETUP, EAGAIN, &err);
 	}
-	if (cmd == 0)
-		command_main(c, c->report_fd);
-	/* Init needs no descriptor: the command holds what it was given. */
+	/* Init needs no descriptor: the programs hold what they were given. */
 	syscall(SYS_close_range, 0, ~0u, 0);
-	_exit(reap_until(cmd));
+	_exit(reap_until(main_pid));
 }

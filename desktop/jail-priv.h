@@ -42,7 +42,7 @@ struct dg_jail_env {
 /* Everything init needs, prepared by the caller before clone. */
 struct dg_jail_child {
 	const struct dg_jail_spec *spec;
-	struct dg_jail_env env;
+	struct dg_jail_env env[DG_JAIL_PROGS_MAX];
 	int go_fd;      /* read end: a byte once maps and cgroup are set; EOF = abort */
 	int report_fd;  /* write end, close-on-exec: an error record, or EOF at exec */
 	int parent_fds[2]; /* the parent's ends of both pipes, closed by the child
@@ -56,9 +56,9 @@ struct dg_jail_report {
 	char msg[DG_ERR_MAX];
 };
 
-/* Builds the allowlisted environment plus spec->env_extra. Returns 0 or
+/* Builds the allowlisted environment plus prog->env_extra. Returns 0 or
  * -EINVAL naming a bad extra entry. */
-int dg_jail_env_build(const struct dg_jail_spec *spec, struct dg_jail_env *env,
+int dg_jail_env_build(const struct dg_jail_prog *prog, struct dg_jail_env *env,
 		      struct dg_err *err);
 
 /* Inside the jail's new namespaces: builds the root filesystem and pivots

@@ -200,22 +200,31 @@ static void jail_reset(struct dg_jail *j)
 	j->pid = -1;
 	j->pidfd = -1;
 	j->lock_fd = -1;
+	j->life_fd = -1;
 }
 
 int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_err *err)
 {
 	jail_reset(j);
-	if (!spec->argv || !spec->argv[0] || !spec->argv[0][0])
-		return dg_err_set(err, -EINVAL, "jail: no command given");
-	if (spec->n_pass_fds < 0 || spec->n_pass_fds > DG_JAIL_PASS_FDS_MAX)
-		return dg_err_set(err, -EINVAL, "jail: %d descriptors to pass (at most %d)",
-				  spec->n_pass_fds, DG_JAIL_PASS_FDS_MAX);
+	if (spec->n_progs < 1 || spec->n_progs > DG_JAIL_PROGS_MAX)
+		return dg_err_set(err, -EINVAL, "jail: %d programs (1 to %d)", spec->n_progs,
+				  DG_JAIL_PROGS_MAX);
+	for (int i = 0; i < spec->n_progs; i++) {
+		const struct dg_jail_prog *p = &spec->progs[i];
+		if (!p->argv || !p->argv[0] || !p->argv[0][0])
+			return dg_err_set(err, -EINVAL, "jail: program %d: no command given", i);
+		if (p->n_pass_fds < 0 || p->n_pass_fds > DG_JAIL_PASS_FDS_MAX)
+			return dg_err_set(err, -EINVAL, "jail: %d descriptors to pass (at most %d)",
+					  p->n_pass_fds, DG_JAIL_PASS_FDS_MAX);
+	}
 	/* Large (the environment storage): kept off the stack. */
 	struct dg_jail_child *child = calloc(1, sizeof(*child));
 	if (!child)
 		return dg_err_set(err, -ENOMEM, "jail: out of memory");
 	int go[2] = {-1, -1}, rep[2] = {-1, -1};
-	int r = dg_jail_env_build(spec, &child->env, err);
+	int r = 0;
+	for (int i = 0; i < spec->n_progs && !r; i++)
+		r = dg_jail_env_build(&spec->progs[i], &child->env[i], err);
 	if (r)
 		goto out;
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
@@ -248,6 +257,9 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 		r = dg_err_set(err, -errno, "jail: starting init: %s", strerror(errno));
 		goto fail;
 	}
+	/* Held until destroy: init reads its hang-up as the parent's death. */
+	j->life_fd = go[1];
+	go[1] = -1;
 	struct dg_jail_report report;
 	if ((r = read_report(rep[0], &report))) {
 		dg_err_set(err, r, "%s", report.msg);
@@ -328,7 +340,9 @@ int dg_jail_destroy(struct dg_jail *j)
 		close(j->pidfd);
 	if (j->lock_fd >= 0)
 		close(j->lock_fd);
-	j->pidfd = j->lock_fd = -1;
+	if (j->life_fd >= 0)
+		close(j->life_fd);
+	j->pidfd = j->lock_fd = j->life_fd = -1;
 	return r;
 }
 
