@@ -36,6 +36,10 @@
 /* Extra environment entries a caller may add (NAME=value each). */
 #define DG_JAIL_ENV_MAX 16
 #define DG_JAIL_ENV_ENTRY_MAX 1024
+/* Where progs[0] finds its readiness descriptor (see dg_jail_spec): high
+ * enough that programs which shuffle their low descriptors (Xvnc in inetd
+ * mode moves its socket to fd 3) leave it alone. */
+#define DG_JAIL_READY_FD (3 + DG_JAIL_PASS_FDS_MAX + 4)
 /* Programs one jail may start (an X server and its clients). */
 #define DG_JAIL_PROGS_MAX 4
 /* How long init waits for the first program to say it is ready. */
@@ -53,9 +57,9 @@ struct dg_jail_prog {
 };
 
 /* progs[0] is the main program: the jail ends when it exits, with its
- * status. With wait_ready, progs[0] starts with SIGUSR1 ignored, which by
- * the X server convention makes it send SIGUSR1 to its parent (init) once it
- * accepts clients; only then are progs[1..] started. */
+ * status. With wait_ready, progs[0] gets one more descriptor, number
+ * DG_JAIL_READY_FD, and progs[1..] start only once it wrote a line there:
+ * the X server's `-displayfd N` readiness report. */
 struct dg_jail_spec {
 	const struct dg_limits *limits;
 	const struct dg_jail_prog *progs;
@@ -108,6 +112,55 @@ int dg_jail_destroy(struct dg_jail *j);
  * processes and removes their cgroups. Run at every start. Returns how many
  * were removed, or a negative errno. */
 int dg_jail_cleanup_stale(struct dg_err *err);
+
+/* ---- Desktops: a jail running Xvnc and the profile's programs ---- */
+
+enum dg_profile { DG_PROFILE_XTERM = 0, DG_PROFILE_BROWSER = 1 };
+
+#define DG_DESKTOP_WIDTH_DEFAULT 1280
+#define DG_DESKTOP_HEIGHT_DEFAULT 800
+#define DG_DESKTOP_WIDTH_MIN 320
+#define DG_DESKTOP_HEIGHT_MIN 200
+#define DG_DESKTOP_WIDTH_MAX 3840
+#define DG_DESKTOP_HEIGHT_MAX 2160
+/* Every desktop is display :0 of its own jail: X sockets, abstract ones
+ * included, are private to the jail's mount and network namespaces. */
+#define DG_DESKTOP_DISPLAY ":0"
+#define DG_DESKTOP_URL_MAX 8192
+
+struct dg_desktop_spec {
+	enum dg_profile profile;
+	int width, height;
+	const struct dg_limits *limits;
+	const char *start_url;   /* browser: first page; NULL: about:blank */
+	bool log_to_stderr;      /* the desktop's programs log to our stderr */
+};
+
+/* A running desktop. The descriptors are the host's ends of the channels;
+ * they belong to whoever drives the desktop (the worker), which is why they
+ * are not close-on-exec-safe to share: hand them over, then close them. */
+struct dg_desktop {
+	struct dg_jail jail;
+	enum dg_profile profile;
+	int width, height;
+	int rfb_fd;        /* RFB stream to Xvnc (inetd mode) */
+	int cdp_out_fd;    /* browser: DevTools commands to Chromium (its fd 3) */
+	int cdp_in_fd;     /* browser: DevTools replies and events (its fd 4) */
+};
+
+/* "xterm" or "browser". Returns 0 or -EINVAL. */
+int dg_profile_parse(const char *name, enum dg_profile *p);
+const char *dg_profile_name(enum dg_profile p);
+
+/* Parses "WxH" within the desktop bounds. */
+int dg_desktop_parse_size(const char *text, int *w, int *h, struct dg_err *err);
+
+/* Starts a desktop: a jail whose main program is Xvnc, then the profile's
+ * programs once the X server is ready. Returns 0 or a negative errno. */
+int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, struct dg_err *err);
+
+/* Ends the desktop and everything in its jail; closes what is still open. */
+void dg_desktop_destroy(struct dg_desktop *d);
 
 /* `deskgate exec`: runs argv in a jail under the limits, relays stdin, stdout
  * and stderr (each output cut at limits->output_bytes), and returns the exit

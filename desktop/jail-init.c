@@ -101,32 +101,51 @@ static int move_fd(int from, int to)
 	return dup2(from, to) < 0 ? -1 : 0;
 }
 
-/* Places the caller's descriptors at 0, 1, 2, 3, ... and closes every other
- * one but `keep` (the close-on-exec report pipe). Sources are first moved
- * above every target so a later dup2 cannot clobber an earlier source. */
-static int arrange_fds(const struct dg_jail_prog *s, int keep)
+/* Places the caller's descriptors at 0, 1, 2, 3, ..., `extra` (when >= 0)
+ * at DG_JAIL_READY_FD, and closes every other one but `keep` (the
+ * close-on-exec report pipe, which the caller placed above all of these).
+ * Sources are first moved above every target so a later dup2 cannot
+ * clobber an earlier source. */
+static int arrange_fds(const struct dg_jail_prog *s, int extra, int keep)
 {
-	int src[3 + DG_JAIL_PASS_FDS_MAX];
-	int n = 3 + s->n_pass_fds;
-	src[0] = s->stdin_fd;
-	src[1] = s->stdout_fd;
-	src[2] = s->stderr_fd;
-	for (int i = 0; i < s->n_pass_fds; i++)
-		src[3 + i] = s->pass_fds[i];
+	int src[3 + DG_JAIL_PASS_FDS_MAX + 1], dst[3 + DG_JAIL_PASS_FDS_MAX + 1];
+	int n = 0;
+	int fixed[3] = {s->stdin_fd, s->stdout_fd, s->stderr_fd};
+	for (int i = 0; i < 3; i++, n++) {
+		src[n] = fixed[i];
+		dst[n] = i;
+	}
+	for (int i = 0; i < s->n_pass_fds; i++, n++) {
+		src[n] = s->pass_fds[i];
+		dst[n] = 3 + i;
+	}
+	if (extra >= 0) {
+		src[n] = extra;
+		dst[n++] = DG_JAIL_READY_FD;
+	}
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		int from = src[i] >= 0 ? src[i] : devnull;
-		src[i] = fcntl(from, F_DUPFD_CLOEXEC, n + 1);
+		src[i] = fcntl(from, F_DUPFD_CLOEXEC, DG_JAIL_READY_FD + 1);
 		if (src[i] < 0)
 			return -1;
 	}
 	for (int i = 0; i < n; i++) {
-		if (move_fd(src[i], i) != 0)
+		if (move_fd(src[i], dst[i]) != 0)
 			return -1;
 	}
-	if (keep > n && syscall(SYS_close_range, n, keep - 1, 0) != 0)
+	/* Close the gaps and everything above, but keep the targets and `keep`. */
+	bool used[DG_JAIL_READY_FD + 1] = {false};
+	for (int i = 0; i < n; i++)
+		used[dst[i]] = true;
+	for (int fd = 0; fd <= DG_JAIL_READY_FD; fd++) {
+		if (!used[fd] && fd != keep)
+			close(fd);
+	}
+	if (keep > DG_JAIL_READY_FD + 1 &&
+	    syscall(SYS_close_range, DG_JAIL_READY_FD + 1, keep - 1, 0) != 0)
 		return -1;
 	return syscall(SYS_close_range, keep + 1, ~0u, 0) == 0 ? 0 : -1;
 }
@@ -162,12 +181,9 @@ __attribute__((noreturn)) static void prog_main(struct dg_jail_child *c, int i)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* Ignored signals survive exec; programs start with defaults, except
-	 * that an X server told to signal readiness finds SIGUSR1 ignored. */
+	/* Ignored signals survive exec; programs start with defaults. */
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
-	if (i == 0 && c->spec->wait_ready)
-		signal(SIGUSR1, SIG_IGN);
 	/* A new session has no controlling terminal: TIOCSTI finds nothing to
 	 * inject into even before seccomp refuses it. */
 	if (setsid() < 0) {
@@ -180,10 +196,11 @@ __attribute__((noreturn)) static void prog_main(struct dg_jail_child *c, int i)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
 	}
 	/* The report pipe must survive the shuffle: move it above the targets. */
-	int rep = fcntl(c->report_fd, F_DUPFD_CLOEXEC, 3 + DG_JAIL_PASS_FDS_MAX + 1);
+	int rep = fcntl(c->report_fd, F_DUPFD_CLOEXEC, DG_JAIL_READY_FD + 1);
 	if (rep >= 0)
 		c->report_fd = rep;
-	if (rep < 0 || arrange_fds(s, rep) != 0) {
+	int extra = i == 0 && c->spec->wait_ready ? c->ready_fd : -1;
+	if (rep < 0 || arrange_fds(s, extra, rep) != 0) {
 		dg_err_set(&err, -errno, "jail: arranging descriptors: %s", strerror(errno));
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
 	}
@@ -257,32 +274,32 @@ static int reap_until(pid_t main_pid)
 	}
 }
 
-/* Waits for SIGUSR1 from the main program (the X server's "ready"). Fails
- * when it exits first or the timeout passes. */
-static int wait_ready(pid_t main_pid, struct dg_err *err)
+/* Waits until the main program writes a line to its ready descriptor (the X
+ * server's -displayfd). Fails when it closes it without one (it exited) or
+ * the timeout passes. */
+static int wait_ready(int fd, struct dg_err *err)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGCHLD);
+	char buf[32];
+	size_t got = 0;
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int st;
-		if (waitpid(main_pid, &st, WNOHANG) == main_pid)
-			return dg_err_set(err, -ECHILD, "jail: %s before it was ready",
-					  WIFEXITED(st) ? "the main program exited" :
-							  "the main program was killed");
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
 		if (ms >= DG_JAIL_READY_TIMEOUT_MS)
-			return dg_err_set(err, -ETIMEDOUT, "jail: the main program was not ready after %d ms",
+			return dg_err_set(err, -ETIMEDOUT,
+					  "jail: the main program was not ready after %d ms",
 					  DG_JAIL_READY_TIMEOUT_MS);
-		long left = DG_JAIL_READY_TIMEOUT_MS - ms;
-		struct timespec ts = {left / 1000, (left % 1000) * 1000000};
-		siginfo_t si;
-		int sig = sigtimedwait(&set, &si, &ts);
-		if (sig == SIGUSR1 && si.si_pid == main_pid)
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, (int)(DG_JAIL_READY_TIMEOUT_MS - ms)) <= 0)
+			continue;
+		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return dg_err_set(err, -ECHILD, "jail: the main program ended before it was ready");
+		got += (size_t)k;
+		if (memchr(buf, '\n', got) || got == sizeof(buf) - 1)
 			return 0;
 	}
 }
@@ -316,11 +333,20 @@ void dg_jail_init_main(struct dg_jail_child *c)
 	sigset_t all;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
+	int ready[2] = {-1, -1};
+	if (c->spec->wait_ready && pipe2(ready, O_CLOEXEC) != 0) {
+		dg_err_set(&err, -errno, "jail: pipe: %s", strerror(errno));
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, errno, &err);
+	}
+	c->ready_fd = ready[1];
 	pid_t main_pid = start_prog(c, 0, &err);
 	if (main_pid < 0)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, -main_pid, &err);
-	if (c->spec->wait_ready && wait_ready(main_pid, &err) != 0)
-		report_and_exit(c, DG_JAIL_EXIT_SETUP, ECHILD, &err);
+	if (c->spec->wait_ready) {
+		close(ready[1]);
+		if (wait_ready(ready[0], &err) != 0)
+			report_and_exit(c, DG_JAIL_EXIT_SETUP, ECHILD, &err);
+	}
 	for (int i = 1; i < c->spec->n_progs; i++) {
 		if (start_prog(c, i, &err) < 0)
 			report_and_exit(c, DG_JAIL_EXIT_SETUP, EAGAIN, &err);

@@ -30,12 +30,12 @@ static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", 
  * X11 and Chromium configuration, alternatives symlinks) and nothing that
  * names the host's users, secrets or network. */
 static const char *const etc_entries[] = {
-	"alternatives", "ca-certificates", "chromium",  "chromium.d",  "debian_version",
+	"alternatives", "ca-certificates", "chromium",  "debian_version",
 	"fonts",        "gai.conf",        "gtk-3.0",   "inputrc",     "ld.so.cache",
 	"ld.so.conf",   "ld.so.conf.d",    "locale.alias", "localtime", "magic",
 	"mime.types",   "os-release",      "protocols", "python3",     "python3.11",
 	"services",     "ssl",             "X11",       "xdg",         "bash.bashrc",
-	"timezone",     "mailcap",         "environment.d",
+	"timezone",     "mailcap",         "environment.d", "matchbox",
 };
 
 /* Generated /etc files: fixed content, never the host's. */

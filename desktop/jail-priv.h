@@ -47,6 +47,7 @@ struct dg_jail_child {
 	int report_fd;  /* write end, close-on-exec: an error record, or EOF at exec */
 	int parent_fds[2]; /* the parent's ends of both pipes, closed by the child
 			    * first so that the parent's death reads as EOF */
+	int ready_fd;   /* in init: write end handed to progs[0] when wait_ready */
 };
 
 /* The record a child writes on report_fd when it cannot start the command. */

@@ -29,6 +29,11 @@
 #include "dg_test.h"
 
 #define REAL_SLOT_BASE 65000u
+/* Children made to sit in a group end by themselves after this long, so a
+ * failed test leaves no process (nor a slot lock) behind for long. */
+#define SLEEPER_LIFETIME_S 60
+/* How long a test waits for its slot lock (another run may hold it). */
+#define SLOT_LOCK_WAIT_S 20
 
 /* ---- helpers ---- */
 
@@ -140,14 +145,22 @@ static const char *v2_cpu_max(double cpus)
 	return v;
 }
 
+/* In a forked child: drops inherited descriptors (slot locks, criterion's
+ * pipes) and waits to be killed, at most SLEEPER_LIFETIME_S. */
+_Noreturn static void become_sleeper(void)
+{
+	close_range(3, ~0u, 0);
+	alarm(SLEEPER_LIFETIME_S);
+	for (;;)
+		pause();
+}
+
 static pid_t fork_sleeper(void)
 {
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
-	if (pid == 0) {
-		for (;;)
-			pause();
-	}
+	if (pid == 0)
+		become_sleeper();
 	return pid;
 }
 
@@ -545,10 +558,16 @@ Test(cgroup_fake, kill_empty_or_missing_group_is_immediate)
 	cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
 	strcpy(cg.v2, root);
 	put(root, "cgroup.procs", "");
-	double t0 = dg_test_now();
-	for (int i = 0; i < 100; i++)
-		cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
-	cr_assert_lt(dg_test_now() - t0, 0.1, "100 kills of an empty group took too long");
+	/* Best of three batches of 100; under the first wait step (200 us) each. */
+	double best = 1;
+	for (int batch = 0; batch < 3; batch++) {
+		double t0 = dg_test_now();
+		for (int i = 0; i < 100; i++)
+			cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+		double took = dg_test_now() - t0;
+		best = took < best ? took : best;
+	}
+	cr_assert_lt(best, 0.015, "100 kills of an empty group took %.1f ms", best * 1e3);
 	rm_tree(root);
 }
 
@@ -601,7 +620,8 @@ static void real_sys(struct dg_cgroup_sys *sys)
 }
 
 /* Takes the slot lock the way desktop/jail.c does (<run dir>/slots/N.lock,
- * flock); held until the test process exits. */
+ * flock), waiting at most SLOT_LOCK_WAIT_S; held until the test process
+ * exits. */
 static void hold_slot(uint32_t slot)
 {
 	static uint32_t held[16];
@@ -618,7 +638,12 @@ static void hold_slot(uint32_t slot)
 	snprintf(path, sizeof(path), "%s/slots/%u.lock", dir, (unsigned)slot);
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
-	cr_assert_eq(flock(fd, LOCK_EX), 0, "flock %s: %s", path, strerror(errno));
+	double give_up = dg_test_now() + SLOT_LOCK_WAIT_S;
+	while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		cr_assert_eq(errno, EWOULDBLOCK, "flock %s: %s", path, strerror(errno));
+		cr_assert_lt(dg_test_now(), give_up, "%s is held by another process", path);
+		usleep(10000);
+	}
 	if (n_held < 16)
 		held[n_held++] = slot;
 }
@@ -671,6 +696,8 @@ static pid_t fork_gated(void (*fn)(void), int *gate)
 		close(p[1]);
 		if (read(p[0], &c, 1) != 1)
 			_exit(3);
+		close_range(3, ~0u, 0);
+		alarm(SLEEPER_LIFETIME_S);
 		fn();
 		_exit(0);
 	}
@@ -701,10 +728,8 @@ static void fork_until_refused(void)
 {
 	for (int i = 0; i < 64; i++) {
 		pid_t c = fork();
-		if (c == 0) {
-			for (;;)
-				pause();
-		}
+		if (c == 0)
+			become_sleeper();
 		if (c < 0)
 			_exit(errno == EAGAIN ? 0 : 6);
 	}
@@ -903,11 +928,16 @@ Test(cgroup_real, create_attach_destroy_time, .timeout = 120)
 		assert_killed(child);
 		create += t1 - t0, attach += t2 - t1, destroy += t3 - t2;
 	}
+	/* Best of a few batches, so one preemption does not decide. */
 	real_create(&sys, REAL_SLOT_BASE + 9, limits(64, 16, 1), &cg);
-	double t0 = dg_test_now();
-	for (int i = 0; i < ROUNDS; i++)
-		cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
-	empty_kill = dg_test_now() - t0;
+	empty_kill = 1;
+	for (int batch = 0; batch < 5; batch++) {
+		double t0 = dg_test_now();
+		for (int i = 0; i < ROUNDS; i++)
+			cr_assert_eq(dg_cgroup_kill(&cg, &err), 0, "%s", err.msg);
+		double took = dg_test_now() - t0;
+		empty_kill = took < empty_kill ? took : empty_kill;
+	}
 	real_destroy(&cg);
 	fprintf(stderr,
 		"cgroup v%d per jail: create %.3f ms, attach %.3f ms, destroy (kill 1 process) "
@@ -916,5 +946,7 @@ Test(cgroup_real, create_attach_destroy_time, .timeout = 120)
 		destroy * 1e3 / ROUNDS, (create + attach + destroy) * 1e3 / ROUNDS,
 		empty_kill * 1e6 / ROUNDS);
 	cr_assert_lt((create + attach + destroy) / ROUNDS, 0.050);
-	cr_assert_lt(empty_kill / ROUNDS, 0.002, "an empty group must not be waited on");
+	/* Shorter than the first wait step (200 us): an empty group is not waited on. */
+	cr_assert_lt(empty_kill / ROUNDS, 0.000150, "kill of an empty group: %.1f us",
+		     empty_kill * 1e6 / ROUNDS);
 }

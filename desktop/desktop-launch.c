@@ -1,0 +1,286 @@
+/* Starting a desktop: Xvnc and the profile's programs in one jail.
+ *
+ * Xvnc runs in inetd mode: its RFB client is a socketpair end given as its
+ * stdin/stdout, so it listens on no TCP or unix RFB port and no directory is
+ * shared between host and jail. X clients reach it through display :0, whose
+ * sockets exist only in the jail's /tmp and network namespace. Chromium's
+ * DevTools endpoint is a pair of pipes (--remote-debugging-pipe), never a
+ * port.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "desktop/desktop.h"
+
+#define XVNC "/usr/bin/Xvnc"
+#define WINDOW_MANAGER "/usr/bin/matchbox-window-manager"
+#define XTERM "/usr/bin/xterm"
+/* The real binary, not Debian's /usr/bin/chromium wrapper script, which
+ * sources /etc/chromium.d (API keys, extra flags) through a shell. */
+#define CHROMIUM "/usr/lib/chromium/chromium"
+
+#define ARGV_MAX 64
+#define ARG_MAX_LEN (DG_DESKTOP_URL_MAX + 64)
+
+static const char *const profile_names[] = {"xterm", "browser"};
+
+int dg_profile_parse(const char *name, enum dg_profile *p)
+{
+	for (size_t i = 0; i < sizeof(profile_names) / sizeof(profile_names[0]); i++) {
+		if (strcmp(name, profile_names[i]) == 0) {
+			*p = (enum dg_profile)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *dg_profile_name(enum dg_profile p)
+{
+	return (unsigned)p < sizeof(profile_names) / sizeof(profile_names[0]) ? profile_names[p] : "?";
+}
+
+int dg_desktop_parse_size(const char *text, int *w, int *h, struct dg_err *err)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(text, &end, 10);
+	if (end == text || *end != 'x' || errno)
+		return dg_err_set(err, -EINVAL, "size \"%.32s\": expected WIDTHxHEIGHT", text);
+	const char *hs = end + 1;
+	long y = strtol(hs, &end, 10);
+	if (end == hs || *end != '\0' || errno)
+		return dg_err_set(err, -EINVAL, "size \"%.32s\": expected WIDTHxHEIGHT", text);
+	if (x < DG_DESKTOP_WIDTH_MIN || x > DG_DESKTOP_WIDTH_MAX || y < DG_DESKTOP_HEIGHT_MIN ||
+	    y > DG_DESKTOP_HEIGHT_MAX)
+		return dg_err_set(err, -ERANGE, "size %ldx%ld is outside %dx%d .. %dx%d", x, y,
+				  DG_DESKTOP_WIDTH_MIN, DG_DESKTOP_HEIGHT_MIN, DG_DESKTOP_WIDTH_MAX,
+				  DG_DESKTOP_HEIGHT_MAX);
+	*w = (int)x;
+	*h = (int)y;
+	return 0;
+}
+
+/* Argument vectors with their own storage, so the spec handed to the jail
+ * points at memory that outlives the call. */
+struct argv_buf {
+	const char *argv[ARGV_MAX + 1];
+	char store[8][ARG_MAX_LEN];
+	int n, n_store;
+};
+
+static void arg(struct argv_buf *b, const char *a)
+{
+	if (b->n < ARGV_MAX)
+		b->argv[b->n++] = a;
+	b->argv[b->n] = NULL;
+}
+
+static void argf(struct argv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void argf(struct argv_buf *b, const char *fmt, ...)
+{
+	if (b->n_store >= 8)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->store[b->n_store], ARG_MAX_LEN, fmt, ap);
+	va_end(ap);
+	arg(b, b->store[b->n_store++]);
+}
+
+/* Xvnc: no TCP (X or RFB), no clipboard towards the client, no resizing by
+ * the client, the RFB connection on stdin (inetd). */
+static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
+{
+	arg(b, XVNC);
+	arg(b, DG_DESKTOP_DISPLAY);
+	arg(b, "-inetd");
+	/* The jail's readiness descriptor: Xvnc writes the display number there
+	 * once it accepts X clients (see dg_jail_spec.wait_ready). */
+	arg(b, "-displayfd");
+	argf(b, "%d", DG_JAIL_READY_FD);
+	arg(b, "-geometry");
+	argf(b, "%dx%d", s->width, s->height);
+	arg(b, "-depth");
+	arg(b, "24");
+	arg(b, "-SecurityTypes=None");
+	arg(b, "-nolisten");
+	arg(b, "tcp");
+	arg(b, "-NeverShared=0");
+	arg(b, "-AlwaysShared=1");
+	arg(b, "-AcceptSetDesktopSize=0");
+	arg(b, "-SendCutText=0");
+	arg(b, "-AcceptCutText=0");
+	arg(b, "-SendPrimary=0");
+	arg(b, "-desktop=deskgate");
+	/* inetd mode sends stderr to /dev/null unless a log target says so. */
+	arg(b, s->log_to_stderr ? "-Log=*:stderr:30" : "-Log=*:stderr:0");
+}
+
+/* Chromium flags, each for a reason:
+ *  --no-sandbox             the jail is the sandbox; its seccomp filter refuses
+ *                           the nested user namespaces Chromium's own needs
+ *  --test-type              hides the "unsupported flag --no-sandbox" bar that
+ *                           would shift every page down
+ *  --remote-debugging-pipe  DevTools over fds 3 and 4, never a TCP port
+ *  --user-data-dir          a fresh profile in the jail's tmpfs home
+ *  --proxy-server, --proxy-bypass-list=<-loopback>
+ *                           every request, loopback included, goes to the
+ *                           policy proxy (an unused port until it exists:
+ *                           requests fail rather than go anywhere)
+ *  --host-resolver-rules    Chromium itself resolves no name
+ *  --disable-quic, --webrtc-ip-handling-policy, --force-webrtc-ip-handling-policy
+ *                           no UDP paths around the proxy
+ *  --disable-background-networking, --disable-component-update, --disable-sync,
+ *  --disable-domain-reliability, --no-pings, --disable-breakpad
+ *                           no traffic of its own (updates, sync, reports)
+ *  --disable-features=...   no media router (mDNS/SSDP discovery), no
+ *                           translate or on-device model downloads
+ *  --no-first-run, --no-default-browser-check, --noerrdialogs,
+ *  --disable-session-crashed-bubble, --password-store=basic
+ *                           no dialogs or keyring prompts in the agent's way
+ *  --disable-gpu            there is no GPU in the jail
+ *  --window-position, --window-size
+ *                           the window fills the screen without a window manager
+ */
+static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
+{
+	arg(b, CHROMIUM);
+	arg(b, "--no-sandbox");
+	arg(b, "--test-type");
+	arg(b, "--remote-debugging-pipe");
+	arg(b, "--user-data-dir=" DG_JAIL_HOME "/.chromium");
+	arg(b, "--proxy-server=http://127.0.0.1:9");
+	arg(b, "--proxy-bypass-list=<-loopback>");
+	arg(b, "--host-resolver-rules=MAP * ~NOTFOUND");
+	arg(b, "--disable-quic");
+	arg(b, "--webrtc-ip-handling-policy=disable_non_proxied_udp");
+	arg(b, "--force-webrtc-ip-handling-policy");
+	arg(b, "--disable-background-networking");
+	arg(b, "--disable-component-update");
+	arg(b, "--disable-sync");
+	arg(b, "--disable-domain-reliability");
+	arg(b, "--no-pings");
+	arg(b, "--disable-breakpad");
+	arg(b, "--disable-features=MediaRouter,Translate,OptimizationHints,"
+	       "OptimizationGuideModelDownloading,OnDeviceModelService,AutofillServerCommunication");
+	arg(b, "--no-first-run");
+	arg(b, "--no-default-browser-check");
+	arg(b, "--noerrdialogs");
+	arg(b, "--disable-session-crashed-bubble");
+	arg(b, "--password-store=basic");
+	arg(b, "--disable-gpu");
+	arg(b, "--ozone-platform=x11");
+	arg(b, "--window-position=0,0");
+	argf(b, "--window-size=%d,%d", s->width, s->height);
+	if (!s->log_to_stderr)
+		arg(b, "--log-level=3");
+	arg(b, s->start_url ? s->start_url : "about:blank");
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The launch state: everything the jail spec points at. Heap-allocated
+ * (the argument stores are large) and freed once the jail has started. */
+struct launch {
+	struct argv_buf xvnc, wm, app;
+	struct dg_jail_prog progs[3];
+	int rfb[2];      /* [0] ours, [1] Xvnc's stdin/stdout */
+	int cmd[2];      /* Chromium reads [0] as fd 3; we write [1] */
+	int reply[2];    /* Chromium writes [1] as fd 4; we read [0] */
+	int pass[2];
+};
+
+static const char *const display_env[] = {"DISPLAY=" DG_DESKTOP_DISPLAY, NULL};
+
+int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, struct dg_err *err)
+{
+	memset(d, 0, sizeof(*d));
+	d->rfb_fd = d->cdp_out_fd = d->cdp_in_fd = -1;
+	d->jail.pid = -1;
+	if (spec->width < DG_DESKTOP_WIDTH_MIN || spec->width > DG_DESKTOP_WIDTH_MAX ||
+	    spec->height < DG_DESKTOP_HEIGHT_MIN || spec->height > DG_DESKTOP_HEIGHT_MAX)
+		return dg_err_set(err, -ERANGE, "desktop: size %dx%d out of bounds", spec->width,
+				  spec->height);
+	if (spec->start_url && strlen(spec->start_url) > DG_DESKTOP_URL_MAX)
+		return dg_err_set(err, -E2BIG, "desktop: start URL longer than %d bytes",
+				  DG_DESKTOP_URL_MAX);
+	struct launch *l = calloc(1, sizeof(*l));
+	if (!l)
+		return dg_err_set(err, -ENOMEM, "desktop: out of memory");
+	l->rfb[0] = l->rfb[1] = l->cmd[0] = l->cmd[1] = l->reply[0] = l->reply[1] = -1;
+	int r = 0;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, l->rfb) != 0 ||
+	    pipe2(l->cmd, O_CLOEXEC) != 0 || pipe2(l->reply, O_CLOEXEC) != 0) {
+		r = dg_err_set(err, -errno, "desktop: socketpair/pipe: %s", strerror(errno));
+		goto out;
+	}
+	int log = spec->log_to_stderr ? 2 : -1;
+	xvnc_argv(&l->xvnc, spec);
+	l->progs[0] = (struct dg_jail_prog){.argv = l->xvnc.argv, .stdin_fd = l->rfb[1],
+					     .stdout_fd = l->rfb[1], .stderr_fd = log};
+	int n = 1;
+	if (spec->profile == DG_PROFILE_XTERM) {
+		arg(&l->wm, WINDOW_MANAGER);
+		arg(&l->wm, "-use_titlebar");
+		arg(&l->wm, "no");
+		arg(&l->app, XTERM);
+		arg(&l->app, "-ls");
+		l->progs[n++] = (struct dg_jail_prog){.argv = l->wm.argv, .stdin_fd = -1,
+						       .stdout_fd = log, .stderr_fd = log,
+						       .env_extra = display_env};
+		l->progs[n++] = (struct dg_jail_prog){.argv = l->app.argv, .stdin_fd = -1,
+						       .stdout_fd = log, .stderr_fd = log,
+						       .env_extra = display_env};
+	} else {
+		chromium_argv(&l->app, spec);
+		l->pass[0] = l->cmd[0];
+		l->pass[1] = l->reply[1];
+		l->progs[n++] = (struct dg_jail_prog){.argv = l->app.argv, .stdin_fd = -1,
+						       .stdout_fd = log, .stderr_fd = log,
+						       .pass_fds = l->pass, .n_pass_fds = 2,
+						       .env_extra = display_env};
+	}
+	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
+				  .wait_ready = true};
+	if ((r = dg_jail_start(&js, &d->jail, err)))
+		goto out;
+	d->profile = spec->profile;
+	d->width = spec->width;
+	d->height = spec->height;
+	d->rfb_fd = l->rfb[0];
+	l->rfb[0] = -1;
+	if (spec->profile == DG_PROFILE_BROWSER) {
+		d->cdp_out_fd = l->cmd[1];
+		d->cdp_in_fd = l->reply[0];
+		l->cmd[1] = l->reply[0] = -1;
+	}
+out:
+	for (int i = 0; i < 2; i++) {
+		close_fd(&l->rfb[i]);
+		close_fd(&l->cmd[i]);
+		close_fd(&l->reply[i]);
+	}
+	free(l);
+	return r;
+}
+
+void dg_desktop_destroy(struct dg_desktop *d)
+{
+	close_fd(&d->rfb_fd);
+	close_fd(&d->cdp_out_fd);
+	close_fd(&d->cdp_in_fd);
+	if (d->jail.pid > 0 || d->jail.cgroup)
+		dg_jail_destroy(&d->jail);
+}
