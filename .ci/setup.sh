@@ -9,7 +9,7 @@ DG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DG_PACKAGES=(
   cmake make gcc pkg-config
   libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
-  libcriterion-dev libssl-dev libidn2-dev
+  libcriterion-dev libssl-dev libidn2-dev x11proto-dev
   tigervnc-standalone-server xterm chromium
   python3 iproute2 curl ca-certificates
 )

@@ -1,0 +1,931 @@
+/* action: the canonical action schema (see actions.h for the contract).
+ *
+ * Parsing walks a table of fields: which fields each type allows and
+ * requires, then each present field in a fixed order, so for a given input
+ * the first error reported is always the same. Nothing is written to the
+ * caller's action until everything parsed; on any error it is zeroed.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "actions/actions.h"
+#include "actions/actions-priv.h"
+
+enum field {
+	F_X,
+	F_Y,
+	F_BUTTON,
+	F_COUNT,
+	F_MODIFIERS,
+	F_PATH,
+	F_DX,
+	F_DY,
+	F_TEXT,
+	F_KEYS,
+	F_MS,
+	F_URL,
+	F_REGION,
+	F_ARGV,
+	F_STDIN,
+	F_TIMEOUT_MS,
+	F_N
+};
+
+static const char *const field_names[F_N] = {
+	[F_X] = "x",         [F_Y] = "y",         [F_BUTTON] = "button", [F_COUNT] = "count",
+	[F_MODIFIERS] = "modifiers",              [F_PATH] = "path",     [F_DX] = "dx",
+	[F_DY] = "dy",       [F_TEXT] = "text",   [F_KEYS] = "keys",     [F_MS] = "ms",
+	[F_URL] = "url",     [F_REGION] = "region", [F_ARGV] = "argv",   [F_STDIN] = "stdin",
+	[F_TIMEOUT_MS] = "timeout_ms",
+};
+
+#define B(f) (1u << (f))
+#define XY (B(F_X) | B(F_Y))
+
+struct type_spec {
+	const char *name;
+	unsigned allowed;  /* fields besides "type" */
+	unsigned required;
+};
+
+static const struct type_spec specs[DG_ACTION_N_TYPES] = {
+	[DG_ACTION_CLICK] = {"click", XY | B(F_BUTTON) | B(F_COUNT) | B(F_MODIFIERS), XY},
+	[DG_ACTION_MOVE] = {"move", XY | B(F_MODIFIERS), XY},
+	[DG_ACTION_DRAG] = {"drag", B(F_PATH) | B(F_BUTTON) | B(F_MODIFIERS), B(F_PATH)},
+	[DG_ACTION_MOUSE_DOWN] = {"mouse_down", B(F_BUTTON) | XY, 0},
+	[DG_ACTION_MOUSE_UP] = {"mouse_up", B(F_BUTTON) | XY, 0},
+	[DG_ACTION_SCROLL] = {"scroll", XY | B(F_DX) | B(F_DY) | B(F_MODIFIERS), XY},
+	[DG_ACTION_TYPE] = {"type", B(F_TEXT), B(F_TEXT)},
+	[DG_ACTION_KEY] = {"key", B(F_KEYS), B(F_KEYS)},
+	[DG_ACTION_HOLD_KEY] = {"hold_key", B(F_KEYS) | B(F_MS), B(F_KEYS) | B(F_MS)},
+	[DG_ACTION_NAVIGATE] = {"navigate", B(F_URL), B(F_URL)},
+	[DG_ACTION_BACK] = {"back", 0, 0},
+	[DG_ACTION_FORWARD] = {"forward", 0, 0},
+	[DG_ACTION_RELOAD] = {"reload", 0, 0},
+	[DG_ACTION_SCREENSHOT] = {"screenshot", 0, 0},
+	[DG_ACTION_ZOOM] = {"zoom", B(F_REGION), B(F_REGION)},
+	[DG_ACTION_CURSOR_POSITION] = {"cursor_position", 0, 0},
+	[DG_ACTION_WAIT] = {"wait", B(F_MS), B(F_MS)},
+	[DG_ACTION_EXEC] = {"exec", B(F_ARGV) | B(F_STDIN) | B(F_TIMEOUT_MS), B(F_ARGV)},
+};
+
+static const struct {
+	const char *name;
+	enum dg_button button;
+} buttons[] = {
+	{"left", DG_BUTTON_LEFT},   {"middle", DG_BUTTON_MIDDLE},   {"right", DG_BUTTON_RIGHT},
+	{"back", DG_BUTTON_BACK},   {"forward", DG_BUTTON_FORWARD},
+};
+
+/* In DG_MOD_* bit order, which is the canonical order. */
+static const struct {
+	const char *name;
+	uint32_t keysym;
+} modifiers[DG_MOD_COUNT] = {
+	{"ctrl", 0xffe3}, {"shift", 0xffe1}, {"alt", 0xffe9}, {"super", 0xffeb}, {"meta", 0xffe7},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *dg_action_type_name(enum dg_action_type t)
+{
+	return (unsigned)t < DG_ACTION_N_TYPES ? specs[t].name : NULL;
+}
+
+int dg_action_type_from_name(const char *name)
+{
+	for (int t = 0; t < DG_ACTION_N_TYPES; t++)
+		if (strcmp(specs[t].name, name) == 0)
+			return t;
+	return -1;
+}
+
+const char *dg_button_name(enum dg_button b)
+{
+	for (size_t i = 0; i < N_OF(buttons); i++)
+		if (buttons[i].button == b)
+			return buttons[i].name;
+	return NULL;
+}
+
+int dg_modifier_keysyms(unsigned mods, uint32_t out[DG_MOD_COUNT])
+{
+	int n = 0;
+	for (int i = 0; i < DG_MOD_COUNT; i++)
+		if (mods & (1u << i))
+			out[n++] = modifiers[i].keysym;
+	return n;
+}
+
+void dg_action_free(struct dg_action *a)
+{
+	if (!a)
+		return;
+	free(a->path);
+	free(a->text);
+	free(a->url);
+	if (a->argv)
+		for (int i = 0; i < a->argc; i++)
+			free(a->argv[i]);
+	free(a->argv);
+	free(a->stdin_data);
+	memset(a, 0, sizeof(*a));
+}
+
+/* ---- parsing ---------------------------------------------------------------- */
+
+struct pctx {
+	int w, h;
+	const struct type_spec *spec;
+	struct dg_err *err;
+};
+
+/* Records "action<where>: <message>" and returns code. where is ".x",
+ * ".path[2][0]" or "" for the action as a whole. */
+static int fail(struct pctx *c, int code, const char *where, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(struct pctx *c, int code, const char *where, const char *fmt, ...)
+{
+	char msg[DG_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return dg_err_set(c->err, code, "action%s: %s", where, msg);
+}
+
+/* Formats d with the fewest digits that read back as d, always with a point
+ * or exponent, so "1.0 is not an integer" does not read as "1 is not". */
+static void show_real(double d, char *out, size_t out_len)
+{
+	if (!isfinite(d)) {
+		snprintf(out, out_len, "%s", isnan(d) ? "NaN" : d < 0 ? "-Infinity" : "Infinity");
+		return;
+	}
+	/* Whole numbers of ordinary size read best in full ("100.0", not
+	 * "1e+02"), which %g would not give for 1e2. */
+	if (d == trunc(d) && fabs(d) < 1e15) {
+		snprintf(out, out_len, "%.1f", d);
+		return;
+	}
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(out, out_len, "%.*g", prec, d);
+		if (strtod(out, NULL) == d)
+			break;
+	}
+	if (!strpbrk(out, ".e"))
+		strncat(out, ".0", out_len - strlen(out) - 1);
+}
+
+/* Describes a JSON value for a message: scalars as written (strings escaped
+ * and cut by dg_show), containers by kind. */
+#define SHOW_VALUE_BUF (DG_SHOW_BUF + 8)
+static void show_value(const json_t *v, char *out, size_t out_len)
+{
+	char esc[DG_SHOW_BUF];
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		snprintf(out, out_len, "an object");
+		break;
+	case JSON_ARRAY:
+		snprintf(out, out_len, "an array");
+		break;
+	case JSON_STRING:
+		dg_show(json_string_value(v), json_string_length(v), esc, sizeof(esc));
+		snprintf(out, out_len, "\"%s\"", esc);
+		break;
+	case JSON_INTEGER:
+		snprintf(out, out_len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		break;
+	case JSON_REAL:
+		show_real(json_real_value(v), out, out_len);
+		break;
+	case JSON_TRUE:
+		snprintf(out, out_len, "true");
+		break;
+	case JSON_FALSE:
+		snprintf(out, out_len, "false");
+		break;
+	case JSON_NULL:
+		snprintf(out, out_len, "null");
+		break;
+	}
+}
+
+static int get_int(struct pctx *c, const char *where, const json_t *v, json_int_t *out)
+{
+	if (!json_is_integer(v)) {
+		char val[SHOW_VALUE_BUF];
+		show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, where, "%s is not an integer", val);
+	}
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static int get_ranged(struct pctx *c, const char *where, const json_t *v, long lo, long hi,
+		      int *out)
+{
+	json_int_t i;
+	int rc = get_int(c, where, v, &i);
+	if (rc < 0)
+		return rc;
+	if (i < lo || i > hi)
+		return fail(c, -EINVAL, where, "%" JSON_INTEGER_FORMAT " is out of range [%ld, %ld]",
+			    i, lo, hi);
+	*out = (int)i;
+	return 0;
+}
+
+/* A coordinate on an axis of size `size`: 0 <= v < size, or 0 <= v <= size
+ * when edge (the exclusive right/bottom edge of a region). */
+static int get_coord(struct pctx *c, const char *where, const json_t *v, bool horizontal,
+		     bool edge, int *out)
+{
+	json_int_t i;
+	int rc = get_int(c, where, v, &i);
+	if (rc < 0)
+		return rc;
+	int size = horizontal ? c->w : c->h;
+	if (i < 0 || i > size || (i == size && !edge))
+		return fail(c, -EINVAL, where, "%" JSON_INTEGER_FORMAT
+			    " is off the screen (%s %d)", i, horizontal ? "width" : "height", size);
+	*out = (int)i;
+	return 0;
+}
+
+/* A string value: *s and *len point into v. */
+static int get_string(struct pctx *c, const char *where, const json_t *v, const char **s,
+		      size_t *len)
+{
+	if (!json_is_string(v)) {
+		char val[SHOW_VALUE_BUF];
+		show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, where, "%s is not a string", val);
+	}
+	*s = json_string_value(v);
+	*len = json_string_length(v);
+	return 0;
+}
+
+/* Checks s is valid UTF-8 (an object built with jansson's _nocheck calls
+ * need not be); with no_controls, also refuses control characters (C0, DEL
+ * and C1) and NUL. */
+static int check_utf8(struct pctx *c, const char *where, const char *s, size_t len,
+		      bool no_controls)
+{
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		const char *why = NULL;
+		size_t l = dg_utf8_decode((const unsigned char *)s + i, len - i, &cp, &why);
+		if (l == 0)
+			return fail(c, -EINVAL, where, "invalid UTF-8 at byte %zu (%s)", i, why);
+		if (no_controls && (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)))
+			return fail(c, -EINVAL, where, "control character U+%04X at byte %zu",
+				    (unsigned)cp, i);
+		i += l;
+	}
+	return 0;
+}
+
+static char *dup_bytes(const char *s, size_t len)
+{
+	char *d = malloc(len + 1);
+	if (d) {
+		memcpy(d, s, len);
+		d[len] = '\0';
+	}
+	return d;
+}
+
+static int parse_button(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s;
+	size_t len;
+	int rc = get_string(c, ".button", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < N_OF(buttons); i++) {
+		if (strlen(buttons[i].name) == len && memcmp(buttons[i].name, s, len) == 0) {
+			a->button = buttons[i].button;
+			return 0;
+		}
+	}
+	char val[SHOW_VALUE_BUF];
+	show_value(v, val, sizeof(val));
+	return fail(c, -EINVAL, ".button",
+		    "unknown button %s (allowed: left, middle, right, back, forward)", val);
+}
+
+static int parse_modifiers(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	char where[64], val[SHOW_VALUE_BUF];
+	if (!json_is_array(v)) {
+		show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".modifiers", "%s is not an array of modifier names", val);
+	}
+	size_t n = json_array_size(v);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *m = json_array_get(v, i);
+		const char *s;
+		size_t len;
+		snprintf(where, sizeof(where), ".modifiers[%zu]", i);
+		int rc = get_string(c, where, m, &s, &len);
+		if (rc < 0)
+			return rc;
+		int k = 0;
+		while (k < DG_MOD_COUNT &&
+		       !(strlen(modifiers[k].name) == len && memcmp(modifiers[k].name, s, len) == 0))
+			k++;
+		show_value(m, val, sizeof(val));
+		if (k == DG_MOD_COUNT)
+			return fail(c, -EINVAL, where,
+				    "unknown modifier %s (allowed: ctrl, shift, alt, super, meta)", val);
+		if (a->modifiers & (1u << k))
+			return fail(c, -EINVAL, where, "modifier %s is given twice", val);
+		a->modifiers |= 1u << k;
+	}
+	return 0;
+}
+
+static int parse_path(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	char where[64], val[SHOW_VALUE_BUF];
+	if (!json_is_array(v)) {
+		show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".path", "%s is not an array of [x, y] points", val);
+	}
+	size_t n = json_array_size(v);
+	if (n < 2 || n > DG_ACTION_PATH_MAX)
+		return fail(c, -EINVAL, ".path", "%zu points; a drag takes 2 to %d", n,
+			    DG_ACTION_PATH_MAX);
+	a->path = calloc(n, sizeof(*a->path));
+	if (!a->path)
+		return fail(c, -ENOMEM, ".path", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const json_t *p = json_array_get(v, i);
+		snprintf(where, sizeof(where), ".path[%zu]", i);
+		if (!json_is_array(p) || json_array_size(p) != 2) {
+			show_value(p, val, sizeof(val));
+			return fail(c, -EINVAL, where, "%s is not an [x, y] pair", val);
+		}
+		for (int k = 0; k < 2; k++) {
+			snprintf(where, sizeof(where), ".path[%zu][%d]", i, k);
+			int rc = get_coord(c, where, json_array_get(p, (size_t)k), k == 0, false,
+					   &a->path[i][k]);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	a->n_path = (int)n;
+	return 0;
+}
+
+static int parse_text(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s;
+	size_t len, n;
+	struct dg_err e;
+	int rc = get_string(c, ".text", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return fail(c, -EINVAL, ".text", "empty (type needs at least one character)");
+	if (len > DG_ACTION_TEXT_MAX)
+		return fail(c, -EINVAL, ".text", "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_TEXT_MAX);
+	if (dg_text_to_keysyms(s, len, NULL, 0, &n, &e) < 0)
+		return fail(c, -EINVAL, ".text", "%s", e.msg);
+	/* Line breaks become "\n" ("\r\n" and "\r" type the same Return), so
+	 * texts that type the same keys have the same canonical form. */
+	a->text = malloc(len + 1);
+	if (!a->text)
+		return fail(c, -ENOMEM, ".text", "out of memory");
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\r') {
+			a->text[o++] = '\n';
+			if (i + 1 < len && s[i + 1] == '\n')
+				i++;
+		} else {
+			a->text[o++] = s[i];
+		}
+	}
+	a->text[o] = '\0';
+	a->text_len = o;
+	return 0;
+}
+
+static int parse_keys(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s;
+	size_t len;
+	struct dg_err e;
+	int rc = get_string(c, ".keys", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (memchr(s, '\0', len))
+		return fail(c, -EINVAL, ".keys", "contains NUL");
+	if (dg_keys_parse(s, a->chords, DG_ACTION_CHORDS_MAX, &a->n_chords, &e) < 0)
+		return fail(c, -EINVAL, ".keys", "%s", e.msg);
+	return 0;
+}
+
+static int parse_url(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s;
+	size_t len;
+	int rc = get_string(c, ".url", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return fail(c, -EINVAL, ".url", "empty");
+	if (len > DG_ACTION_URL_MAX)
+		return fail(c, -EINVAL, ".url", "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_URL_MAX);
+	rc = check_utf8(c, ".url", s, len, true);
+	if (rc < 0)
+		return rc;
+	a->url = dup_bytes(s, len);
+	return a->url ? 0 : fail(c, -ENOMEM, ".url", "out of memory");
+}
+
+static int parse_region(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	char where[64], val[SHOW_VALUE_BUF];
+	if (!json_is_array(v) || json_array_size(v) != 4) {
+		show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".region", "%s is not an array [x1, y1, x2, y2]", val);
+	}
+	for (int k = 0; k < 4; k++) {
+		snprintf(where, sizeof(where), ".region[%d]", k);
+		int rc = get_coord(c, where, json_array_get(v, (size_t)k), k % 2 == 0, k >= 2,
+				   &a->region[k]);
+		if (rc < 0)
+			return rc;
+	}
+	if (a->region[2] <= a->region[0])
+		return fail(c, -EINVAL, ".region", "x2 (%d) must be greater than x1 (%d)",
+			    a->region[2], a->region[0]);
+	if (a->region[3] <= a->region[1])
+		return fail(c, -EINVAL, ".region", "y2 (%d) must be greater than y1 (%d)",
+			    a->region[3], a->region[1]);
+	return 0;
+}
+
+static int parse_argv(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	char where[64], val[SHOW_VALUE_BUF];
+	if (!json_is_array(v)) {
+		show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".argv", "%s is not an array of strings", val);
+	}
+	size_t n = json_array_size(v);
+	if (n < 1 || n > DG_ACTION_ARGV_MAX)
+		return fail(c, -EINVAL, ".argv", "%zu strings; exec takes 1 to %d", n,
+			    DG_ACTION_ARGV_MAX);
+	a->argv = calloc(n + 1, sizeof(*a->argv));
+	if (!a->argv)
+		return fail(c, -ENOMEM, ".argv", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *s;
+		size_t len;
+		snprintf(where, sizeof(where), ".argv[%zu]", i);
+		int rc = get_string(c, where, json_array_get(v, i), &s, &len);
+		if (rc < 0)
+			return rc;
+		if (len > DG_ACTION_ARG_MAX)
+			return fail(c, -EINVAL, where, "%zu bytes is over the limit of %d bytes", len,
+				    DG_ACTION_ARG_MAX);
+		if (i == 0 && len == 0)
+			return fail(c, -EINVAL, where, "empty (the program to run)");
+		/* execve takes C strings: a NUL would silently cut the argument. */
+		const char *nul = memchr(s, '\0', len);
+		if (nul)
+			return fail(c, -EINVAL, where, "contains NUL at byte %zu", (size_t)(nul - s));
+		rc = check_utf8(c, where, s, len, false);
+		if (rc < 0)
+			return rc;
+		a->argv[i] = dup_bytes(s, len);
+		if (!a->argv[i])
+			return fail(c, -ENOMEM, where, "out of memory");
+		a->argc = (int)i + 1;
+	}
+	return 0;
+}
+
+static int parse_stdin(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s;
+	size_t len;
+	int rc = get_string(c, ".stdin", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (len > DG_ACTION_STDIN_MAX)
+		return fail(c, -EINVAL, ".stdin", "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_STDIN_MAX);
+	rc = check_utf8(c, ".stdin", s, len, false);
+	if (rc < 0)
+		return rc;
+	free(a->stdin_data);
+	a->stdin_data = dup_bytes(s, len);
+	if (!a->stdin_data)
+		return fail(c, -ENOMEM, ".stdin", "out of memory");
+	a->stdin_len = len;
+	return 0;
+}
+
+/* Parses field f of value v into a. */
+static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_action *a)
+{
+	switch (f) {
+	case F_X:
+		return get_coord(c, ".x", v, true, false, &a->x);
+	case F_Y:
+		return get_coord(c, ".y", v, false, false, &a->y);
+	case F_BUTTON:
+		return parse_button(c, v, a);
+	case F_COUNT:
+		return get_ranged(c, ".count", v, 1, DG_ACTION_COUNT_MAX, &a->count);
+	case F_MODIFIERS:
+		return parse_modifiers(c, v, a);
+	case F_PATH:
+		return parse_path(c, v, a);
+	case F_DX:
+		return get_ranged(c, ".dx", v, -DG_ACTION_SCROLL_MAX, DG_ACTION_SCROLL_MAX, &a->dx);
+	case F_DY:
+		return get_ranged(c, ".dy", v, -DG_ACTION_SCROLL_MAX, DG_ACTION_SCROLL_MAX, &a->dy);
+	case F_TEXT:
+		return parse_text(c, v, a);
+	case F_KEYS:
+		return parse_keys(c, v, a);
+	case F_MS:
+		return get_ranged(c, ".ms", v, 0,
+				  a->type == DG_ACTION_WAIT ? DG_ACTION_WAIT_MS_MAX
+							    : DG_ACTION_HOLD_MS_MAX,
+				  &a->ms);
+	case F_URL:
+		return parse_url(c, v, a);
+	case F_REGION:
+		return parse_region(c, v, a);
+	case F_ARGV:
+		return parse_argv(c, v, a);
+	case F_STDIN:
+		return parse_stdin(c, v, a);
+	case F_TIMEOUT_MS:
+		return get_ranged(c, ".timeout_ms", v, 1, DG_ACTION_TIMEOUT_MS_MAX, &a->timeout_ms);
+	case F_N:
+		break;
+	}
+	return fail(c, -EINVAL, "", "internal error: field %d", (int)f);
+}
+
+/* "x, y, button" for the fields in mask. */
+static void list_fields(unsigned mask, char *out, size_t out_len)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (int f = 0; f < F_N; f++) {
+		if (!(mask & B(f)))
+			continue;
+		int w = snprintf(out + o, out_len - o, "%s%s", o ? ", " : "", field_names[f]);
+		if (w < 0 || (size_t)w >= out_len - o)
+			return;
+		o += (size_t)w;
+	}
+}
+
+/* Which field key (key_len bytes, possibly holding NUL) names, or F_N. */
+static enum field field_index(const char *key, size_t key_len)
+{
+	for (int f = 0; f < F_N; f++)
+		if (strlen(field_names[f]) == key_len && memcmp(field_names[f], key, key_len) == 0)
+			return (enum field)f;
+	return F_N;
+}
+
+static int parse_type(struct pctx *c, const json_t *obj, enum dg_action_type *t)
+{
+	const json_t *v = json_object_get(obj, "type");
+	const char *s;
+	size_t len;
+	char val[SHOW_VALUE_BUF];
+	if (!v)
+		return fail(c, -EINVAL, ".type", "missing (what the action is: click, type, key, ...)");
+	int rc = get_string(c, ".type", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < DG_ACTION_N_TYPES; i++) {
+		if (strlen(specs[i].name) == len && memcmp(specs[i].name, s, len) == 0) {
+			*t = (enum dg_action_type)i;
+			return 0;
+		}
+	}
+	show_value(v, val, sizeof(val));
+	return fail(c, -EINVAL, ".type", "unknown action %s", val);
+}
+
+/* The canonical encoding's length, checked so that every accepted action
+ * encodes to text that dg_action_parse accepts again. */
+static int check_canonical_size(struct pctx *c, const struct dg_action *a)
+{
+	size_t len;
+	char *s = dg_action_canonical(a, &len);
+	if (!s)
+		return fail(c, -ENOMEM, "", "out of memory");
+	free(s);
+	if (len > DG_ACTION_JSON_MAX)
+		return fail(c, -E2BIG, "",
+			    "canonical form is %zu bytes, over the limit of %d bytes", len,
+			    DG_ACTION_JSON_MAX);
+	return 0;
+}
+
+static int parse_obj(struct pctx *c, const json_t *obj, struct dg_action *a)
+{
+	char val[SHOW_VALUE_BUF], esc[DG_SHOW_BUF], allowed[256];
+	if (!json_is_object(obj)) {
+		show_value(obj, val, sizeof(val));
+		return fail(c, -EINVAL, "", "%s is not a JSON object", val);
+	}
+	enum dg_action_type t;
+	int rc = parse_type(c, obj, &t);
+	if (rc < 0)
+		return rc;
+	a->type = t;
+	c->spec = &specs[t];
+
+	const char *key;
+	size_t key_len;
+	json_t *v;
+	unsigned present = 0;
+	json_object_keylen_foreach((json_t *)obj, key, key_len, v)
+	{
+		if (key_len == 4 && memcmp(key, "type", 4) == 0)
+			continue;
+		enum field f = field_index(key, key_len);
+		if (f == F_N || !(c->spec->allowed & B(f))) {
+			dg_show(key, key_len, esc, sizeof(esc));
+			if (!c->spec->allowed)
+				return fail(c, -EINVAL, "", "unknown field \"%s\" (%s takes no fields)",
+					    esc, c->spec->name);
+			list_fields(c->spec->allowed, allowed, sizeof(allowed));
+			return fail(c, -EINVAL, "", "unknown field \"%s\" for %s (allowed: %s)", esc,
+				    c->spec->name, allowed);
+		}
+		present |= B(f);
+	}
+	for (int f = 0; f < F_N; f++) {
+		if ((c->spec->required & B(f)) && !(present & B(f))) {
+			char where[64];
+			snprintf(where, sizeof(where), ".%s", field_names[f]);
+			return fail(c, -EINVAL, where, "required for %s", c->spec->name);
+		}
+	}
+
+	/* Defaults, then the fields given. */
+	a->button = DG_BUTTON_LEFT;
+	a->count = 1;
+	for (int f = 0; f < F_N; f++) {
+		if (!(present & B(f)))
+			continue;
+		rc = parse_field(c, (enum field)f, json_object_get(obj, field_names[f]), a);
+		if (rc < 0)
+			return rc;
+	}
+
+	switch (t) {
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP:
+		if ((present & XY) == B(F_X))
+			return fail(c, -EINVAL, ".y", "required with x (give both or neither)");
+		if ((present & XY) == B(F_Y))
+			return fail(c, -EINVAL, ".x", "required with y (give both or neither)");
+		a->has_xy = (present & XY) == XY;
+		break;
+	case DG_ACTION_SCROLL:
+		if (a->dx == 0 && a->dy == 0)
+			return fail(c, -EINVAL, "", "scroll needs dx or dy other than 0");
+		break;
+	case DG_ACTION_HOLD_KEY:
+		if (a->n_chords != 1)
+			return fail(c, -EINVAL, ".keys", "hold_key holds one chord, got %d",
+				    a->n_chords);
+		break;
+	case DG_ACTION_EXEC:
+		if (!a->stdin_data) {
+			a->stdin_data = dup_bytes("", 0);
+			if (!a->stdin_data)
+				return fail(c, -ENOMEM, ".stdin", "out of memory");
+		}
+		break;
+	default:
+		break;
+	}
+	return check_canonical_size(c, a);
+}
+
+int dg_action_parse_obj(const json_t *obj, int screen_w, int screen_h, struct dg_action *a,
+			struct dg_err *err)
+{
+	struct pctx c = {.w = screen_w, .h = screen_h, .err = err};
+	memset(a, 0, sizeof(*a));
+	if (screen_w < 1 || screen_w > DG_ACTION_SCREEN_MAX || screen_h < 1 ||
+	    screen_h > DG_ACTION_SCREEN_MAX)
+		return dg_err_set(err, -EINVAL, "action: screen %dx%d is not a valid size (1 to %d)",
+				  screen_w, screen_h, DG_ACTION_SCREEN_MAX);
+	if (!obj)
+		return dg_err_set(err, -EINVAL, "action: no object");
+	int rc = parse_obj(&c, obj, a);
+	if (rc < 0)
+		dg_action_free(a);
+	return rc;
+}
+
+int dg_action_parse(const char *json, size_t len, int screen_w, int screen_h,
+		    struct dg_action *a, struct dg_err *err)
+{
+	memset(a, 0, sizeof(*a));
+	if (len > DG_ACTION_JSON_MAX)
+		return dg_err_set(err, -E2BIG, "action: %zu bytes is over the limit of %d bytes",
+				  len, DG_ACTION_JSON_MAX);
+	if (!json)
+		return dg_err_set(err, -EINVAL, "action: no text");
+	json_error_t je;
+	/* JSON_ALLOW_NUL lets "\u0000" through the decoder so that the field
+	 * checks can refuse it with a message naming the field (or keep it, in
+	 * exec.stdin). */
+	json_t *obj = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+	if (!obj) {
+		char text[DG_SHOW_BUF];
+		dg_show(je.text, strnlen(je.text, sizeof(je.text) - 1), text, sizeof(text));
+		if (json_error_code(&je) == json_error_out_of_memory)
+			return dg_err_set(err, -ENOMEM, "action: out of memory");
+		if (json_error_code(&je) == json_error_duplicate_key)
+			return dg_err_set(err, -EINVAL,
+					  "action: duplicated field at line %d, column %d (%s)",
+					  je.line, je.column, text);
+		return dg_err_set(err, -EINVAL, "action: invalid JSON at line %d, column %d: %s",
+				  je.line, je.column, text);
+	}
+	int rc = dg_action_parse_obj(obj, screen_w, screen_h, a, err);
+	json_decref(obj);
+	return rc;
+}
+
+/* ---- canonical form ---------------------------------------------------------- */
+
+/* Sets key to value (a new reference, may be NULL) and records a failure in
+ * *ok; json_object_set_new releases value when it fails. */
+static void put(json_t *o, const char *key, json_t *value, bool *ok)
+{
+	if (json_object_set_new(o, key, value) != 0)
+		*ok = false;
+}
+
+static json_t *modifiers_json(unsigned mods)
+{
+	json_t *arr = json_array();
+	for (int i = 0; arr && i < DG_MOD_COUNT; i++) {
+		if ((mods & (1u << i)) && json_array_append_new(arr, json_string(modifiers[i].name))) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+static json_t *ints_json(const int *v, int n)
+{
+	json_t *arr = json_array();
+	for (int i = 0; arr && i < n; i++) {
+		if (json_array_append_new(arr, json_integer(v[i]))) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+static json_t *keys_json(const struct dg_action *a)
+{
+	size_t len = DG_ACTION_KEYS_MAX + 1;
+	char *buf = malloc(len);
+	json_t *s = NULL;
+	if (buf && dg_keys_format(a->chords, a->n_chords, buf, len) == 0)
+		s = json_string(buf);
+	free(buf);
+	return s;
+}
+
+json_t *dg_action_to_json(const struct dg_action *a)
+{
+	if ((unsigned)a->type >= DG_ACTION_N_TYPES)
+		return NULL;
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	bool ok = true;
+	put(o, "type", json_string(specs[a->type].name), &ok);
+	switch (a->type) {
+	case DG_ACTION_CLICK:
+		put(o, "button", json_string(dg_button_name(a->button)), &ok);
+		put(o, "count", json_integer(a->count), &ok);
+		/* fallthrough */
+	case DG_ACTION_MOVE:
+		put(o, "x", json_integer(a->x), &ok);
+		put(o, "y", json_integer(a->y), &ok);
+		put(o, "modifiers", modifiers_json(a->modifiers), &ok);
+		break;
+	case DG_ACTION_DRAG: {
+		json_t *path = json_array();
+		for (int i = 0; path && i < a->n_path; i++) {
+			if (json_array_append_new(path, ints_json(a->path[i], 2))) {
+				json_decref(path);
+				path = NULL;
+			}
+		}
+		put(o, "path", path, &ok);
+		put(o, "button", json_string(dg_button_name(a->button)), &ok);
+		put(o, "modifiers", modifiers_json(a->modifiers), &ok);
+		break;
+	}
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP:
+		put(o, "button", json_string(dg_button_name(a->button)), &ok);
+		if (a->has_xy) {
+			put(o, "x", json_integer(a->x), &ok);
+			put(o, "y", json_integer(a->y), &ok);
+		}
+		break;
+	case DG_ACTION_SCROLL:
+		put(o, "x", json_integer(a->x), &ok);
+		put(o, "y", json_integer(a->y), &ok);
+		put(o, "dx", json_integer(a->dx), &ok);
+		put(o, "dy", json_integer(a->dy), &ok);
+		put(o, "modifiers", modifiers_json(a->modifiers), &ok);
+		break;
+	case DG_ACTION_TYPE:
+		put(o, "text", json_stringn(a->text, a->text_len), &ok);
+		break;
+	case DG_ACTION_HOLD_KEY:
+		put(o, "ms", json_integer(a->ms), &ok);
+		/* fallthrough */
+	case DG_ACTION_KEY:
+		put(o, "keys", keys_json(a), &ok);
+		break;
+	case DG_ACTION_NAVIGATE:
+		put(o, "url", json_string(a->url), &ok);
+		break;
+	case DG_ACTION_ZOOM:
+		put(o, "region", ints_json(a->region, 4), &ok);
+		break;
+	case DG_ACTION_WAIT:
+		put(o, "ms", json_integer(a->ms), &ok);
+		break;
+	case DG_ACTION_EXEC: {
+		json_t *argv = json_array();
+		for (int i = 0; argv && i < a->argc; i++) {
+			if (json_array_append_new(argv, json_string(a->argv[i]))) {
+				json_decref(argv);
+				argv = NULL;
+			}
+		}
+		put(o, "argv", argv, &ok);
+		put(o, "stdin", json_stringn(a->stdin_data ? a->stdin_data : "", a->stdin_len), &ok);
+		if (a->timeout_ms)
+			put(o, "timeout_ms", json_integer(a->timeout_ms), &ok);
+		break;
+	}
+	case DG_ACTION_BACK:
+	case DG_ACTION_FORWARD:
+	case DG_ACTION_RELOAD:
+	case DG_ACTION_SCREENSHOT:
+	case DG_ACTION_CURSOR_POSITION:
+	case DG_ACTION_N_TYPES:
+		break;
+	}
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+char *dg_action_canonical(const struct dg_action *a, size_t *len)
+{
+	json_t *o = dg_action_to_json(a);
+	if (!o)
+		return NULL;
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	if (s && len)
+		*len = strlen(s);
+	return s;
+}

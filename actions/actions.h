@@ -1,0 +1,311 @@
+/* actions: the canonical action schema, key names and text as X keysyms.
+ *
+ * Everything here is pure: no I/O, no global mutable state, safe to call
+ * from any thread. Every input is hostile (an agent's output is shaped by
+ * pages an attacker controls), so parsing is strict and bounded, and every
+ * refusal is an error message naming the field, e.g.
+ *   action.x: 1280 is off the screen (width 1280)
+ *   action.keys: unknown key "Retrun" in "ctrl+Retrun"
+ *   action: unknown field "butto" for click (allowed: x, y, button, count, modifiers)
+ *   action.type: unknown action "clik"
+ * Untrusted bytes quoted in a message are escaped (control bytes and
+ * non-ASCII as \xNN, quotes and backslashes with a backslash) and cut after
+ * 64 bytes, so a message can neither forge a log line nor grow unbounded.
+ *
+ * Error convention (as in policy/policy.h): 0 or a negative errno; the
+ * message goes to the caller's struct dg_err.
+ *
+ * ---- The schema: one JSON object per action --------------------------------
+ *
+ * "type" names the action; the other fields depend on it. Unknown fields,
+ * duplicated fields, wrong JSON types, missing required fields and values
+ * out of range are refused. Integers must be JSON integers (1.0, 1e2 and
+ * "1" are refused). Coordinates are pixels of the desktop: 0 <= x < width,
+ * 0 <= y < height, where the caller passes the desktop's size.
+ *
+ *   click        x, y; button = "left"; count = 1 (1..3: single, double,
+ *                triple click); modifiers = []
+ *   move         x, y; modifiers = []
+ *   drag         path: [[x, y], ...] (2..DG_ACTION_PATH_MAX points; the
+ *                button goes down at the first, up at the last);
+ *                button = "left"; modifiers = []
+ *   mouse_down   button = "left"; x, y optional, both or neither: when
+ *   mouse_up     given, the pointer moves there first; when not, the
+ *                button acts where the pointer is (a policy that checks
+ *                regions must then use the tracked pointer position)
+ *   scroll       x, y; dx = 0, dy = 0 (wheel notches, |d| <=
+ *                DG_ACTION_SCROLL_MAX; positive dy scrolls down, positive
+ *                dx right; at least one is not 0); modifiers = []
+ *   type         text (1..DG_ACTION_TEXT_MAX bytes of UTF-8, typed as
+ *                keysyms, see dg_text_to_keysyms; line breaks are kept as
+ *                "\n": "\r\n" and "\r" become "\n", which types the same)
+ *   key          keys (chords, see dg_keys_parse)
+ *   hold_key     keys (exactly one chord), ms (0..DG_ACTION_HOLD_MS_MAX):
+ *                pressed, held for ms, released
+ *   navigate     url (1..DG_ACTION_URL_MAX bytes, no control characters;
+ *                which URLs are allowed is the policy's business)
+ *   back, forward, reload, screenshot, cursor_position   (no fields)
+ *   zoom         region: [x1, y1, x2, y2], the rectangle x1 <= x < x2,
+ *                y1 <= y < y2: 0 <= x1 < x2 <= width, 0 <= y1 < y2 <= height
+ *   wait         ms (0..DG_ACTION_WAIT_MS_MAX)
+ *   exec         argv (1..DG_ACTION_ARGV_MAX strings of at most
+ *                DG_ACTION_ARG_MAX bytes, argv[0] not empty, no NUL);
+ *                stdin = "" (at most DG_ACTION_STDIN_MAX bytes, may hold
+ *                NUL); timeout_ms optional (1..DG_ACTION_TIMEOUT_MS_MAX;
+ *                absent: the policy's exec limit applies; the policy's
+ *                limit also caps a given value)
+ *
+ * button is one of "left", "middle", "right", "back", "forward".
+ * modifiers is an array of distinct names among "ctrl", "shift", "alt",
+ * "super", "meta" (held during the action; pressed in that order).
+ *
+ * No string may contain NUL (\u0000) except exec's stdin, and text, url and
+ * argv must be valid UTF-8 (jansson guarantees it for JSON strings).
+ *
+ * ---- The canonical encoding ---------------------------------------------
+ *
+ * dg_action_canonical(), i.e. dg_action_to_json() dumped with
+ * JSON_COMPACT | JSON_SORT_KEYS, is THE canonical encoding of an action:
+ * every default is filled in (button "left", count 1, modifiers [], dx/dy 0,
+ * stdin ""), modifiers in the fixed order above, keys written with their
+ * preferred X keysym names ("ctrl+l" becomes "Control_L+l", "return"
+ * becomes "Return"). Two inputs that mean the same action encode to the same
+ * bytes, and parsing the encoding gives it back unchanged, so hashes of it
+ * are stable: approvals and recordings are bound to them. The only optional
+ * fields without a default, mouse_down/mouse_up x, y and exec timeout_ms,
+ * appear exactly when given, because their absence means something.
+ */
+#ifndef DG_ACTIONS_H
+#define DG_ACTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "policy/policy.h"
+
+/* ---- limits (each accepted at its value, refused one past it) ---------- */
+
+#define DG_ACTION_JSON_MAX (64 * 1024)     /* bytes of one action's JSON text */
+#define DG_ACTION_SCREEN_MAX 16384         /* largest screen width or height */
+#define DG_ACTION_COUNT_MAX 3              /* click count */
+#define DG_ACTION_PATH_MAX 1024            /* points of a drag path (at least 2) */
+#define DG_ACTION_SCROLL_MAX 100           /* |dx|, |dy| in wheel notches */
+#define DG_ACTION_TEXT_MAX 16384           /* bytes of type.text */
+#define DG_ACTION_KEYS_MAX 8192            /* bytes of a keys string: room for the
+                                              canonical form of the largest chords */
+#define DG_ACTION_CHORDS_MAX 32            /* chords in a keys string */
+#define DG_CHORD_MAX 8                     /* keys in one chord */
+#define DG_KEY_NAME_MAX 64                 /* bytes of one key name */
+#define DG_ACTION_HOLD_MS_MAX 60000        /* hold_key.ms */
+#define DG_ACTION_WAIT_MS_MAX 60000        /* wait.ms */
+#define DG_ACTION_URL_MAX 8192             /* bytes of navigate.url */
+#define DG_ACTION_ARGV_MAX 256             /* strings in exec.argv (at least 1) */
+#define DG_ACTION_ARG_MAX 4096             /* bytes of one exec.argv string */
+#define DG_ACTION_STDIN_MAX 32768          /* bytes of exec.stdin */
+#define DG_ACTION_TIMEOUT_MS_MAX (7 * 24 * 3600 * 1000) /* exec.timeout_ms, as limits */
+
+/* ---- types -------------------------------------------------------------- */
+
+enum dg_action_type {
+	DG_ACTION_CLICK,
+	DG_ACTION_MOVE,
+	DG_ACTION_DRAG,
+	DG_ACTION_MOUSE_DOWN,
+	DG_ACTION_MOUSE_UP,
+	DG_ACTION_SCROLL,
+	DG_ACTION_TYPE,
+	DG_ACTION_KEY,
+	DG_ACTION_HOLD_KEY,
+	DG_ACTION_NAVIGATE,
+	DG_ACTION_BACK,
+	DG_ACTION_FORWARD,
+	DG_ACTION_RELOAD,
+	DG_ACTION_SCREENSHOT,
+	DG_ACTION_ZOOM,
+	DG_ACTION_CURSOR_POSITION,
+	DG_ACTION_WAIT,
+	DG_ACTION_EXEC,
+	DG_ACTION_N_TYPES
+};
+
+/* X pointer button numbers, as RFB and XTest count them (the RFB button
+ * mask bit is 1 << (button - 1)). */
+enum dg_button {
+	DG_BUTTON_LEFT = 1,
+	DG_BUTTON_MIDDLE = 2,
+	DG_BUTTON_RIGHT = 3,
+	DG_BUTTON_BACK = 8,
+	DG_BUTTON_FORWARD = 9,
+};
+
+/* Modifier bits of dg_action.modifiers, in their canonical (and pressing)
+ * order. */
+enum dg_modifier {
+	DG_MOD_CTRL = 1u << 0,  /* Control_L */
+	DG_MOD_SHIFT = 1u << 1, /* Shift_L */
+	DG_MOD_ALT = 1u << 2,   /* Alt_L */
+	DG_MOD_SUPER = 1u << 3, /* Super_L */
+	DG_MOD_META = 1u << 4,  /* Meta_L */
+};
+#define DG_MOD_COUNT 5
+
+/* One chord: keys pressed in order keysyms[0..n-1], then released in reverse
+ * order. As written ("ctrl+shift+Tab": Control_L, Shift_L, Tab), so the
+ * modifiers normally come first and the key last; the keysyms of a chord are
+ * distinct. */
+struct dg_chord {
+	uint32_t keysyms[DG_CHORD_MAX];
+	int n;
+};
+
+/* A parsed action. Fields not used by the type are 0/NULL. Owns its
+ * pointers: release with dg_action_free. */
+struct dg_action {
+	enum dg_action_type type;
+	int x, y;               /* click, move, scroll; mouse_down/up when has_xy */
+	bool has_xy;            /* mouse_down/up: x, y were given */
+	enum dg_button button;  /* click, drag, mouse_down, mouse_up */
+	int count;              /* click: 1..DG_ACTION_COUNT_MAX */
+	unsigned modifiers;     /* click, move, drag, scroll: DG_MOD_* bits */
+	int (*path)[2];         /* drag: n_path points (x, y) */
+	int n_path;
+	int dx, dy;             /* scroll */
+	char *text;             /* type: NUL-terminated valid UTF-8, text_len bytes */
+	size_t text_len;
+	struct dg_chord chords[DG_ACTION_CHORDS_MAX]; /* key, hold_key (1 chord) */
+	int n_chords;
+	int ms;                 /* hold_key, wait */
+	char *url;              /* navigate: NUL-terminated */
+	int region[4];          /* zoom: x1, y1, x2, y2 */
+	char **argv;            /* exec: argc strings, then NULL */
+	int argc;
+	char *stdin_data;       /* exec: stdin_len bytes (may hold NUL), NUL-terminated */
+	size_t stdin_len;
+	int timeout_ms;         /* exec: 0 when not given */
+};
+
+/* Parses one action from JSON text of len bytes (not NUL-terminated
+ * necessarily) for a screen of screen_w x screen_h pixels. Text longer
+ * than DG_ACTION_JSON_MAX is refused before any parsing (-E2BIG). Decoding
+ * rejects duplicate keys. Returns 0, -EINVAL (bad action, or a screen size
+ * outside 1..DG_ACTION_SCREEN_MAX), -E2BIG or -ENOMEM. On error *a is
+ * zeroed (dg_action_free on it is harmless). */
+int dg_action_parse(const char *json, size_t len, int screen_w, int screen_h,
+		    struct dg_action *a, struct dg_err *err);
+
+/* The same for an already decoded object (for the Anthropic and OpenAI
+ * adapters, which translate into canonical objects). The caller must have
+ * decoded with JSON_REJECT_DUPLICATES if duplicates matter to it. */
+int dg_action_parse_obj(const json_t *obj, int screen_w, int screen_h, struct dg_action *a,
+			struct dg_err *err);
+
+/* The canonical JSON object of a (see "The canonical encoding"); a new
+ * reference, or NULL when out of memory. a must come from dg_action_parse*. */
+json_t *dg_action_to_json(const struct dg_action *a);
+
+/* The canonical encoding: dg_action_to_json dumped with JSON_COMPACT |
+ * JSON_SORT_KEYS. malloc'd, NUL-terminated (*len, when not NULL, gets its
+ * length), or NULL when out of memory. */
+char *dg_action_canonical(const struct dg_action *a, size_t *len);
+
+/* Frees what a owns and zeroes it. Safe on a zeroed or already freed action. */
+void dg_action_free(struct dg_action *a);
+
+/* "click", "move", ...; NULL for a value outside the enum. */
+const char *dg_action_type_name(enum dg_action_type t);
+
+/* The type named name, or -1. */
+int dg_action_type_from_name(const char *name);
+
+/* "left", ...; NULL for a value outside the enum. */
+const char *dg_button_name(enum dg_button b);
+
+/* Fills out with the keysyms of the modifier bits in mods, in canonical
+ * order; returns how many. */
+int dg_modifier_keysyms(unsigned mods, uint32_t out[DG_MOD_COUNT]);
+
+/* ---- key names ------------------------------------------------------------
+ *
+ * dg_keysym_from_name resolves, in this order, the first rule that matches:
+ *  1. an exact X keysym name of keysymdef.h or XF86keysym.h ("Return",
+ *     "BackSpace", "a", "A", "F5", "KP_Enter", "Page_Down", "XF86AudioMute"),
+ *     case-sensitive, from a table generated at build time from those
+ *     headers, so the names are exactly those of XStringToKeysym;
+ *  2. an xdotool-style alias, case-insensitive: ctrl, control -> Control_L;
+ *     shift -> Shift_L; alt -> Alt_L; super, win, cmd -> Super_L;
+ *     meta -> Meta_L; and, because models send them although xdotool does
+ *     not know them, enter -> Return, esc -> Escape;
+ *  3. a single Unicode character ("a", "1", "/", "ä", "😀") by the rule of
+ *     dg_keysym_from_codepoint, control characters refused (even '\n' and
+ *     '\t': those keys are named Return and Tab);
+ *  4. "U" and 4 to 6 hex digits ("U20AC"), the Unicode keysym names of
+ *     XStringToKeysym and XKeysymToString, by the same rule;
+ *  5. a case-insensitive match of an X keysym name, when all the names that
+ *     match denote the same keysym ("return", "backspace", "PAGE_DOWN",
+ *     "escape"); when they do not ("ETh": ETH or eth), the name is unknown.
+ * Raw numbers ("0xff0d") are not key names. Returns 0 or -ENOENT. */
+int dg_keysym_from_name(const char *name, uint32_t *keysym);
+
+/* The key names of OpenAI computer use (issue #4): matched
+ * case-insensitively, as OpenAI's reference implementation lowercases every
+ * key: CTRL, CONTROL -> Control_L; SHIFT -> Shift_L; ALT, OPTION -> Alt_L;
+ * META, CMD, SUPER, WIN -> Super_L (OpenAI's META is the browser's Meta key,
+ * i.e. the Super key on X; xdotool's meta alias means Meta_L instead);
+ * ENTER, RETURN; ESC, ESCAPE; TAB; SPACE; BACKSPACE; DELETE; INSERT; HOME;
+ * END; PAGEUP; PAGEDOWN; ARROWUP, ARROWDOWN, ARROWLEFT, ARROWRIGHT and
+ * UP, DOWN, LEFT, RIGHT; F1..F24; CAPSLOCK. A single character maps as in
+ * dg_keysym_from_codepoint, except that an ASCII letter maps to its
+ * lowercase keysym ("C" in ["CTRL", "C"] means the C key, not Shift+c).
+ * Any other name falls back to dg_keysym_from_name. Returns 0 or -ENOENT. */
+int dg_keysym_from_openai(const char *name, uint32_t *keysym);
+
+/* Writes the preferred name of keysym into buf (the first name the headers
+ * list for it; "U%04X" for a Unicode keysym without one), so that
+ * dg_keysym_from_name(buf) gives keysym back. Returns 0, -ENOENT (no name:
+ * not a keysym deskgate produces) or -ENOSPC (buf too small; 32 bytes
+ * always suffice). */
+#define DG_KEYSYM_NAME_BUF 32
+int dg_keysym_name(uint32_t keysym, char *buf, size_t len);
+
+/* Parses xdotool-style key chords: chords separated by one or more spaces
+ * ("ctrl+a BackSpace"), keys of a chord joined by '+' ("ctrl+shift+Tab"),
+ * each key a name for dg_keysym_from_name (so '+' itself is "plus" and a
+ * space "space"). At most DG_ACTION_KEYS_MAX bytes, max chords (at most
+ * DG_ACTION_CHORDS_MAX), DG_CHORD_MAX keys per chord, DG_KEY_NAME_MAX bytes
+ * per name; no empty chord part ("ctrl++", "+a"), no key twice in one
+ * chord, no control character, at least one chord. Messages do not name the
+ * field (the caller prefixes it): `unknown key "Retrun" in "ctrl+Retrun"`.
+ * Returns 0 or -EINVAL. */
+int dg_keys_parse(const char *keys, struct dg_chord *chords, int max, int *n,
+		  struct dg_err *err);
+
+/* Writes chords in canonical form ("Control_L+l BackSpace") into buf.
+ * Returns 0, -ENOENT (a keysym without a name) or -ENOSPC. */
+int dg_keys_format(const struct dg_chord *chords, int n, char *buf, size_t len);
+
+/* ---- text ------------------------------------------------------------------ */
+
+/* The keysym that types Unicode code point cp: '\n' and '\r' -> Return
+ * (0xff0d), '\t' -> Tab (0xff09); U+0020..U+007E and U+00A0..U+00FF -> the
+ * same value (the Latin-1 keysyms); any other code point -> 0x01000000 + cp
+ * (the X convention for Unicode keysyms; Xvnc maps keysyms it has no key
+ * for onto spare keycodes). Other control characters (U+0000..U+001F,
+ * U+007F..U+009F; '\b' included: erasing is a key action, not text),
+ * surrogates and values above U+10FFFF are refused. Returns 0 or -EINVAL. */
+int dg_keysym_from_codepoint(uint32_t cp, uint32_t *keysym);
+
+/* Converts UTF-8 text of len bytes into the keysyms that type it, one per
+ * code point (a "\r\n" pair gives one Return). out may be NULL to validate
+ * and count only; otherwise at most max are written. *n gets the count.
+ * Refused (-EINVAL, the message gives the byte offset and the reason):
+ * invalid UTF-8 (stray continuation bytes, truncated sequences, overlong
+ * encodings, surrogates, values above U+10FFFF), NUL and the control
+ * characters of dg_keysym_from_codepoint. -ENOBUFS when out holds fewer
+ * than needed. */
+int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, size_t *n,
+		       struct dg_err *err);
+
+#endif

@@ -1,0 +1,149 @@
+/* frame: PNG screenshots from a borrowed framebuffer, with region crop and
+ * scaling, and a content hash to skip re-encoding an unchanged screen.
+ *
+ * These declarations are public to the rest of deskgate; they live in a
+ * -priv header only until they are merged into actions/actions.h (one public
+ * header per folder).
+ *
+ * Pixel format contract: the worker asks libvncclient for 32 bits per pixel,
+ * little-endian, red shift 16, green shift 8, blue shift 0, so each pixel is
+ * the bytes B, G, R, X in memory. The X byte is never read into an image or
+ * the hash: a server may leave anything there.
+ *
+ * Everything here is single-threaded and allocation-light: one struct dg_png
+ * per worker is reused for every screenshot, so steady-state encoding does not
+ * allocate output or row memory (libpng and zlib still allocate their own
+ * per-image state, about 300 KB).
+ */
+#ifndef DG_ACTIONS_FRAME_PRIV_H
+#define DG_ACTIONS_FRAME_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+
+/* Largest accepted width or height, of a frame and of an output image. */
+#define DG_FRAME_MAX_DIM 8192
+/* Largest PNG produced. It bounds the worker's memory: an 8192x8192 frame of
+ * noise would be about 200 MB of PNG and is refused with -E2BIG instead. */
+#define DG_PNG_MAX_BYTES (64u * 1024 * 1024)
+
+/* A framebuffer, borrowed: pixels stays owned by the caller (libvncclient) and
+ * must hold h rows of stride bytes, the last one at least w * 4 bytes. */
+struct dg_frame {
+	const uint8_t *pixels;
+	int w, h;
+	size_t stride; /* bytes from one row to the next, >= w * 4 */
+};
+
+/* Output buffer, reused across calls: capacity only grows, so encoding
+ * frames of one size settles into zero reallocations. Zero-initialise it
+ * (DG_PNG_INIT), release it with dg_png_free. After a failed encode len is 0
+ * and the memory stays owned by the struct. */
+struct dg_png_scratch;
+struct dg_png {
+	uint8_t *data;
+	size_t len, cap;
+	struct dg_png_scratch *scratch; /* private: row and resampling buffers */
+};
+#define DG_PNG_INIT {0}
+
+/* Region of a frame: x, y of the top-left pixel, then width and height, all
+ * in frame pixels. Index names for a region[4] array. */
+enum { DG_REGION_X, DG_REGION_Y, DG_REGION_W, DG_REGION_H };
+
+/* PNG row filter choice. */
+enum dg_png_filter {
+	DG_PNG_FILTER_NONE,
+	DG_PNG_FILTER_SUB,
+	DG_PNG_FILTER_UP,
+	/* Per row: "up" when that leaves fewer changed 8-byte words than "sub"
+	 * (a row equal to the one above becomes all zeros), else "sub". Costs
+	 * one cheap pass over each row, unlike libpng's adaptive choice. */
+	DG_PNG_FILTER_ROWS,
+	/* libpng's own per-row choice among all five filters (its default). */
+	DG_PNG_FILTER_ADAPTIVE,
+};
+
+enum dg_png_strategy {
+	DG_PNG_STRATEGY_LIBPNG,  /* whatever libpng picks (its default) */
+	DG_PNG_STRATEGY_DEFAULT, /* zlib Z_DEFAULT_STRATEGY */
+	DG_PNG_STRATEGY_RLE,     /* zlib Z_RLE: only distance-1 matches, fast */
+};
+
+/* Encoder settings; dg_png_encode uses DG_PNG_OPTS_DEFAULT. The others exist
+ * so the benchmark can compare settings in one run and tests can lower
+ * max_bytes to reach the size limit cheaply. */
+struct dg_png_opts {
+	int level; /* zlib level, 0..9 */
+	enum dg_png_strategy strategy;
+	enum dg_png_filter filter;
+	size_t max_bytes; /* 1..DG_PNG_MAX_BYTES */
+};
+
+/* Chosen with tests/bench/png.c on captured desktop frames: zlib level 1
+ * with no filter was the fastest setting and also the smallest of the fast
+ * ones on every frame. Deflate's own matches already find what "up" would
+ * (a row above is 3841 bytes back, well inside the 32 KB window) and what
+ * "sub" would (flat colour repeats at distance 3), so filters only add work
+ * and literals; Z_RLE finds neither and emits far more literals, and coding
+ * literals is what costs most. */
+#define DG_PNG_OPTS_DEFAULT                                                                \
+	((struct dg_png_opts){1, DG_PNG_STRATEGY_DEFAULT, DG_PNG_FILTER_NONE, DG_PNG_MAX_BYTES})
+/* What libpng does when told nothing: the benchmark's baseline. */
+#define DG_PNG_OPTS_LIBPNG                                                                 \
+	((struct dg_png_opts){6, DG_PNG_STRATEGY_LIBPNG, DG_PNG_FILTER_ADAPTIVE,            \
+			      DG_PNG_MAX_BYTES})
+
+/* Checks that f describes a usable frame: pixels set, 1 <= w, h <=
+ * DG_FRAME_MAX_DIM, stride >= w * 4, and the byte span of all rows fits in
+ * size_t. Returns 0 or -EINVAL with a message naming the field. */
+int dg_frame_check(const struct dg_frame *f, struct dg_err *err);
+
+/* Encodes the region of f (NULL: the whole frame) as an 8-bit RGB PNG of
+ * out_w x out_h pixels into out (out->data, out->len). When out_w x out_h is
+ * the region's size the pixels are copied exactly; otherwise the region is
+ * resampled by area coverage: each output pixel is the exact average of the
+ * source area it covers (a box filter when shrinking; when enlarging, whole
+ * source pixels become blocks, blended only where a block edge falls inside
+ * an output pixel, so text stays sharp and integer zooms are exact pixel
+ * replication).
+ * Returns 0, -EINVAL (bad frame, region or size; the message names it),
+ * -E2BIG (the PNG would exceed DG_PNG_MAX_BYTES), -ENOMEM, or -EIO (libpng
+ * failed; its message is in err). */
+int dg_png_encode(const struct dg_frame *f, const int region[4], int out_w, int out_h,
+		  struct dg_png *out, struct dg_err *err);
+
+/* dg_png_encode with explicit settings (opts NULL: DG_PNG_OPTS_DEFAULT). */
+int dg_png_encode_opts(const struct dg_frame *f, const int region[4], int out_w, int out_h,
+		       const struct dg_png_opts *opts, struct dg_png *out, struct dg_err *err);
+
+/* Resamples like dg_png_encode into rgb: out_h rows of out_w * 3 bytes (R, G,
+ * B), rgb_stride bytes apart. For tests, the benchmark, and callers that want
+ * pixels rather than a PNG. Allocates its small scratch per call. Returns 0,
+ * -EINVAL or -ENOMEM. */
+int dg_frame_scale(const struct dg_frame *f, const int region[4], int out_w, int out_h,
+		   uint8_t *rgb, size_t rgb_stride, struct dg_err *err);
+
+/* Releases out's memory and zeroes it; out may be reused afterwards. */
+void dg_png_free(struct dg_png *out);
+
+/* 64-bit hash of the visible pixels of f (B, G, R of every pixel, plus w and
+ * h; not the X bytes, not the padding past w * 4). The worker compares it
+ * with the hash of the frame it last encoded and, when equal, reuses that
+ * PNG.
+ *
+ * Collision stance: this is an optimisation whose failure mode is a stale
+ * screenshot. Accidental collisions between two different screens are about
+ * 2^-64 per comparison (a 64-bit xxHash-style mix with full avalanche).
+ * Deliberate ones do not matter: the desktop that would have to craft the
+ * colliding pixels already decides what the screen shows, and a collision
+ * only lets it show the previous screen, which it could simply draw again.
+ * It is not a content address: recordings name frames by a cryptographic
+ * hash of the PNG bytes.
+ *
+ * Returns 0 for a frame that dg_frame_check refuses. */
+uint64_t dg_frame_hash(const struct dg_frame *f);
+
+#endif
