@@ -236,7 +236,11 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 		arg(&l->wm, "-use_titlebar");
 		arg(&l->wm, "no");
 		arg(&l->app, XTERM);
-		arg(&l->app, "-ls");
+		/* A scalable font at a size a model reads reliably in screenshots. */
+		arg(&l->app, "-fa");
+		arg(&l->app, "Monospace");
+		arg(&l->app, "-fs");
+		arg(&l->app, "12");
 		l->progs[n++] = (struct dg_jail_prog){.argv = l->wm.argv, .stdin_fd = -1,
 						       .stdout_fd = log, .stderr_fd = log,
 						       .env_extra = display_env};

@@ -162,6 +162,56 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 /* Ends the desktop and everything in its jail; closes what is still open. */
 void dg_desktop_destroy(struct dg_desktop *d);
 
+/* ---- The worker: the desktop's unprivileged driver (see worker-priv.h) ---- */
+
+/* Worker uids follow the jail uids: the worker of the jail in slot N runs as
+ * DG_WORKER_ID_BASE + N, neither the owner's uid nor the jail's. */
+#define DG_WORKER_ID_BASE (DG_JAIL_ID_BASE + DG_JAIL_SLOTS)
+#define DG_WORKER_READY_MS 20000
+
+struct dg_ipc_reader;
+
+/* The owner's handle on a worker. Owned by the process that started it. */
+struct dg_worker {
+	pid_t pid;
+	int pidfd;
+	int ctl;                   /* socketpair end, non-blocking */
+	struct dg_ipc_reader *rd;  /* owned */
+	long long next_id;
+	char *ready;               /* the READY message (JSON), once received */
+};
+
+/* Forks and executes `deskgate worker` for desktop d as its own uid, handing
+ * it the desktop's RFB and DevTools descriptors (closed in d afterwards).
+ * Returns 0 or a negative errno. */
+int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *err);
+
+/* Waits (blocking, bounded) for the worker's READY message. */
+int dg_worker_wait_ready(struct dg_worker *w, int timeout_ms, struct dg_err *err);
+
+/* Sends one action message: {"id":N,"action":ACTION_JSON,"size":[w,h]}, size
+ * omitted when out_w is 0. Returns the id (> 0) or a negative errno. */
+long long dg_worker_send_action(struct dg_worker *w, const char *action_json, int out_w, int out_h,
+				struct dg_err *err);
+
+/* Receives one message if a whole one is ready: returns 1 (type, data, len
+ * set; data valid until the next call), 0 when none is, or a negative errno
+ * when the worker closed the channel or broke the protocol (then it must be
+ * stopped). */
+int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, size_t *len,
+		   struct dg_err *err);
+
+/* Blocking convenience for command-line tools: sends an action and waits up
+ * to timeout_ms for its RESULT (malloc'd JSON) and FRAME (malloc'd PNG, NULL
+ * when the action shows no screen). Events that arrive meanwhile are passed
+ * to on_event when it is not NULL. */
+int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int out_h,
+		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
+		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err);
+
+/* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
+void dg_worker_stop(struct dg_worker *w);
+
 /* `deskgate exec`: runs argv in a jail under the limits, relays stdin, stdout
  * and stderr (each output cut at limits->output_bytes), and returns the exit
  * status to report: the command's own, 124 on the wall-clock limit, 137 when a

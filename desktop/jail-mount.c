@@ -309,9 +309,13 @@ static int setup_dev(const char *root, struct dg_err *err)
 	return 0;
 }
 
+/* Host caches programs would otherwise rebuild in every jail (fontconfig
+ * scans every font for about a second without its cache). Read-only. */
+static const char *const var_entries[] = {"cache/fontconfig"};
+
 static int setup_skeleton(const char *root, struct dg_err *err)
 {
-	static const char *const dirs[] = {"home", "var"};
+	static const char *const dirs[] = {"home", "var", "var/cache"};
 	char path[PATH_MAX];
 	int r;
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
@@ -323,6 +327,10 @@ static int setup_skeleton(const char *root, struct dg_err *err)
 		return r;
 	if (symlink("../tmp", path) != 0)
 		return fail(err, "symlink", path);
+	for (size_t i = 0; i < sizeof(var_entries) / sizeof(var_entries[0]); i++) {
+		if ((r = mirror_entry(root, "var", var_entries[i], err)))
+			return r;
+	}
 	return 0;
 }
 

@@ -30,4 +30,9 @@ int dg_seccomp_install(struct dg_err *err);
  * when it was not prepared. */
 int dg_seccomp_prepare(struct dg_err *err);
 
+/* The worker's filter (installed by the worker itself once its descriptors
+ * are open): allowlist of I/O on existing descriptors, memory, time and exit;
+ * no open, no socket, no exec, no fork. Sets no_new_privs. */
+int dg_seccomp_install_worker(struct dg_err *err);
+
 #endif

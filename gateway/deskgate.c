@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "desktop/desktop.h"
+#include "desktop/worker-priv.h"
+#include "gateway/gateway.h"
 #include "policy/policy.h"
 
-#define DG_EXIT_USAGE 2
-#define DG_EXIT_FAILED 125
 
 static const char usage_text[] =
 	"usage: deskgate COMMAND [ARGS]\n"
@@ -23,6 +23,11 @@ static const char usage_text[] =
 	"      Exit status: CMD's own; 124 when the wall clock (limits.exec_seconds)\n"
 	"      ended it; 137 when a limit killed it; 125 when deskgate itself failed;\n"
 	"      126/127 when CMD cannot be run / was not found; 2 on a usage error.\n"
+	"  shot [--profile xterm|browser] [--url URL] [--size WxH] [--policy FILE] -o FILE.png\n"
+	"      start a desktop, take one settled screenshot, tear everything down\n"
+	"  desktop [--profile xterm|browser] [--size WxH] [--policy FILE] --script FILE.jsonl --out DIR\n"
+	"      run canonical actions (one JSON object a line) on a fresh desktop; write\n"
+	"      DIR/results.jsonl and a screenshot per action\n"
 	"  help\n"
 	"      this text\n";
 
@@ -106,8 +111,16 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_worker(int argc, char **argv)
+{
+	return dg_worker_main(argc, argv);
+}
+
 static const struct command commands[] = {
 	{"exec", cmd_exec},
+	{"shot", dg_cmd_shot},
+	{"desktop", dg_cmd_desktop},
+	{"worker", cmd_worker},
 	{"help", cmd_help},
 	{"--help", cmd_help},
 };

@@ -1,0 +1,264 @@
+/* The owner's side of a worker: starting it unprivileged and talking to it.
+ *
+ * The worker is started by fork + exec of this same binary, after dropping to
+ * the worker uid (no capabilities: a uid change away from root clears them),
+ * no_new_privs and the parent-death signal. Its environment is empty. Every
+ * message from it is checked against the IPC caps; a bad one ends it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "desktop/desktop.h"
+#include "desktop/ipc-priv.h"
+#include "desktop/worker-priv.h"
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* In the forked child: becomes the worker. Only async-signal-safe calls. */
+__attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, int ctl, uid_t id)
+{
+	char size[32], *const envp[] = {NULL};
+	snprintf(size, sizeof(size), "%dx%d", d->width, d->height);
+	char *const argv[] = {"deskgate", "worker", "--profile", (char *)dg_profile_name(d->profile),
+			      "--size", size, NULL};
+	int src[4] = {ctl, d->rfb_fd, d->cdp_out_fd, d->cdp_in_fd};
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int i = 0; i < 4; i++) {
+		int from = src[i] >= 0 ? src[i] : devnull;
+		src[i] = fcntl(from, F_DUPFD_CLOEXEC, 16);
+		if (src[i] < 0)
+			_exit(126);
+	}
+	for (int i = 0; i < 4; i++) {
+		if (dup2(src[i], DG_WORKER_FD_CTL + i) < 0)
+			_exit(126);
+	}
+	syscall(SYS_close_range, DG_WORKER_FD_CDP_IN + 1, ~0u, 0);
+	struct rlimit nproc = {0, 0};
+	if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 || setresuid(id, id, id) != 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    setrlimit(RLIMIT_NPROC, &nproc) != 0 || setrlimit(RLIMIT_CORE, &nproc) != 0)
+		_exit(126);
+	/* The owner may have died between fork and the death signal. */
+	if (getppid() == 1)
+		_exit(126);
+	execve("/proc/self/exe", argv, envp);
+	_exit(127);
+}
+
+int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *err)
+{
+	memset(w, 0, sizeof(*w));
+	w->pid = -1;
+	w->pidfd = w->ctl = -1;
+	w->next_id = 1;
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+		return dg_err_set(err, -errno, "worker: socketpair: %s", strerror(errno));
+	w->rd = calloc(1, sizeof(*w->rd));
+	if (!w->rd) {
+		close(sp[0]);
+		close(sp[1]);
+		return dg_err_set(err, -ENOMEM, "worker: out of memory");
+	}
+	uid_t id = DG_WORKER_ID_BASE + d->jail.slot;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sp[0]);
+		close(sp[1]);
+		return dg_err_set(err, -e, "worker: fork: %s", strerror(e));
+	}
+	if (pid == 0)
+		exec_worker(d, sp[1], id);
+	close(sp[1]);
+	w->pid = pid;
+	w->ctl = sp[0];
+	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	fcntl(w->ctl, F_SETFL, O_NONBLOCK);
+	/* The worker holds the desktop's channels now. */
+	int *fds[3] = {&d->rfb_fd, &d->cdp_out_fd, &d->cdp_in_fd};
+	for (int i = 0; i < 3; i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	return 0;
+}
+
+int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, size_t *len,
+		   struct dg_err *err)
+{
+	int r = dg_ipc_read(w->ctl, w->rd, err);
+	if (r != 1)
+		return r;
+	if (w->rd->type == DG_MSG_ACTION)
+		return dg_err_set(err, -EPROTO, "worker: sent an owner-only message");
+	*type = w->rd->type;
+	*data = w->rd->buf;
+	*len = w->rd->len;
+	return 1;
+}
+
+/* Waits for the next message, bounded by deadline (ms, monotonic). */
+static int recv_wait(struct dg_worker *w, long long deadline, uint32_t *type, const uint8_t **data,
+		     size_t *len, struct dg_err *err)
+{
+	for (;;) {
+		int r = dg_worker_recv(w, type, data, len, err);
+		if (r != 0)
+			return r;
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			return dg_err_set(err, -ETIMEDOUT, "worker: no answer in time");
+		struct pollfd p = {w->ctl, POLLIN, 0};
+		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+			return dg_err_set(err, -errno, "worker: poll: %s", strerror(errno));
+	}
+}
+
+/* An error event from the worker, as a message for the caller. */
+static int worker_error(const uint8_t *data, size_t len, struct dg_err *err)
+{
+	return dg_err_set(err, -EIO, "desktop: %.*s", (int)(len > 400 ? 400 : len), (const char *)data);
+}
+
+int dg_worker_wait_ready(struct dg_worker *w, int timeout_ms, struct dg_err *err)
+{
+	long long deadline = now_ms() + timeout_ms;
+	for (;;) {
+		uint32_t type;
+		const uint8_t *data;
+		size_t len;
+		int r = recv_wait(w, deadline, &type, &data, &len, err);
+		if (r == -EPIPE)
+			return dg_err_set(err, -EPIPE, "worker: ended before it was ready");
+		if (r < 0)
+			return r;
+		if (type == DG_MSG_READY) {
+			w->ready = strndup((const char *)data, len);
+			return w->ready ? 0 : dg_err_set(err, -ENOMEM, "worker: out of memory");
+		}
+		if (type == DG_MSG_EVENT && strstr((const char *)data, "\"error\""))
+			return worker_error(data, len, err);
+	}
+}
+
+long long dg_worker_send_action(struct dg_worker *w, const char *action_json, int out_w, int out_h,
+				struct dg_err *err)
+{
+	long long id = w->next_id++;
+	char head[96];
+	int n = out_w > 0 ? snprintf(head, sizeof(head), "{\"id\":%lld,\"size\":[%d,%d],\"action\":", id,
+				     out_w, out_h)
+			  : snprintf(head, sizeof(head), "{\"id\":%lld,\"action\":", id);
+	size_t alen = strlen(action_json);
+	char *msg = malloc((size_t)n + alen + 2);
+	if (!msg)
+		return dg_err_set(err, -ENOMEM, "worker: out of memory");
+	memcpy(msg, head, (size_t)n);
+	memcpy(msg + n, action_json, alen);
+	msg[n + alen] = '}';
+	msg[n + alen + 1] = '\0';
+	/* The channel is non-blocking for reads; a send of an action is small
+	 * and dg_ipc_send waits for room if it has to. */
+	int r = dg_ipc_send(w->ctl, DG_MSG_ACTION, msg, (size_t)n + alen + 1);
+	free(msg);
+	if (r)
+		return dg_err_set(err, r, "worker: sending the action: %s", strerror(-r));
+	return id;
+}
+
+int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int out_h,
+		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
+		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err)
+{
+	*result = NULL;
+	*png = NULL;
+	*png_len = 0;
+	long long id = dg_worker_send_action(w, action_json, out_w, out_h, err);
+	if (id < 0)
+		return (int)id;
+	long long deadline = now_ms() + timeout_ms;
+	for (;;) {
+		uint32_t type;
+		const uint8_t *data;
+		size_t len;
+		int r = recv_wait(w, deadline, &type, &data, &len, err);
+		if (r < 0)
+			return r;
+		if (type == DG_MSG_EVENT) {
+			if (on_event)
+				on_event(arg, (const char *)data);
+			if (strstr((const char *)data, "\"event\":\"error\""))
+				return worker_error(data, len, err);
+			continue;
+		}
+		if (type == DG_MSG_RESULT) {
+			*result = strndup((const char *)data, len);
+			if (!*result)
+				return dg_err_set(err, -ENOMEM, "worker: out of memory");
+			/* A frame follows when the result announces one. */
+			json_t *res = json_loadb(*result, len, 0, NULL);
+			bool has_frame = json_object_get(res, "frame") != NULL;
+			json_decref(res);
+			if (!has_frame)
+				return 0;
+			continue;
+		}
+		if (type == DG_MSG_FRAME && *result) {
+			*png = malloc(len ? len : 1);
+			if (!*png)
+				return dg_err_set(err, -ENOMEM, "worker: out of memory");
+			memcpy(*png, data, len);
+			*png_len = len;
+			return 0;
+		}
+		return dg_err_set(err, -EPROTO, "worker: unexpected message type %u", type);
+	}
+}
+
+void dg_worker_stop(struct dg_worker *w)
+{
+	if (w->ctl >= 0)
+		close(w->ctl);
+	w->ctl = -1;
+	if (w->pid > 0) {
+		if (w->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+		else
+			kill(w->pid, SIGKILL);
+		while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	w->pid = -1;
+	if (w->pidfd >= 0)
+		close(w->pidfd);
+	w->pidfd = -1;
+	if (w->rd) {
+		dg_ipc_reader_free(w->rd);
+		free(w->rd);
+		w->rd = NULL;
+	}
+	free(w->ready);
+	w->ready = NULL;
+}

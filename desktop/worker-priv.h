@@ -1,0 +1,40 @@
+/* The worker: one unprivileged process per desktop that turns the desktop
+ * into screenshots and actions into input. It parses the hostile desktop's
+ * bytes (RFB from Xvnc, DevTools JSON from Chromium) so that its owner never
+ * does. Single-threaded: one poll loop over the control socket, the RFB
+ * socket and the DevTools pipes.
+ *
+ * Descriptors it is started with (by dg_worker_start, fork + exec of
+ * `deskgate worker`):
+ */
+#ifndef DG_WORKER_PRIV_H
+#define DG_WORKER_PRIV_H
+
+#define DG_WORKER_FD_CTL 3   /* socketpair to the owner (typed messages) */
+#define DG_WORKER_FD_RFB 4   /* RFB stream to Xvnc */
+#define DG_WORKER_FD_CDP_OUT 5 /* browser: DevTools commands (Chromium's fd 3) */
+#define DG_WORKER_FD_CDP_IN 6  /* browser: DevTools replies (Chromium's fd 4) */
+
+/* Settling: after an action, the screen is settled once no framebuffer
+ * update arrived for QUIET ms (counted from the later of the action's end and
+ * the last update), or MAX ms passed. */
+#define DG_SETTLE_QUIET_MS 30
+#define DG_SETTLE_MAX_MS 3000
+/* After the first frame, how long the worker waits for the profile's
+ * windows to appear before it says READY anyway. */
+#define DG_WORKER_CONTENT_MS 5000
+/* The first full frame must arrive within this after connecting. */
+#define DG_WORKER_FIRST_FRAME_MS 10000
+/* A blocked read of one RFB message gives up after this (libvncclient). */
+#define DG_WORKER_RFB_READ_TIMEOUT_S 5
+/* Pause between the events of a multi-click, and between drag points: X
+ * clients tell a double click from two clicks by time and need motion
+ * events to see a drag. */
+#define DG_WORKER_CLICK_GAP_MS 0
+/* Longest navigation the worker waits for before settling anyway. */
+#define DG_WORKER_NAV_MAX_MS 15000
+
+/* `deskgate worker --profile P --size WxH`: never returns. */
+int dg_worker_main(int argc, char **argv);
+
+#endif

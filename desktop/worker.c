@@ -1,0 +1,779 @@
+/* The worker process (see worker-priv.h for its descriptors and limits).
+ *
+ * Life: connect libvncclient to the RFB socket it inherited, wait for a
+ * first full frame, confine itself (seccomp: no filesystem, no new sockets,
+ * no processes), say READY, then run actions one at a time. Every action
+ * ends with a RESULT message and, for those that show the screen, a FRAME
+ * (PNG). A malformed message from the owner, or the desktop going away, ends
+ * the worker; the owner sees the channel close.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <rfb/rfbclient.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actions/actions.h"
+#include "actions/frame-priv.h"
+#include "desktop/cdp-priv.h"
+#include "desktop/desktop.h"
+#include "desktop/ipc-priv.h"
+#include "desktop/seccomp-priv.h"
+#include "desktop/worker-priv.h"
+
+/* RFB button-mask bits of the wheel: 4 up, 5 down, 6 left, 7 right. */
+#define WHEEL_UP 4
+#define WHEEL_DOWN 5
+#define WHEEL_LEFT 6
+#define WHEEL_RIGHT 7
+
+enum phase {
+	PHASE_IDLE,
+	PHASE_HOLD,     /* hold_key: keys down until hold_until */
+	PHASE_WAIT,     /* wait: until hold_until */
+	PHASE_BROWSER,  /* navigate/back/forward/reload: DevTools command pending */
+	PHASE_LOAD,     /* the browser took the navigation: until its page loaded */
+	PHASE_SETTLE,   /* waiting for the screen to settle */
+};
+
+struct worker {
+	rfbClient *vnc;
+	int ctl;
+	struct dg_ipc_reader rd;
+	struct dg_cdp *cdp;
+	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
+	enum dg_profile profile;
+	int width, height;
+	/* framebuffer bookkeeping */
+	uint64_t area;           /* pixels received since connecting */
+	long long last_update;   /* ms of the last framebuffer rectangle */
+	uint64_t updates;
+	int buttons;             /* RFB button mask held now */
+	int px, py;              /* pointer position */
+	/* the action in progress */
+	enum phase phase;
+	struct dg_action act;
+	long long id;
+	long long t_start, t_injected, hold_until, settle_from, nav_deadline;
+	int out_w, out_h;        /* screenshot size the owner asked for */
+	bool want_frame;
+	char *error;             /* set when the action failed (malloc'd) */
+	/* the last PNG, reused while the screen is unchanged */
+	struct dg_png png;
+	uint64_t png_hash;
+	int png_key[6];
+	bool png_valid;
+};
+
+static struct worker *W; /* libvncclient callbacks carry no user pointer we need */
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double now_exact_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
+{
+	char line[DG_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	/* The owner reads stderr as the desktop's log; the event says why. */
+	if (W && W->ctl >= 0) {
+		json_t *ev = json_pack("{s:s, s:s}", "event", "error", "message", line);
+		char *s = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+		if (s)
+			dg_ipc_send(W->ctl, DG_MSG_EVENT, s, strlen(s));
+		free(s);
+		json_decref(ev);
+	}
+	dprintf(2, "deskgate worker: %s\n", line);
+	/* _exit: LeakSanitizer cannot run under the worker's seccomp filter. */
+	_exit(1);
+}
+
+/* libvncclient logs through process-wide hooks; keep errors, drop chatter. */
+static void vnc_log(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+static void vnc_err(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	dprintf(2, "deskgate worker: rfb: %s", line);
+}
+
+static void on_update(rfbClient *c, int x, int y, int w, int h)
+{
+	(void)c;
+	(void)x;
+	(void)y;
+	if (w > 0 && h > 0)
+		W->area += (uint64_t)w * (uint64_t)h;
+	W->updates++;
+	W->last_update = now_ms();
+}
+
+/* ---- RFB input ---------------------------------------------------------- */
+
+static void pointer(struct worker *w, int x, int y, int mask)
+{
+	w->px = x;
+	w->py = y;
+	w->buttons = mask;
+	if (!SendPointerEvent(w->vnc, x, y, mask))
+		die("sending a pointer event failed: the desktop is gone");
+}
+
+static void key(struct worker *w, uint32_t keysym, bool down)
+{
+	if (!SendKeyEvent(w->vnc, keysym, down ? TRUE : FALSE))
+		die("sending a key event failed: the desktop is gone");
+}
+
+static int button_bit(enum dg_button b)
+{
+	return 1 << ((int)b - 1);
+}
+
+static void modifiers(struct worker *w, unsigned mods, bool down)
+{
+	uint32_t ks[DG_MOD_COUNT];
+	int n = dg_modifier_keysyms(mods, ks);
+	for (int i = 0; i < n; i++)
+		key(w, ks[down ? i : n - 1 - i], down);
+}
+
+static void chord(struct worker *w, const struct dg_chord *c, bool down)
+{
+	for (int i = 0; i < c->n; i++)
+		key(w, c->keysyms[down ? i : c->n - 1 - i], down);
+}
+
+static void click(struct worker *w, const struct dg_action *a)
+{
+	int bit = button_bit(a->button);
+	modifiers(w, a->modifiers, true);
+	pointer(w, a->x, a->y, w->buttons);
+	for (int i = 0; i < a->count; i++) {
+		pointer(w, a->x, a->y, w->buttons | bit);
+		pointer(w, a->x, a->y, w->buttons & ~bit);
+	}
+	modifiers(w, a->modifiers, false);
+}
+
+static void drag(struct worker *w, const struct dg_action *a)
+{
+	int bit = button_bit(a->button);
+	modifiers(w, a->modifiers, true);
+	pointer(w, a->path[0][0], a->path[0][1], w->buttons);
+	pointer(w, a->path[0][0], a->path[0][1], w->buttons | bit);
+	/* Intermediate motion so the application sees a drag, not a jump. */
+	for (int i = 1; i < a->n_path; i++) {
+		int x0 = a->path[i - 1][0], y0 = a->path[i - 1][1];
+		int x1 = a->path[i][0], y1 = a->path[i][1];
+		int steps = abs(x1 - x0) > abs(y1 - y0) ? abs(x1 - x0) : abs(y1 - y0);
+		steps = steps / 16 + 1;
+		for (int s = 1; s <= steps; s++)
+			pointer(w, x0 + (x1 - x0) * s / steps, y0 + (y1 - y0) * s / steps, w->buttons);
+	}
+	int last = a->n_path - 1;
+	pointer(w, a->path[last][0], a->path[last][1], w->buttons & ~bit);
+	modifiers(w, a->modifiers, false);
+}
+
+static void wheel(struct worker *w, int button, int notches)
+{
+	int bit = 1 << (button - 1);
+	for (int i = 0; i < notches; i++) {
+		pointer(w, w->px, w->py, w->buttons | bit);
+		pointer(w, w->px, w->py, w->buttons & ~bit);
+	}
+}
+
+static void scroll(struct worker *w, const struct dg_action *a)
+{
+	modifiers(w, a->modifiers, true);
+	pointer(w, a->x, a->y, w->buttons);
+	wheel(w, a->dy > 0 ? WHEEL_DOWN : WHEEL_UP, abs(a->dy));
+	wheel(w, a->dx > 0 ? WHEEL_RIGHT : WHEEL_LEFT, abs(a->dx));
+	modifiers(w, a->modifiers, false);
+}
+
+static int type_text(struct worker *w, const struct dg_action *a, struct dg_err *err)
+{
+	size_t max = a->text_len + 1, n = 0;
+	uint32_t *ks = calloc(max, sizeof(*ks));
+	if (!ks)
+		return dg_err_set(err, -ENOMEM, "out of memory");
+	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		key(w, ks[i], true);
+		key(w, ks[i], false);
+	}
+	free(ks);
+	return r;
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static void set_error(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(struct worker *w, const char *fmt, ...)
+{
+	if (w->error)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&w->error, fmt, ap) < 0)
+		w->error = NULL;
+	va_end(ap);
+}
+
+static void send_json(struct worker *w, uint32_t type, json_t *obj)
+{
+	char *s = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	if (!s)
+		die("out of memory encoding a message");
+	int r = dg_ipc_send(w->ctl, type, s, strlen(s));
+	free(s);
+	if (r)
+		die("the owner went away (%s)", strerror(-r));
+}
+
+static void add_page(struct worker *w, json_t *res)
+{
+	if (!w->cdp)
+		return;
+	json_object_set_new(res, "url", json_string(dg_cdp_url(w->cdp)));
+	json_object_set_new(res, "title", json_string(dg_cdp_title(w->cdp)));
+}
+
+/* Encodes the current screen (or the zoom region) unless the same pixels
+ * were encoded last time; returns the encode time in ms. */
+static double encode(struct worker *w, const int region[4], int out_w, int out_h)
+{
+	double t0 = now_exact_ms();
+	struct dg_frame f = {w->vnc->frameBuffer, w->width, w->height, (size_t)w->width * 4};
+	uint64_t h = dg_frame_hash(&f);
+	int key[6] = {region ? region[0] : 0, region ? region[1] : 0,
+		      region ? region[2] : w->width, region ? region[3] : w->height, out_w, out_h};
+	if (w->png_valid && h == w->png_hash && memcmp(key, w->png_key, sizeof(key)) == 0)
+		return 0;
+	struct dg_err err = {{0}};
+	int r = dg_png_encode(&f, region, out_w, out_h, &w->png, &err);
+	if (r) {
+		w->png_valid = false;
+		set_error(w, "encoding the screenshot failed: %s", err.msg);
+		return now_exact_ms() - t0;
+	}
+	w->png_hash = h;
+	memcpy(w->png_key, key, sizeof(key));
+	w->png_valid = true;
+	return now_exact_ms() - t0;
+}
+
+static void finish(struct worker *w)
+{
+	long long t_end = now_ms();
+	double encode_ms = 0;
+	bool frame = w->want_frame && !w->error;
+	int out_w = w->out_w, out_h = w->out_h;
+	if (frame) {
+		if (w->act.type == DG_ACTION_ZOOM) {
+			int region[4] = {w->act.region[0], w->act.region[1],
+					 w->act.region[2] - w->act.region[0],
+					 w->act.region[3] - w->act.region[1]};
+			out_w = region[2];
+			out_h = region[3];
+			encode_ms = encode(w, region, out_w, out_h);
+		} else {
+			encode_ms = encode(w, NULL, out_w, out_h);
+		}
+		frame = w->png_valid;
+	}
+	json_t *res = json_pack("{s:I, s:b, s:s, s:[i,i], s:I, s:f, s:I}", "id", (json_int_t)w->id,
+				"ok", w->error == NULL, "action", dg_action_type_name(w->act.type),
+				"cursor", w->px, w->py, "settle_ms",
+				(json_int_t)(t_end - w->t_injected), "encode_ms", encode_ms,
+				"total_ms", (json_int_t)(t_end - w->t_start));
+	if (!res)
+		die("out of memory");
+	if (w->error)
+		json_object_set_new(res, "error", json_string(w->error));
+	if (frame)
+		json_object_set_new(res, "frame",
+				    json_pack("{s:i, s:i, s:I}", "width", out_w, "height", out_h,
+					      "bytes", (json_int_t)w->png.len));
+	add_page(w, res);
+	if (w->cdp)
+		w->cdp_changes = dg_cdp_changes(w->cdp);
+	send_json(w, DG_MSG_RESULT, res);
+	if (frame) {
+		int r = dg_ipc_send(w->ctl, DG_MSG_FRAME, w->png.data, w->png.len);
+		if (r)
+			die("the owner went away (%s)", strerror(-r));
+	}
+	dg_action_free(&w->act);
+	free(w->error);
+	w->error = NULL;
+	w->phase = PHASE_IDLE;
+}
+
+static void settle(struct worker *w)
+{
+	w->t_injected = now_ms();
+	w->settle_from = w->t_injected;
+	w->phase = PHASE_SETTLE;
+}
+
+/* ---- browser actions ---------------------------------------------------- */
+
+static void browser_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct worker *w = arg;
+	(void)result;
+	if (status != 0)
+		set_error(w, "%s", error_message ? error_message : "browser command failed");
+	if (w->phase != PHASE_BROWSER)
+		return;
+	if (status != 0)
+		settle(w);
+	else
+		w->phase = PHASE_LOAD;
+}
+
+static void browser_action(struct worker *w)
+{
+	if (!w->cdp) {
+		set_error(w, "%s needs the browser profile", dg_action_type_name(w->act.type));
+		finish(w);
+		return;
+	}
+	int r;
+	struct dg_err err = {{0}};
+	/* Set first: the callback may run before the command returns. */
+	w->phase = PHASE_BROWSER;
+	w->nav_deadline = now_ms() + DG_WORKER_NAV_MAX_MS;
+	w->t_injected = now_ms();
+	switch (w->act.type) {
+	case DG_ACTION_NAVIGATE:
+		r = dg_cdp_navigate(w->cdp, w->act.url, browser_done, w, &err);
+		break;
+	case DG_ACTION_BACK:
+		r = dg_cdp_back(w->cdp, browser_done, w, &err);
+		break;
+	case DG_ACTION_FORWARD:
+		r = dg_cdp_forward(w->cdp, browser_done, w, &err);
+		break;
+	default:
+		r = dg_cdp_reload(w->cdp, browser_done, w, &err);
+		break;
+	}
+	if (r) {
+		w->phase = PHASE_IDLE;
+		set_error(w, "browser command failed: %s", err.msg);
+		finish(w);
+	}
+}
+
+/* ---- running actions ---------------------------------------------------- */
+
+static void start_action(struct worker *w)
+{
+	const struct dg_action *a = &w->act;
+	struct dg_err err = {{0}};
+	w->t_start = now_ms();
+	w->want_frame = a->type != DG_ACTION_CURSOR_POSITION;
+	switch (a->type) {
+	case DG_ACTION_CLICK:
+		click(w, a);
+		break;
+	case DG_ACTION_MOVE:
+		modifiers(w, a->modifiers, true);
+		pointer(w, a->x, a->y, w->buttons);
+		modifiers(w, a->modifiers, false);
+		break;
+	case DG_ACTION_DRAG:
+		drag(w, a);
+		break;
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP: {
+		int bit = button_bit(a->button);
+		int x = a->has_xy ? a->x : w->px, y = a->has_xy ? a->y : w->py;
+		pointer(w, x, y, a->type == DG_ACTION_MOUSE_DOWN ? w->buttons | bit : w->buttons & ~bit);
+		break;
+	}
+	case DG_ACTION_SCROLL:
+		scroll(w, a);
+		break;
+	case DG_ACTION_TYPE:
+		if (type_text(w, a, &err))
+			set_error(w, "%s", err.msg);
+		break;
+	case DG_ACTION_KEY:
+		for (int i = 0; i < a->n_chords; i++) {
+			chord(w, &a->chords[i], true);
+			chord(w, &a->chords[i], false);
+		}
+		break;
+	case DG_ACTION_HOLD_KEY:
+		chord(w, &a->chords[0], true);
+		w->hold_until = now_ms() + a->ms;
+		w->phase = PHASE_HOLD;
+		return;
+	case DG_ACTION_WAIT:
+		w->hold_until = now_ms() + a->ms;
+		w->phase = PHASE_WAIT;
+		return;
+	case DG_ACTION_NAVIGATE:
+	case DG_ACTION_BACK:
+	case DG_ACTION_FORWARD:
+	case DG_ACTION_RELOAD:
+		browser_action(w);
+		return;
+	case DG_ACTION_SCREENSHOT:
+	case DG_ACTION_ZOOM:
+		/* Nothing to inject: settled at once unless the screen is moving. */
+		settle(w);
+		w->settle_from = 0;
+		return;
+	case DG_ACTION_CURSOR_POSITION:
+		w->t_injected = now_ms();
+		finish(w);
+		return;
+	case DG_ACTION_EXEC:
+	default:
+		set_error(w, "%s is not run by the desktop's worker", dg_action_type_name(a->type));
+		w->t_injected = now_ms();
+		finish(w);
+		return;
+	}
+	if (w->error) {
+		w->t_injected = now_ms();
+		finish(w);
+		return;
+	}
+	settle(w);
+}
+
+/* The owner's message: {"id": N, "action": {...}, "size": [w, h]?}. The
+ * owner is trusted but the message is still checked: a bad one is a
+ * protocol error that ends the worker. */
+static void on_action(struct worker *w, const char *text, size_t len)
+{
+	json_error_t jerr;
+	json_t *msg = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *id = json_object_get(msg, "id");
+	json_t *action = json_object_get(msg, "action");
+	json_t *size = json_object_get(msg, "size");
+	if (!json_is_integer(id) || !json_is_object(action))
+		die("protocol error: action message without id or action");
+	if (w->phase != PHASE_IDLE)
+		die("protocol error: an action arrived while another runs");
+	w->id = (long long)json_integer_value(id);
+	w->out_w = w->width;
+	w->out_h = w->height;
+	if (size) {
+		json_t *sw = json_array_get(size, 0), *sh = json_array_get(size, 1);
+		if (!json_is_integer(sw) || !json_is_integer(sh) || json_integer_value(sw) < 1 ||
+		    json_integer_value(sh) < 1 || json_integer_value(sw) > DG_FRAME_MAX_DIM ||
+		    json_integer_value(sh) > DG_FRAME_MAX_DIM)
+			die("protocol error: bad screenshot size");
+		w->out_w = (int)json_integer_value(sw);
+		w->out_h = (int)json_integer_value(sh);
+	}
+	struct dg_err err = {{0}};
+	int r = dg_action_parse_obj(action, w->width, w->height, &w->act, &err);
+	json_decref(msg);
+	if (r) {
+		/* The owner validates first; a refusal here is reported, not fatal. */
+		w->t_start = w->t_injected = now_ms();
+		w->want_frame = false;
+		w->act.type = DG_ACTION_SCREENSHOT;
+		set_error(w, "%s", err.msg);
+		finish(w);
+		return;
+	}
+	start_action(w);
+}
+
+/* Advances the action in progress; returns the poll timeout in ms. */
+static int advance(struct worker *w)
+{
+	long long t = now_ms();
+	switch (w->phase) {
+	case PHASE_HOLD:
+		if (t < w->hold_until)
+			return (int)(w->hold_until - t);
+		chord(w, &w->act.chords[0], false);
+		settle(w);
+		return 0;
+	case PHASE_WAIT:
+		if (t < w->hold_until)
+			return (int)(w->hold_until - t);
+		settle(w);
+		return 0;
+	case PHASE_BROWSER:
+	case PHASE_LOAD:
+		if (w->phase == PHASE_LOAD && !dg_cdp_loading(w->cdp)) {
+			settle(w);
+			return 0;
+		}
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		set_error(w, "the browser did not finish within %d ms", DG_WORKER_NAV_MAX_MS);
+		settle(w);
+		return 0;
+	case PHASE_SETTLE: {
+		long long quiet_from = w->last_update > w->settle_from ? w->last_update : w->settle_from;
+		if (t - quiet_from >= DG_SETTLE_QUIET_MS || t - w->t_injected >= DG_SETTLE_MAX_MS) {
+			finish(w);
+			return -1;
+		}
+		long long a = quiet_from + DG_SETTLE_QUIET_MS - t;
+		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;
+		return (int)(a < b ? a : b);
+	}
+	case PHASE_IDLE:
+	default:
+		return -1;
+	}
+}
+
+/* ---- RFB and set-up ----------------------------------------------------- */
+
+static void pump_rfb(struct worker *w)
+{
+	do {
+		if (!HandleRFBServerMessage(w->vnc))
+			die("the desktop closed its RFB connection or sent a bad message");
+	} while (w->vnc->buffered > 0);
+}
+
+static void connect_rfb(struct worker *w)
+{
+	rfbClientLog = vnc_log;
+	rfbClientErr = vnc_err;
+	w->vnc = rfbGetClient(8, 3, 4);
+	if (!w->vnc)
+		die("out of memory");
+	rfbClient *c = w->vnc;
+	/* BGRX in memory, as the PNG encoder reads it. */
+	c->format.redShift = 16;
+	c->format.greenShift = 8;
+	c->format.blueShift = 0;
+	c->format.bigEndian = FALSE;
+	/* Raw is the cheapest over a local socket; the desktop never sees a
+	 * lossy encoding (tight with JPEG would be libvncclient's default). */
+	c->appData.encodingsString = "copyrect raw";
+	/* No cursor pseudo-encodings: Xvnc then draws the pointer into the
+	 * framebuffer, so screenshots show it (as `scrot -p` does). */
+	c->appData.useRemoteCursor = FALSE;
+	c->appData.shareDesktop = TRUE;
+	c->canHandleNewFBSize = FALSE;
+	c->GotFrameBufferUpdate = on_update;
+	c->readTimeout = DG_WORKER_RFB_READ_TIMEOUT_S;
+	c->sock = DG_WORKER_FD_RFB;
+	c->listenSpecified = TRUE;
+	int argc = 0;
+	if (!rfbInitClient(c, &argc, NULL)) {
+		w->vnc = NULL; /* rfbInitClient frees the client on failure */
+		die("RFB handshake with the desktop failed");
+	}
+	if (c->width != w->width || c->height != w->height)
+		die("the desktop is %dx%d, expected %dx%d", c->width, c->height, w->width, w->height);
+	/* The first update may be only a zero-area pseudo-rectangle: count
+	 * pixels until a whole screen arrived. */
+	long long deadline = now_ms() + DG_WORKER_FIRST_FRAME_MS;
+	while (w->area < (uint64_t)w->width * (uint64_t)w->height) {
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			die("no first frame from the desktop after %d ms", DG_WORKER_FIRST_FRAME_MS);
+		if (c->buffered == 0) {
+			struct pollfd p = {c->sock, POLLIN, 0};
+			if (poll(&p, 1, (int)left) <= 0)
+				continue;
+		}
+		pump_rfb(w);
+	}
+	w->px = w->width / 2;
+	w->py = w->height / 2;
+}
+
+/* The first frame shows the X server's empty root window: the profile's
+ * program maps its window (which fills the screen: the window manager
+ * maximizes xterm, Chromium is sized to the screen) a little later. The
+ * desktop is ready once updates covering at least half the screen arrived
+ * after the first frame and the screen then stayed quiet, or the bound
+ * passed (a program that shows nothing is not the worker's to fix). */
+static void wait_content(struct worker *w)
+{
+	uint64_t first = w->area, half = (uint64_t)w->width * (uint64_t)w->height / 2;
+	long long t0 = now_ms();
+	for (;;) {
+		long long t = now_ms();
+		bool shown = w->area - first >= half;
+		if (t - t0 >= DG_WORKER_CONTENT_MS || (shown && t - w->last_update >= DG_SETTLE_QUIET_MS))
+			return;
+		long long wait = shown ? w->last_update + DG_SETTLE_QUIET_MS - t
+				       : t0 + DG_WORKER_CONTENT_MS - t;
+		if (w->vnc->buffered == 0) {
+			struct pollfd p = {w->vnc->sock, POLLIN, 0};
+			if (poll(&p, 1, (int)(wait > 0 ? wait : 0)) <= 0)
+				continue;
+		}
+		pump_rfb(w);
+	}
+}
+
+static int parse_args(struct worker *w, int argc, char **argv)
+{
+	struct dg_err err = {{0}};
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--profile") == 0) {
+			if (dg_profile_parse(argv[i + 1], &w->profile))
+				return -1;
+		} else if (strcmp(argv[i], "--size") == 0) {
+			if (dg_desktop_parse_size(argv[i + 1], &w->width, &w->height, &err))
+				return -1;
+		} else {
+			return -1;
+		}
+	}
+	return w->width > 0 ? 0 : -1;
+}
+
+static void cdp_pump(struct worker *w, struct pollfd p[2])
+{
+	struct dg_err err = {{0}};
+	if (dg_cdp_handle(w->cdp, p, &err))
+		die("the browser closed its DevTools pipe: %s", err.msg);
+}
+
+static void browser_start(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	w->cdp = dg_cdp_new(DG_WORKER_FD_CDP_OUT, DG_WORKER_FD_CDP_IN);
+	if (!w->cdp || dg_cdp_start(w->cdp, NULL, NULL, &err))
+		die("DevTools: %s", w->cdp ? err.msg : "out of memory");
+	long long deadline = now_ms() + DG_WORKER_FIRST_FRAME_MS;
+	while (!dg_cdp_ready(w->cdp)) {
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			die("the browser did not answer DevTools within %d ms", DG_WORKER_FIRST_FRAME_MS);
+		struct pollfd p[2];
+		dg_cdp_pollfds(w->cdp, p);
+		if (poll(p, 2, (int)left) > 0)
+			cdp_pump(w, p);
+	}
+	w->cdp_changes = dg_cdp_changes(w->cdp);
+}
+
+/* Tells the owner when the page's URL or title changed on its own (a link,
+ * a redirect, a script), for observers and the recordings. */
+static void report_page(struct worker *w)
+{
+	if (!w->cdp || dg_cdp_changes(w->cdp) == w->cdp_changes)
+		return;
+	w->cdp_changes = dg_cdp_changes(w->cdp);
+	json_t *ev = json_pack("{s:s}", "event", "page");
+	add_page(w, ev);
+	send_json(w, DG_MSG_EVENT, ev);
+}
+
+static void send_ready(struct worker *w)
+{
+	json_t *m = json_pack("{s:s, s:i, s:i, s:s}", "event", "ready", "width", w->width, "height",
+			      w->height, "profile", dg_profile_name(w->profile));
+	add_page(w, m);
+	send_json(w, DG_MSG_READY, m);
+}
+
+static void loop(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	for (;;) {
+		int timeout = advance(w);
+		if (w->vnc->buffered > 0) {
+			pump_rfb(w);
+			continue;
+		}
+		struct pollfd p[4] = {
+			{w->ctl, w->phase == PHASE_IDLE ? POLLIN : 0, 0},
+			{w->vnc->sock, POLLIN, 0},
+			{-1, 0, 0},
+			{-1, 0, 0},
+		};
+		if (w->cdp)
+			dg_cdp_pollfds(w->cdp, &p[2]);
+		int n = poll(p, 4, timeout);
+		if (n < 0 && errno != EINTR)
+			die("poll: %s", strerror(errno));
+		if (n <= 0)
+			continue;
+		if (p[1].revents)
+			pump_rfb(w);
+		if (w->cdp && (p[2].revents || p[3].revents)) {
+			cdp_pump(w, &p[2]);
+			if (w->phase == PHASE_IDLE)
+				report_page(w);
+		}
+		if (p[0].revents) {
+			int r = dg_ipc_read(w->ctl, &w->rd, &err);
+			if (r == -EPIPE)
+				_exit(0); /* the owner closed the channel: the session is over */
+			if (r < 0)
+				die("control channel: %s", err.msg);
+			if (r == 1) {
+				if (w->rd.type != DG_MSG_ACTION)
+					die("protocol error: message type %u from the owner", w->rd.type);
+				on_action(w, (const char *)w->rd.buf, w->rd.len);
+			}
+		}
+	}
+}
+
+int dg_worker_main(int argc, char **argv)
+{
+	static struct worker worker;
+	struct worker *w = &worker;
+	W = w;
+	w->ctl = DG_WORKER_FD_CTL;
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (parse_args(w, argc, argv) != 0)
+		die("usage: deskgate worker --profile xterm|browser --size WxH (started by deskgate)");
+	connect_rfb(w);
+	if (w->profile == DG_PROFILE_BROWSER)
+		browser_start(w);
+	wait_content(w);
+	struct dg_err err = {{0}};
+	if (dg_seccomp_install_worker(&err))
+		die("%s", err.msg);
+	send_ready(w);
+	loop(w);
+	return 0;
+}

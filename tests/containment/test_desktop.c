@@ -1,0 +1,405 @@
+/* Real desktops in real jails: Xvnc, xterm, Chromium, the worker, and the
+ * inputs the agent sends, checked through what the page says it received. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <png.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actions/actions.h"
+#include "desktop/desktop.h"
+#include "dg_test.h"
+
+#define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define ACT_TIMEOUT_MS 30000
+
+/* A decoded screenshot (RGB). */
+struct image {
+	int w, h;
+	unsigned char *rgb;
+};
+
+static int decode_png(const uint8_t *data, size_t len, struct image *img)
+{
+	png_image pi;
+	memset(&pi, 0, sizeof(pi));
+	pi.version = PNG_IMAGE_VERSION;
+	if (!png_image_begin_read_from_memory(&pi, data, len))
+		return -1;
+	pi.format = PNG_FORMAT_RGB;
+	img->w = (int)pi.width;
+	img->h = (int)pi.height;
+	img->rgb = malloc(PNG_IMAGE_SIZE(pi));
+	if (!img->rgb || !png_image_finish_read(&pi, NULL, img->rgb, 0, NULL)) {
+		png_image_free(&pi);
+		free(img->rgb);
+		return -1;
+	}
+	return 0;
+}
+
+static int distinct_colors(const struct image *img, int cap)
+{
+	/* A small open-addressing set of colours, enough to tell a real screen
+	 * (text, widgets) from a blank one. */
+	enum { SLOTS = 4096 };
+	static unsigned seen[SLOTS];
+	memset(seen, 0, sizeof(seen));
+	int n = 0;
+	for (int i = 0; i < img->w * img->h && n < cap; i += 7) {
+		const unsigned char *p = img->rgb + 3 * i;
+		unsigned c = 1u + (p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16);
+		unsigned h = (c * 2654435761u) % SLOTS;
+		while (seen[h] && seen[h] != c)
+			h = (h + 1) % SLOTS;
+		if (!seen[h]) {
+			seen[h] = c;
+			n++;
+		}
+	}
+	return n;
+}
+
+struct desk {
+	struct dg_policy policy;
+	struct dg_desktop d;
+	struct dg_worker w;
+};
+
+static void desk_start(struct desk *k, enum dg_profile profile, int width, int height)
+{
+	struct dg_err err = {{0}};
+	dg_policy_default(&k->policy);
+	struct dg_desktop_spec spec = {.profile = profile, .width = width, .height = height,
+				       .limits = &k->policy.limits};
+	cr_assert_eq(dg_desktop_start(&spec, &k->d, &err), 0, "desktop: %s", err.msg);
+	cr_assert_eq(dg_worker_start(&k->d, &k->w, &err), 0, "worker: %s", err.msg);
+	cr_assert_eq(dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err), 0, "ready: %s", err.msg);
+}
+
+static void desk_end(struct desk *k)
+{
+	dg_worker_stop(&k->w);
+	dg_desktop_destroy(&k->d);
+	char what[4096];
+	int n = 0;
+	for (int i = 0; i < 200 && (n = dg_test_leftovers(what, sizeof(what))) != 0; i++)
+		usleep(10000);
+	cr_assert_eq(n, 0, "left behind: %s", what);
+}
+
+/* Runs one action; returns the parsed result (caller decrefs). */
+static json_t *act(struct desk *k, const char *action, struct image *img)
+{
+	struct dg_err err = {{0}};
+	char *result = NULL;
+	uint8_t *png = NULL;
+	size_t len = 0;
+	int r = dg_worker_act(&k->w, action, 0, 0, ACT_TIMEOUT_MS, &result, &png, &len, NULL, NULL,
+			      &err);
+	cr_assert_eq(r, 0, "%s: %s", action, err.msg);
+	json_t *res = json_loads(result, 0, NULL);
+	cr_assert(res, "result is JSON: %s", result);
+	free(result);
+	if (img) {
+		cr_assert(png, "%s: no screenshot", action);
+		cr_assert_eq(decode_png(png, len, img), 0, "%s: screenshot is not a valid PNG", action);
+	}
+	free(png);
+	return res;
+}
+
+static void act_ok(struct desk *k, const char *action)
+{
+	json_t *res = act(k, action, NULL);
+	cr_assert(json_is_true(json_object_get(res, "ok")), "%s failed: %s", action,
+		  json_string_value(json_object_get(res, "error")));
+	json_decref(res);
+}
+
+static const char *title_of(json_t *res)
+{
+	const char *t = json_string_value(json_object_get(res, "title"));
+	return t ? t : "";
+}
+
+/* Waits (bounded) until the page title starts with prefix; returns it. */
+static char *wait_title(struct desk *k, const char *prefix)
+{
+	char *last = NULL;
+	for (int i = 0; i < 40; i++) {
+		json_t *res = act(k, "{\"type\":\"cursor_position\"}", NULL);
+		free(last);
+		last = strdup(title_of(res));
+		json_decref(res);
+		if (strncmp(last, prefix, strlen(prefix)) == 0)
+			return last;
+		usleep(50000);
+	}
+	cr_assert_fail("title never started with \"%s\"; last: \"%s\"", prefix, last);
+	return last;
+}
+
+Test(desktop, xterm_screenshot_shows_the_terminal, .timeout = 60)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_XTERM, 1280, 800);
+	/* Type a command whose output is distinctive; the shot must show text. */
+	act_ok(&k, "{\"type\":\"type\",\"text\":\"echo deskgate-was-here\\n\"}");
+	struct image img;
+	json_t *res = act(&k, "{\"type\":\"screenshot\"}", &img);
+	cr_assert_eq(img.w, 1280);
+	cr_assert_eq(img.h, 800);
+	cr_assert_gt(distinct_colors(&img, 64), 1, "the screenshot is blank");
+	json_t *frame = json_object_get(res, "frame");
+	cr_assert_eq(json_integer_value(json_object_get(frame, "width")), 1280);
+	free(img.rgb);
+	json_decref(res);
+	desk_end(&k);
+}
+
+Test(desktop, size_is_the_sessions, .timeout = 60)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_XTERM, 1024, 768);
+	struct image img;
+	json_t *res = act(&k, "{\"type\":\"screenshot\"}", &img);
+	cr_assert_eq(img.w, 1024);
+	cr_assert_eq(img.h, 768);
+	free(img.rgb);
+	json_decref(res);
+	/* zoom: the region at full resolution */
+	res = act(&k, "{\"type\":\"zoom\",\"region\":[0,0,200,100]}", &img);
+	cr_assert_eq(img.w, 200);
+	cr_assert_eq(img.h, 100);
+	free(img.rgb);
+	json_decref(res);
+	desk_end(&k);
+}
+
+/* The test page reports every input in its title. */
+static const char page[] =
+	"data:text/html,<!doctype html><html><head><title>ready</title><style>"
+	"html,body{margin:0;height:100%;background:%23c00}"
+	"textarea{position:absolute;left:600px;top:300px;width:300px;height:100px}"
+	"</style></head><body><textarea id=t></textarea><script>"
+	"var drag=null;"
+	"function T(s){document.title=s}"
+	"document.addEventListener('click',e=>{if(e.target.id!='t')T('click:'+e.clientX+','+e.clientY+',b'+e.button+',d'+e.detail)});"
+	"document.addEventListener('dblclick',e=>T('dblclick:'+e.clientX+','+e.clientY));"
+	"document.addEventListener('mousedown',e=>{drag=[e.clientX,e.clientY]});"
+	"document.addEventListener('mouseup',e=>{if(drag&&(drag[0]!=e.clientX||drag[1]!=e.clientY))T('drag:'+drag+'-'+e.clientX+','+e.clientY);drag=null});"
+	"document.addEventListener('wheel',e=>T('wheel:'+Math.sign(e.deltaY)+','+Math.sign(e.deltaX)));"
+	"document.addEventListener('keydown',e=>{if(e.target.id!='t')T('key:'+(e.ctrlKey?'ctrl+':'')+(e.shiftKey?'shift+':'')+(e.altKey?'alt+':'')+e.key)});"
+	"document.getElementById('t').addEventListener('input',e=>T('text:'+e.target.value));"
+	"</script></body></html>";
+
+static void navigate_test_page(struct desk *k)
+{
+	json_t *nav = json_pack("{s:s, s:s}", "type", "navigate", "url", page);
+	char *text = json_dumps(nav, JSON_COMPACT);
+	json_decref(nav);
+	json_t *res = act(k, text, NULL);
+	free(text);
+	cr_assert(json_is_true(json_object_get(res, "ok")), "navigate: %s",
+		  json_string_value(json_object_get(res, "error")));
+	const char *url = json_string_value(json_object_get(res, "url"));
+	cr_assert(url && strncmp(url, "data:text/html", 14) == 0, "url reported: %s", url);
+	json_decref(res);
+	free(wait_title(k, "ready"));
+}
+
+/* Maps a screen point to the page's client coordinates: the page starts
+ * below the browser's own toolbar. */
+static int toolbar_height(struct desk *k)
+{
+	struct image img;
+	json_t *res = act(k, "{\"type\":\"screenshot\"}", &img);
+	json_decref(res);
+	int top = -1;
+	for (int y = 0; y < img.h && top < 0; y++) {
+		const unsigned char *p = img.rgb + 3 * (y * img.w + img.w / 4);
+		if (p[0] > 0xb0 && p[1] < 0x30 && p[2] < 0x30)
+			top = y;
+	}
+	free(img.rgb);
+	cr_assert_geq(top, 0, "the red test page is not on screen");
+	return top;
+}
+
+Test(desktop, browser_inputs_reach_the_page, .timeout = 120)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_BROWSER, 1280, 800);
+	navigate_test_page(&k);
+	int top = toolbar_height(&k);
+	/* No infobar (the --no-sandbox warning) above the page: the browser's
+	 * own tab strip and toolbar are all there is. */
+	cr_assert_lt(top, 100, "page starts at y=%d: an infobar shifts it down", top);
+	char buf[256], *t;
+
+	snprintf(buf, sizeof(buf), "{\"type\":\"click\",\"x\":100,\"y\":%d}", top + 50);
+	act_ok(&k, buf);
+	t = wait_title(&k, "click:");
+	cr_assert_str_eq(t, "click:100,50,b0,d1");
+	free(t);
+
+	snprintf(buf, sizeof(buf), "{\"type\":\"click\",\"x\":120,\"y\":%d,\"count\":2}", top + 60);
+	act_ok(&k, buf);
+	t = wait_title(&k, "dblclick:");
+	cr_assert_str_eq(t, "dblclick:120,60");
+	free(t);
+
+	snprintf(buf, sizeof(buf), "{\"type\":\"drag\",\"path\":[[200,%d],[300,%d]]}", top + 100,
+		 top + 150);
+	act_ok(&k, buf);
+	t = wait_title(&k, "drag:");
+	cr_assert_str_eq(t, "drag:200,100-300,150");
+	free(t);
+
+	snprintf(buf, sizeof(buf), "{\"type\":\"scroll\",\"x\":400,\"y\":%d,\"dx\":0,\"dy\":3}", top + 200);
+	act_ok(&k, buf);
+	t = wait_title(&k, "wheel:");
+	cr_assert_str_eq(t, "wheel:1,0");
+	free(t);
+
+	act_ok(&k, "{\"type\":\"key\",\"keys\":\"ctrl+shift+k\"}");
+	t = wait_title(&k, "key:");
+	cr_assert(strcmp(t, "key:ctrl+shift+K") == 0 || strcmp(t, "key:ctrl+shift+k") == 0,
+		  "title %s", t);
+	free(t);
+
+	/* Typing into the textarea: ASCII, accents, CJK and emoji as keysyms. */
+	snprintf(buf, sizeof(buf), "{\"type\":\"click\",\"x\":700,\"y\":%d}", top + 340);
+	act_ok(&k, buf);
+	act_ok(&k, "{\"type\":\"type\",\"text\":\"Hi \\u00e9t\\u00e9 \\u6f22\\u5b57 \\ud83d\\ude00\"}");
+	t = wait_title(&k, "text:");
+	cr_assert_str_eq(t, "text:Hi \xc3\xa9t\xc3\xa9 \xe6\xbc\xa2\xe5\xad\x97 \xf0\x9f\x98\x80");
+	free(t);
+	desk_end(&k);
+}
+
+Test(desktop, unknown_key_is_an_error_and_nothing_is_typed, .timeout = 120)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_BROWSER, 1280, 800);
+	navigate_test_page(&k);
+	/* The worker checks actions too, but the owner's parse is what refuses
+	 * an unknown key before anything reaches the desktop. */
+	struct dg_action a;
+	struct dg_err err = {{0}};
+	const char *bad = "{\"type\":\"key\",\"keys\":\"ctrl+Retrun\"}";
+	cr_assert_neq(dg_action_parse(bad, strlen(bad), 1280, 800, &a, &err), 0);
+	cr_assert(strstr(err.msg, "Retrun"), "error names the key: %s", err.msg);
+	json_t *res = act(&k, bad, NULL);
+	cr_assert(json_is_false(json_object_get(res, "ok")));
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "Retrun"));
+	json_decref(res);
+	res = act(&k, "{\"type\":\"cursor_position\"}", NULL);
+	cr_assert_str_eq(title_of(res), "ready", "something was typed");
+	json_decref(res);
+	desk_end(&k);
+}
+
+Test(desktop, navigate_back_forward_change_the_reported_url, .timeout = 120)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_BROWSER, 1280, 800);
+	act_ok(&k, "{\"type\":\"navigate\",\"url\":\"data:text/html,<title>one</title>1\"}");
+	free(wait_title(&k, "one"));
+	act_ok(&k, "{\"type\":\"navigate\",\"url\":\"data:text/html,<title>two</title>2\"}");
+	char *t = wait_title(&k, "two");
+	free(t);
+	json_t *res = act(&k, "{\"type\":\"back\"}", NULL);
+	cr_assert(json_is_true(json_object_get(res, "ok")));
+	json_decref(res);
+	t = wait_title(&k, "one");
+	free(t);
+	res = act(&k, "{\"type\":\"forward\"}", NULL);
+	json_decref(res);
+	free(wait_title(&k, "two"));
+	res = act(&k, "{\"type\":\"cursor_position\"}", NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(res, "url")),
+			 "data:text/html,<title>two</title>2");
+	json_decref(res);
+	desk_end(&k);
+}
+
+/* The command-line tools, end to end. */
+Test(desktop, shot_cli_writes_a_png, .timeout = 60)
+{
+	char dir[] = "/tmp/dg-shot-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	char out[256];
+	snprintf(out, sizeof(out), "%s/shot.png", dir);
+	struct dg_run r;
+	cr_assert_eq(dg_test_run(ARGV(DG_BIN, "shot", "--size", "800x600", "-o", out), NULL, NULL, 0,
+				 60, -1, &r), 0);
+	cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+	dg_run_free(&r);
+	FILE *f = fopen(out, "rb");
+	cr_assert(f);
+	static uint8_t buf[8 << 20];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	struct image img;
+	cr_assert_eq(decode_png(buf, n, &img), 0);
+	cr_assert_eq(img.w, 800);
+	cr_assert_eq(img.h, 600);
+	free(img.rgb);
+	unlink(out);
+	rmdir(dir);
+}
+
+Test(desktop, desktop_cli_runs_a_script, .timeout = 90)
+{
+	char dir[] = "/tmp/dg-desk-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	char script[256], out[256], results[300];
+	snprintf(script, sizeof(script), "%s/script.jsonl", dir);
+	snprintf(out, sizeof(out), "%s/out", dir);
+	FILE *f = fopen(script, "w");
+	fputs("{\"type\":\"screenshot\"}\n"
+	      "# a comment\n"
+	      "{\"type\":\"clik\",\"x\":1,\"y\":1}\n"
+	      "{\"type\":\"type\",\"text\":\"ls\\n\"}\n"
+	      "{\"type\":\"cursor_position\"}\n", f);
+	fclose(f);
+	struct dg_run r;
+	cr_assert_eq(dg_test_run(ARGV(DG_BIN, "desktop", "--script", script, "--out", out), NULL,
+				 NULL, 0, 90, -1, &r), 0);
+	cr_assert_eq(r.exit_code, 0, "stderr: %s", r.err);
+	dg_run_free(&r);
+	snprintf(results, sizeof(results), "%s/results.jsonl", out);
+	f = fopen(results, "r");
+	cr_assert(f, "no results.jsonl");
+	char line[8192];
+	int n = 0;
+	const int lines[] = {1, 3, 4, 5};
+	const bool ok[] = {true, false, true, true};
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		cr_assert(j, "bad line: %s", line);
+		cr_assert_lt(n, 4);
+		cr_assert_eq(json_integer_value(json_object_get(j, "line")), lines[n]);
+		cr_assert_eq(json_is_true(json_object_get(j, "ok")), ok[n], "line %s", line);
+		if (n == 1)
+			cr_assert(strstr(json_string_value(json_object_get(j, "error")), "clik"));
+		if (n == 0 || n == 2)
+			cr_assert(json_string_value(json_object_get(j, "screenshot")));
+		json_decref(j);
+		n++;
+	}
+	fclose(f);
+	cr_assert_eq(n, 4);
+	char png[300];
+	snprintf(png, sizeof(png), "%s/000001.png", out);
+	struct stat st;
+	cr_assert_eq(stat(png, &st), 0);
+}
