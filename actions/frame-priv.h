@@ -13,7 +13,7 @@
  * Everything here is single-threaded and allocation-light: one struct dg_png
  * per worker is reused for every screenshot, so steady-state encoding does not
  * allocate output or row memory (libpng and zlib still allocate their own
- * per-image state, about 300 KB).
+ * per-image state, a few hundred KB, freed before returning).
  */
 #ifndef DG_ACTIONS_FRAME_PRIV_H
 #define DG_ACTIONS_FRAME_PRIV_H
@@ -69,7 +69,7 @@ enum dg_png_filter {
 enum dg_png_strategy {
 	DG_PNG_STRATEGY_LIBPNG,  /* whatever libpng picks (its default) */
 	DG_PNG_STRATEGY_DEFAULT, /* zlib Z_DEFAULT_STRATEGY */
-	DG_PNG_STRATEGY_RLE,     /* zlib Z_RLE: only distance-1 matches, fast */
+	DG_PNG_STRATEGY_RLE,     /* zlib Z_RLE: only distance-1 matches (runs) */
 };
 
 /* Encoder settings; dg_png_encode uses DG_PNG_OPTS_DEFAULT. The others exist
@@ -85,7 +85,8 @@ struct dg_png_opts {
 /* Chosen with tests/bench/png.c on captured desktop frames: zlib level 1
  * with no filter was the fastest setting and also the smallest of the fast
  * ones on every frame. Deflate's own matches already find what "up" would
- * (a row above is 3841 bytes back, well inside the 32 KB window) and what
+ * (at 1280 wide the row above is 3841 bytes back, well inside the 32 KB
+ * window) and what
  * "sub" would (flat colour repeats at distance 3), so filters only add work
  * and literals; Z_RLE finds neither and emits far more literals, and coding
  * literals is what costs most. */

@@ -9,7 +9,6 @@
 #include "actions/frame-priv.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -135,7 +134,7 @@ struct axis {
 };
 
 struct dg_png_scratch {
-	uint8_t *rows; /* two output rows (current, previous) plus slack */
+	uint8_t *rows; /* two output rows: current and previous */
 	size_t rows_cap;
 	/* resampling, sized for the largest use so far */
 	void *axbuf[2];
@@ -159,8 +158,8 @@ static uint32_t gcd_u32(uint32_t a, uint32_t b)
 
 /* Builds the tables for S -> O in the memory block *buf. Every output pixel
  * gets the same number of taps T (zero weights pad the short ones), so the
- * inner loops have a constant trip count: measured 2x faster than exact tap
- * counts, whose alternation (2, 3, 2, 3...) defeats branch prediction. */
+ * inner loops have a constant trip count instead of alternating ones (2, 3,
+ * 2, 3... for 5:4) that branch prediction misses. */
 static int axis_build(struct axis *ax, void **buf, size_t *cap, int S, int O)
 {
 	uint32_t g = gcd_u32((uint32_t)S, (uint32_t)O);
@@ -424,8 +423,10 @@ static void on_png_error(png_structp png, png_const_charp msg)
 	png_longjmp(png, 1);
 }
 
-/* Warnings are about ancillary data we never write; dropping them keeps
- * libpng from printing to the worker's stderr. */
+/* No libpng warning concerns what this encoder relies on (it writes no
+ * ancillary chunks; a filter libpng cannot apply falls back to a valid one,
+ * which the tests would see as size, not as a wrong image). Dropping them
+ * keeps libpng off the worker's stderr. */
 static void on_png_warning(png_structp png, png_const_charp msg)
 {
 	(void)png;
@@ -478,8 +479,8 @@ static int check_opts(const struct dg_png_opts *o, struct dg_err *err)
 	return 0;
 }
 
-/* Everything the row loop needs, set up before setjmp so nothing the
- * longjmp path reads is modified after it. */
+/* Everything the row loop needs, prepared (and allocated) before libpng
+ * starts, so the loop itself cannot fail except inside libpng. */
 struct encode_job {
 	const struct dg_frame *f;
 	int r[4];
@@ -511,26 +512,29 @@ static void write_rows(png_structp png, struct encode_job *j)
 	}
 }
 
-static int do_encode(struct encode_job *j, struct dg_png *out, struct dg_err *err)
+/* ctx lives in the caller's frame: its fields change between setjmp and
+ * longjmp, which would leave a local of this function indeterminate. */
+static int do_encode(struct encode_job *j, struct png_ctx *ctx)
 {
-	struct png_ctx ctx = {.out = out, .max_bytes = j->o->max_bytes, .code = 0, .err = err};
+	struct dg_png *out = ctx->out;
 	png_structp png =
-		png_create_write_struct(PNG_LIBPNG_VER_STRING, &ctx, on_png_error, on_png_warning);
+		png_create_write_struct(PNG_LIBPNG_VER_STRING, ctx, on_png_error, on_png_warning);
 	if (!png)
-		return dg_err_set(err, -ENOMEM, "png: cannot create the write struct");
+		return dg_err_set(ctx->err, -ENOMEM, "png: cannot create the write struct");
 	png_infop info = png_create_info_struct(png);
 	if (!info) {
 		png_destroy_write_struct(&png, NULL);
-		return dg_err_set(err, -ENOMEM, "png: cannot create the info struct");
+		return dg_err_set(ctx->err, -ENOMEM, "png: cannot create the info struct");
 	}
-	/* png and info are not modified after this point, and ctx is only
-	 * written through pointers, so they are valid after a longjmp. */
+	/* png, info and out are not modified after this point, so they are
+	 * valid after a longjmp. */
 	if (setjmp(png_jmpbuf(png))) {
 		png_destroy_write_struct(&png, &info);
 		out->len = 0;
-		return ctx.code ? ctx.code : dg_err_set(err, -EIO, "png: encoding failed");
+		return ctx->code ? ctx->code
+				 : dg_err_set(ctx->err, -EIO, "png: encoding failed");
 	}
-	png_set_write_fn(png, &ctx, on_png_write, on_png_flush);
+	png_set_write_fn(png, ctx, on_png_write, on_png_flush);
 	png_set_IHDR(png, info, (png_uint_32)j->out_w, (png_uint_32)j->out_h, 8,
 		     PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_BASE,
 		     PNG_FILTER_TYPE_BASE);
@@ -602,7 +606,8 @@ int dg_png_encode_opts(const struct dg_frame *f, const int region[4], int out_w,
 	j.row[1] = s->rows + row;
 	if (j.scale && resampler_init(&j.rs, f, j.r, out_w, out_h, s))
 		return dg_err_set(err, -ENOMEM, "png: out of memory for resampling tables");
-	return do_encode(&j, out, err);
+	struct png_ctx ctx = {.out = out, .max_bytes = o->max_bytes, .code = 0, .err = err};
+	return do_encode(&j, &ctx);
 }
 
 int dg_png_encode(const struct dg_frame *f, const int region[4], int out_w, int out_h,

@@ -43,7 +43,7 @@
  * Target.targetInfoChanged at commits but not when a title is set later
  * (<title> parsed, document.title assigned), so the client also asks
  * (Target.getTargetInfo) after every main-frame load, same-document
- * navigation and page command (navigate, back, forward, reload, evaluate);
+ * navigation, evaluate and failed navigation command;
  * a title changed by the page on its own (a timer, a click through RFB) is
  * seen at the next of those or at dg_cdp_refresh, which the owner calls
  * after an action settles.
@@ -68,7 +68,10 @@
 #include "policy/policy.h"
 
 #define DG_CDP_MSG_MAX (8u * 1024 * 1024)  /* bytes of one message, NUL excluded */
-#define DG_CDP_NODES_MAX 200000            /* JSON values in one message */
+/* JSON values in one message, counted as brackets and commas outside
+ * strings: jansson spends 40-80 bytes a value, so 8 MiB of "[0,0,...]"
+ * would otherwise cost some 200 MiB; this bounds it near 16 MiB. */
+#define DG_CDP_NODES_MAX 200000
 #define DG_CDP_PENDING_MAX 256             /* commands awaiting replies */
 #define DG_CDP_TARGETS_MAX 64              /* page targets tracked */
 #define DG_CDP_OUT_MAX (1024u * 1024)      /* bytes of commands queued to write */
@@ -96,7 +99,9 @@ struct dg_cdp;
  *  -EPIPE             the pipe closed (Chromium died) before the reply
  *  -ECANCELED         dg_cdp_free, or the owner's dg_cdp_fail_all
  * result is borrowed (json_incref it to keep it) and may be NULL on errors;
- * error_message is NULL on success. The callback may send new commands; it
+ * error_message is NULL on success. It never runs inside the call that sent
+ * the command, only inside the handlers (and dg_cdp_fail_all/dg_cdp_free).
+ * The callback may send new commands; it
  * must not call dg_cdp_free (except when status is -ECANCELED from free, when
  * it must not touch the client at all). */
 typedef void (*dg_cdp_done_fn)(void *arg, int status, json_t *result, const char *error_message);
@@ -214,11 +219,11 @@ bool dg_cdp_ready(const struct dg_cdp *c);
 /* The pipe closed or failed; nothing more will happen. */
 bool dg_cdp_closed(const struct dg_cdp *c);
 /* The current page is loading: from the main frame's
- * Page.frameStartedLoading until its Page.frameStoppedLoading (or
- * Page.loadEventFired) and the URL and title read after it; also while a
- * navigation command sent by this client awaits its reply (Chromium sends
- * frameStartedLoading before that reply). So once a navigation's callback
- * ran, !dg_cdp_loading means "loaded, URL and title current". */
+ * Page.frameStartedLoading until its Page.frameStoppedLoading (which
+ * follows Page.loadEventFired) and the URL and title read after it; also
+ * while a navigation command sent by this client awaits its reply (Chromium
+ * sends frameStartedLoading before that reply). So once a navigation's
+ * callback ran, !dg_cdp_loading means "loaded, URL and title current". */
 bool dg_cdp_loading(const struct dg_cdp *c);
 /* The current page's URL and title; "" when unknown (no page, or refused as
  * described at the top). Never NULL. */

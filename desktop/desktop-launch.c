@@ -195,7 +195,7 @@ static void close_fd(int *fd)
  * (the argument stores are large) and freed once the jail has started. */
 struct launch {
 	struct argv_buf xvnc, wm, app;
-	struct dg_jail_prog progs[3];
+	struct dg_jail_prog progs[DG_JAIL_PROGS_MAX];
 	int rfb[2];      /* [0] ours, [1] Xvnc's stdin/stdout */
 	int cmd[2];      /* Chromium reads [0] as fd 3; we write [1] */
 	int reply[2];    /* Chromium writes [1] as fd 4; we read [0] */
@@ -248,6 +248,12 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 						       .stdout_fd = log, .stderr_fd = log,
 						       .env_extra = display_env};
 	} else {
+		arg(&l->wm, WINDOW_MANAGER);
+		arg(&l->wm, "-use_titlebar");
+		arg(&l->wm, "no");
+		l->progs[n++] = (struct dg_jail_prog){.argv = l->wm.argv, .stdin_fd = -1,
+						       .stdout_fd = log, .stderr_fd = log,
+						       .env_extra = display_env};
 		chromium_argv(&l->app, spec);
 		l->pass[0] = l->cmd[0];
 		l->pass[1] = l->reply[1];

@@ -181,6 +181,10 @@ struct dg_worker {
 	char *ready;               /* the READY message (JSON), once received */
 };
 
+/* The deskgate binary that runs workers: /proc/self/exe unless a program
+ * that is not deskgate itself (a test) names it. Call before starting. */
+void dg_worker_set_binary(const char *path);
+
 /* Forks and executes `deskgate worker` for desktop d as its own uid, handing
  * it the desktop's RFB and DevTools descriptors (closed in d afterwards).
  * Returns 0 or a negative errno. */

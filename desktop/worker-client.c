@@ -33,6 +33,13 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static const char *worker_binary = "/proc/self/exe";
+
+void dg_worker_set_binary(const char *path)
+{
+	worker_binary = path;
+}
+
 /* In the forked child: becomes the worker. Only async-signal-safe calls. */
 __attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, int ctl, uid_t id)
 {
@@ -61,7 +68,7 @@ __attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, in
 	/* The owner may have died between fork and the death signal. */
 	if (getppid() == 1)
 		_exit(126);
-	execve("/proc/self/exe", argv, envp);
+	execve(worker_binary, argv, envp);
 	_exit(127);
 }
 

@@ -27,10 +27,12 @@
 #define DG_WORKER_FIRST_FRAME_MS 10000
 /* A blocked read of one RFB message gives up after this (libvncclient). */
 #define DG_WORKER_RFB_READ_TIMEOUT_S 5
-/* Pause between the events of a multi-click, and between drag points: X
- * clients tell a double click from two clicks by time and need motion
- * events to see a drag. */
-#define DG_WORKER_CLICK_GAP_MS 0
+/* Pause between the clicks of a double or triple click: well inside every
+ * toolkit's double-click interval, long enough that the presses get
+ * distinct server timestamps. */
+#define DG_WORKER_CLICK_GAP_MS 15
+/* Longest wait for the browser's answer on the page's URL and title. */
+#define DG_WORKER_REFRESH_MAX_MS 2000
 /* Longest navigation the worker waits for before settling anyway. */
 #define DG_WORKER_NAV_MAX_MS 15000
 

@@ -41,6 +41,7 @@ enum phase {
 	PHASE_BROWSER,  /* navigate/back/forward/reload: DevTools command pending */
 	PHASE_LOAD,     /* the browser took the navigation: until its page loaded */
 	PHASE_SETTLE,   /* waiting for the screen to settle */
+	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
 };
 
 struct worker {
@@ -172,12 +173,26 @@ static void chord(struct worker *w, const struct dg_chord *c, bool down)
 		key(w, c->keysyms[down ? i : c->n - 1 - i], down);
 }
 
+/* Lets time pass between the clicks of a multi-click: applications drop
+ * a press whose server timestamp equals the previous one's. The worker
+ * blocks for these few milliseconds; it serves one session. */
+static void gap(struct worker *w, int ms)
+{
+	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, TRUE))
+		die("the desktop is gone");
+	struct timespec ts = {0, (long)ms * 1000000};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 static void click(struct worker *w, const struct dg_action *a)
 {
 	int bit = button_bit(a->button);
 	modifiers(w, a->modifiers, true);
 	pointer(w, a->x, a->y, w->buttons);
 	for (int i = 0; i < a->count; i++) {
+		if (i > 0)
+			gap(w, DG_WORKER_CLICK_GAP_MS);
 		pointer(w, a->x, a->y, w->buttons | bit);
 		pointer(w, a->x, a->y, w->buttons & ~bit);
 	}
@@ -342,6 +357,28 @@ static void finish(struct worker *w)
 	w->phase = PHASE_IDLE;
 }
 
+/* Chromium announces no title set by a page after it loaded, so the
+ * browser is asked before the result reports URL and title. */
+static void refresh_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct worker *w = arg;
+	(void)status, (void)result, (void)error_message;
+	if (w->phase == PHASE_REFRESH)
+		finish(w);
+}
+
+static void settled(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	if (w->cdp && dg_cdp_ready(w->cdp)) {
+		w->phase = PHASE_REFRESH;
+		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		if (dg_cdp_refresh(w->cdp, refresh_done, w, &err) == 0)
+			return;
+	}
+	finish(w);
+}
+
 static void settle(struct worker *w)
 {
 	w->t_injected = now_ms();
@@ -462,7 +499,7 @@ static void start_action(struct worker *w)
 		return;
 	case DG_ACTION_CURSOR_POSITION:
 		w->t_injected = now_ms();
-		finish(w);
+		settled(w);
 		return;
 	case DG_ACTION_EXEC:
 	default:
@@ -550,13 +587,18 @@ static int advance(struct worker *w)
 	case PHASE_SETTLE: {
 		long long quiet_from = w->last_update > w->settle_from ? w->last_update : w->settle_from;
 		if (t - quiet_from >= DG_SETTLE_QUIET_MS || t - w->t_injected >= DG_SETTLE_MAX_MS) {
-			finish(w);
-			return -1;
+			settled(w);
+			return 0;
 		}
 		long long a = quiet_from + DG_SETTLE_QUIET_MS - t;
 		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;
 		return (int)(a < b ? a : b);
 	}
+	case PHASE_REFRESH:
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		finish(w); /* the page's title may be stale; the screen is not */
+		return 0;
 	case PHASE_IDLE:
 	default:
 		return -1;

@@ -75,6 +75,7 @@ struct desk {
 static void desk_start(struct desk *k, enum dg_profile profile, int width, int height)
 {
 	struct dg_err err = {{0}};
+	dg_worker_set_binary(DG_BIN);
 	dg_policy_default(&k->policy);
 	struct dg_desktop_spec spec = {.profile = profile, .width = width, .height = height,
 				       .limits = &k->policy.limits};
@@ -189,12 +190,12 @@ static const char page[] =
 	"html,body{margin:0;height:100%;background:%23c00}"
 	"textarea{position:absolute;left:600px;top:300px;width:300px;height:100px}"
 	"</style></head><body><textarea id=t></textarea><script>"
-	"var drag=null;"
+	"var drag=null,dragged=false;"
 	"function T(s){document.title=s}"
-	"document.addEventListener('click',e=>{if(e.target.id!='t')T('click:'+e.clientX+','+e.clientY+',b'+e.button+',d'+e.detail)});"
+	"document.addEventListener('click',e=>{if(dragged){dragged=false;return}if(e.target.id!='t')T('click:'+e.clientX+','+e.clientY+',b'+e.button+',d'+e.detail)});"
 	"document.addEventListener('dblclick',e=>T('dblclick:'+e.clientX+','+e.clientY));"
 	"document.addEventListener('mousedown',e=>{drag=[e.clientX,e.clientY]});"
-	"document.addEventListener('mouseup',e=>{if(drag&&(drag[0]!=e.clientX||drag[1]!=e.clientY))T('drag:'+drag+'-'+e.clientX+','+e.clientY);drag=null});"
+	"document.addEventListener('mouseup',e=>{if(drag&&(drag[0]!=e.clientX||drag[1]!=e.clientY)){dragged=true;T('drag:'+drag+'-'+e.clientX+','+e.clientY)}drag=null});"
 	"document.addEventListener('wheel',e=>T('wheel:'+Math.sign(e.deltaY)+','+Math.sign(e.deltaX)));"
 	"document.addEventListener('keydown',e=>{if(e.target.id!='t')T('key:'+(e.ctrlKey?'ctrl+':'')+(e.shiftKey?'shift+':'')+(e.altKey?'alt+':'')+e.key)});"
 	"document.getElementById('t').addEventListener('input',e=>T('text:'+e.target.value));"
