@@ -232,7 +232,7 @@ static int get_int(struct pctx *c, const char *where, const json_t *v, json_int_
 static int get_ranged(struct pctx *c, const char *where, const json_t *v, long lo, long hi,
 		      int *out)
 {
-	json_int_t i;
+	json_int_t i = 0; /* set by get_int on success; -O3 cannot see it */
 	int rc = get_int(c, where, v, &i);
 	if (rc < 0)
 		return rc;
@@ -248,7 +248,7 @@ static int get_ranged(struct pctx *c, const char *where, const json_t *v, long l
 static int get_coord(struct pctx *c, const char *where, const json_t *v, bool horizontal,
 		     bool edge, int *out)
 {
-	json_int_t i;
+	json_int_t i = 0; /* set by get_int on success; -O3 cannot see it */
 	int rc = get_int(c, where, v, &i);
 	if (rc < 0)
 		return rc;
@@ -306,8 +306,8 @@ static char *dup_bytes(const char *s, size_t len)
 
 static int parse_button(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 	int rc = get_string(c, ".button", v, &s, &len);
 	if (rc < 0)
 		return rc;
@@ -333,8 +333,8 @@ static int parse_modifiers(struct pctx *c, const json_t *v, struct dg_action *a)
 	size_t n = json_array_size(v);
 	for (size_t i = 0; i < n; i++) {
 		const json_t *m = json_array_get(v, i);
-		const char *s;
-		size_t len;
+		const char *s = NULL;
+		size_t len = 0;
 		snprintf(where, sizeof(where), ".modifiers[%zu]", i);
 		int rc = get_string(c, where, m, &s, &len);
 		if (rc < 0)
@@ -389,7 +389,7 @@ static int parse_path(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_text(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	const char *s;
+	const char *s = NULL;
 	size_t len, n;
 	struct dg_err e;
 	int rc = get_string(c, ".text", v, &s, &len);
@@ -424,8 +424,8 @@ static int parse_text(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_keys(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 	struct dg_err e;
 	int rc = get_string(c, ".keys", v, &s, &len);
 	if (rc < 0)
@@ -439,8 +439,8 @@ static int parse_keys(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_url(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 	int rc = get_string(c, ".url", v, &s, &len);
 	if (rc < 0)
 		return rc;
@@ -494,8 +494,8 @@ static int parse_argv(struct pctx *c, const json_t *v, struct dg_action *a)
 	if (!a->argv)
 		return fail(c, -ENOMEM, ".argv", "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		const char *s;
-		size_t len;
+		const char *s = NULL;
+		size_t len = 0;
 		snprintf(where, sizeof(where), ".argv[%zu]", i);
 		int rc = get_string(c, where, json_array_get(v, i), &s, &len);
 		if (rc < 0)
@@ -522,8 +522,8 @@ static int parse_argv(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_stdin(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 	int rc = get_string(c, ".stdin", v, &s, &len);
 	if (rc < 0)
 		return rc;
@@ -613,8 +613,8 @@ static enum field field_index(const char *key, size_t key_len)
 static int parse_type(struct pctx *c, const json_t *obj, enum dg_action_type *t)
 {
 	const json_t *v = json_object_get(obj, "type");
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 	char val[SHOW_VALUE_BUF];
 	if (!v)
 		return fail(c, -EINVAL, ".type", "missing (what the action is: click, type, key, ...)");
@@ -635,7 +635,7 @@ static int parse_type(struct pctx *c, const json_t *obj, enum dg_action_type *t)
  * encodes to text that dg_action_parse accepts again. */
 static int check_canonical_size(struct pctx *c, const struct dg_action *a)
 {
-	size_t len;
+	size_t len = 0;
 	char *s = dg_action_canonical(a, &len);
 	if (!s)
 		return fail(c, -ENOMEM, "", "out of memory");
@@ -654,7 +654,7 @@ static int parse_obj(struct pctx *c, const json_t *obj, struct dg_action *a)
 		show_value(obj, val, sizeof(val));
 		return fail(c, -EINVAL, "", "%s is not a JSON object", val);
 	}
-	enum dg_action_type t;
+	enum dg_action_type t = DG_ACTION_N_TYPES; /* set by parse_type on success */
 	int rc = parse_type(c, obj, &t);
 	if (rc < 0)
 		return rc;
