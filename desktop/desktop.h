@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "policy/policy.h"
 
 /* Host uids/gids given to jails: slot N maps the jail's user to
@@ -107,6 +109,15 @@ int dg_jail_verdict(const struct dg_jail *j, struct dg_jail_verdict *v);
 /* Kills what is left, removes the cgroup, releases the slot. Idempotent;
  * leaves no process, mount or cgroup behind. */
 int dg_jail_destroy(struct dg_jail *j);
+
+/* Runs prog inside the running jail j: its cgroup, namespaces, user, limits
+ * and seccomp filter (the exec action, beside the desktop). Returns 0 and the
+ * pid of a supervisor that exits with the program's status (SIGTERM to it
+ * kills the program's process group), or a negative errno: -ENOENT / -EACCES
+ * when the program cannot be found / executed, with err saying so. Only the
+ * jail's owner may call it. */
+int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
+		  const struct dg_limits *lim, pid_t *pid, struct dg_err *err);
 
 /* Removes jails whose owner died (its slot lock is free): kills their
  * processes and removes their cgroups. Run at every start. Returns how many
@@ -215,6 +226,47 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);
+
+/* ---- The spawner: the privileged half of `deskgate serve` (spawner.c) ---- */
+
+#define DG_SESSION_ID_MAX 64          /* [a-z0-9-] */
+#define DG_SPAWNER_SESSIONS_MAX 256   /* sessions one spawner serves at once */
+#define DG_EXEC_ARGV_MAX 256
+#define DG_EXEC_ARG_MAX 4096
+#define DG_EXEC_STDIN_MAX (32 * 1024)
+#define DG_EXEC_KILL_GRACE_MS 1000    /* after the wall clock: SIGTERM, then SIGKILL */
+
+bool dg_session_id_valid(const char *id);
+
+struct dg_spawner {
+	pid_t pid;
+	int fd;               /* SOCK_SEQPACKET, to the spawner */
+	long long next_req;
+};
+
+/* Forks the spawner, which keeps the caller's privileges; call it before
+ * dropping them. The spawner dies with the caller. */
+int dg_spawner_start(struct dg_spawner *sp, bool verbose, struct dg_err *err);
+
+/* Sends a request (req is stolen; a "req" number is added and returned, > 0):
+ *   {"op":"create","session":ID,"profile":P,"width":W,"height":H,"limits":{...}}
+ *      -> {"req":N,"ok":true,"session":ID,"slot":S,"start_ms":T} + the worker's
+ *         channel (see dg_worker_*), or {"req":N,"ok":false,"error":...}
+ *   {"op":"destroy","session":ID} -> {"req":N,"ok":true}
+ *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
+ *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result
+ *         {"ok","exit_code","stdout","stderr","stdout_truncated",
+ *          "stderr_truncated","timed_out","duration_ms"} and closes.
+ * Unrequested: {"event":"ended","session":ID,"reason":...}. */
+int dg_spawner_request(struct dg_spawner *sp, json_t *req, struct dg_err *err);
+
+/* Receives one message if one is waiting: 1 (msg and fds set; the caller
+ * owns both), 0, or a negative errno (-EPIPE: the spawner is gone). */
+int dg_spawner_recv(struct dg_spawner *sp, json_t **msg, int *fds, int *nfds, struct dg_err *err);
+
+/* Closes the channel (the spawner then ends every session and exits) and
+ * reaps it. */
+void dg_spawner_stop(struct dg_spawner *sp);
 
 /* `deskgate exec`: runs argv in a jail under the limits, relays stdin, stdout
  * and stderr (each output cut at limits->output_bytes), and returns the exit

@@ -54,4 +54,22 @@ int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err);
 
 void dg_ipc_reader_free(struct dg_ipc_reader *r);
 
+/* ---- Datagram channel with descriptor passing (gateway <-> spawner) ----
+ *
+ * A SOCK_SEQPACKET socketpair: one message is one datagram, a JSON object of
+ * at most DG_SEQ_MAX bytes, with up to DG_SEQ_FDS_MAX descriptors attached
+ * (SCM_RIGHTS). A datagram that was truncated, or carries more descriptors
+ * than asked for, is a protocol error; descriptors that arrived with it are
+ * closed. */
+#define DG_SEQ_MAX (64 * 1024)
+#define DG_SEQ_FDS_MAX 4
+
+int dg_seq_send(int fd, const char *json, size_t len, const int *fds, int nfds);
+
+/* Receives one datagram into buf (cap bytes; NUL-terminated, so cap must
+ * exceed DG_SEQ_MAX), descriptors into fds (close-on-exec). Returns 1, 0 when
+ * none is waiting (non-blocking socket), -EPIPE at end of stream, -EPROTO. */
+int dg_seq_recv(int fd, char *buf, size_t cap, size_t *len, int *fds, int *nfds,
+		struct dg_err *err);
+
 #endif

@@ -1,4 +1,6 @@
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -118,4 +120,81 @@ void dg_ipc_reader_free(struct dg_ipc_reader *r)
 {
 	free(r->buf);
 	memset(r, 0, sizeof(*r));
+}
+
+int dg_seq_send(int fd, const char *json, size_t len, const int *fds, int nfds)
+{
+	if (len > DG_SEQ_MAX || nfds < 0 || nfds > DG_SEQ_FDS_MAX)
+		return -EMSGSIZE;
+	struct iovec iov = {(void *)json, len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * DG_SEQ_FDS_MAX)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds > 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		m.msg_control = ctl.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	for (;;) {
+		ssize_t k = sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (k == (ssize_t)len)
+			return 0;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN) {
+			struct pollfd p = {fd, POLLOUT, 0};
+			poll(&p, 1, 100);
+			continue;
+		}
+		return k < 0 ? -errno : -EIO;
+	}
+}
+
+int dg_seq_recv(int fd, char *buf, size_t cap, size_t *len, int *fds, int *nfds,
+		struct dg_err *err)
+{
+	*len = 0;
+	*nfds = 0;
+	struct iovec iov = {buf, cap - 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * DG_SEQ_FDS_MAX)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			   .msg_controllen = sizeof(ctl.buf)};
+	ssize_t k;
+	do
+		k = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return errno == EAGAIN ? 0 : dg_err_set(err, -errno, "ipc: recvmsg: %s", strerror(errno));
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int got[DG_SEQ_FDS_MAX];
+		if (n > DG_SEQ_FDS_MAX)
+			n = DG_SEQ_FDS_MAX;
+		memcpy(got, CMSG_DATA(c), n * sizeof(int));
+		for (size_t i = 0; i < n; i++)
+			fds[(*nfds)++] = got[i];
+	}
+	if (k == 0 && *nfds == 0)
+		return dg_err_set(err, -EPIPE, "ipc: peer closed the channel");
+	if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)k > DG_SEQ_MAX) {
+		for (int i = 0; i < *nfds; i++)
+			close(fds[i]);
+		*nfds = 0;
+		return dg_err_set(err, -EPROTO, "ipc: oversized or truncated datagram");
+	}
+	buf[k] = '\0';
+	*len = (size_t)k;
+	return 1;
 }

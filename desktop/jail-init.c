@@ -47,7 +47,7 @@ __attribute__((noreturn)) static void report_and_exit(struct dg_jail_child *c, i
 	_exit(code);
 }
 
-static int become_user(struct dg_err *err)
+int dg_jail_become_user(struct dg_err *err)
 {
 	/* Host root's supplementary groups would still grant access through
 	 * kgid 0; drop them while the namespace still allows setgroups. */
@@ -74,7 +74,7 @@ static int set_limit(int res, rlim_t v, const char *name, struct dg_err *err)
 
 /* Second line behind the cgroup: no core dumps, no file larger than the
  * scratch space, bounded descriptors and processes for the jail's uid. */
-static int set_rlimits(const struct dg_limits *lim, struct dg_err *err)
+int dg_jail_set_rlimits(const struct dg_limits *lim, struct dg_err *err)
 {
 	int r;
 	if ((r = set_limit(RLIMIT_CORE, 0, "core", err)) ||
@@ -87,7 +87,7 @@ static int set_rlimits(const struct dg_limits *lim, struct dg_err *err)
 
 /* The parent's environment strings sit in init's memory (it is a clone, not
  * an exec); wipe them so /proc/1/environ shows nothing. */
-static void scrub_environ(void)
+void dg_jail_scrub_environ(void)
 {
 	for (char **e = environ; e && *e; e++)
 		memset(*e, 0, strlen(*e));
@@ -174,7 +174,7 @@ static int exec_command(const char *const *argv, char *const *envp)
 }
 
 /* Runs in a child of init: becomes program i of the spec. */
-__attribute__((noreturn)) static void prog_main(struct dg_jail_child *c, int i)
+void dg_jail_run_prog(struct dg_jail_child *c, int i)
 {
 	struct dg_err err = {{0}};
 	const struct dg_jail_prog *s = &c->spec->progs[i];
@@ -244,7 +244,7 @@ static int confine_self(struct dg_jail_child *c, struct dg_err *err)
 		return dg_err_set(err, -errno, "jail: sethostname: %s", strerror(errno));
 	if ((r = dg_jail_mount_root(c->spec->limits, err)))
 		return r;
-	if ((r = set_rlimits(c->spec->limits, err)))
+	if ((r = dg_jail_set_rlimits(c->spec->limits, err)))
 		return r;
 	if ((r = dg_caps_drop_all(err)))
 		return r;
@@ -310,7 +310,7 @@ static pid_t start_prog(struct dg_jail_child *c, int i, struct dg_err *err)
 	if (p < 0)
 		return dg_err_set(err, -errno, "jail: fork: %s", strerror(errno));
 	if (p == 0)
-		prog_main(c, i);
+		dg_jail_run_prog(c, i);
 	return p;
 }
 
@@ -322,13 +322,13 @@ void dg_jail_init_main(struct dg_jail_child *c)
 	close(c->parent_fds[1]);
 	if (wait_for_go(c) != 0)
 		_exit(DG_JAIL_EXIT_SETUP);
-	if (become_user(&err) != 0)
+	if (dg_jail_become_user(&err) != 0)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, EPERM, &err);
 	if (arm_parent_death(c) != 0)
 		_exit(DG_JAIL_EXIT_SETUP);
 	if (confine_self(c, &err) != 0)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, EPERM, &err);
-	scrub_environ();
+	dg_jail_scrub_environ();
 
 	sigset_t all;
 	sigfillset(&all);

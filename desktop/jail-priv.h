@@ -66,6 +66,14 @@ int dg_jail_env_build(const struct dg_jail_prog *prog, struct dg_jail_env *env,
  * into it. Returns 0 or a negative errno with err naming the mount. */
 int dg_jail_mount_root(const struct dg_limits *lim, struct dg_err *err);
 
+/* Pieces of init shared with dg_jail_enter (jail-enter.c). */
+int dg_jail_become_user(struct dg_err *err);
+int dg_jail_set_rlimits(const struct dg_limits *lim, struct dg_err *err);
+void dg_jail_scrub_environ(void);
+/* In a child: becomes program i of c->spec (new session, descriptors,
+ * cwd, exec). On failure writes a report to c->report_fd and exits. */
+__attribute__((noreturn)) void dg_jail_run_prog(struct dg_jail_child *c, int i);
+
 /* Runs as PID 1 of the jail: never returns. */
 __attribute__((noreturn)) void dg_jail_init_main(struct dg_jail_child *c);
 

@@ -1,0 +1,194 @@
+/* Running one more program inside a live jail: the `exec` action runs in the
+ * session's own jail, beside its desktop, so files it writes are the ones the
+ * desktop sees.
+ *
+ * A supervisor process joins the jail's cgroup and namespaces, becomes the
+ * jail's user and takes the jail's confinement (rlimits, no capabilities,
+ * the same seccomp filter), then forks the program into the jail's pid
+ * namespace. The supervisor exits with the program's status. SIGTERM to the
+ * supervisor kills the program's whole process group (the exec's wall clock);
+ * a program that escaped its group with setsid lives until the session ends,
+ * like anything else started in the desktop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "desktop/cgroup-priv.h"
+#include "desktop/jail-priv.h"
+#include "desktop/seccomp-priv.h"
+
+/* The namespaces joined, user first: joining it grants the capabilities
+ * needed to join the others, which it owns. pid last: it only applies to
+ * children. */
+static const struct {
+	const char *name;
+	int type;
+} namespaces[] = {
+	{"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS},       {"net", CLONE_NEWNET},
+	{"ipc", CLONE_NEWIPC},   {"uts", CLONE_NEWUTS},      {"cgroup", CLONE_NEWCGROUP},
+	{"pid", CLONE_NEWPID},
+};
+#define N_NS (sizeof(namespaces) / sizeof(namespaces[0]))
+
+__attribute__((noreturn)) static void report(struct dg_jail_child *c, const struct dg_err *err)
+{
+	struct dg_jail_report rep;
+	memset(&rep, 0, sizeof(rep));
+	rep.err = EPERM;
+	rep.exit_code = DG_JAIL_EXIT_SETUP;
+	snprintf(rep.msg, sizeof(rep.msg), "%s", err->msg);
+	ssize_t k = write(c->report_fd, &rep, sizeof(rep));
+	(void)k;
+	_exit(DG_JAIL_EXIT_SETUP);
+}
+
+static int join(const struct dg_jail *j, struct dg_err *err)
+{
+	int fds[N_NS];
+	for (size_t i = 0; i < N_NS; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)j->pid, namespaces[i].name);
+		fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (fds[i] < 0)
+			return dg_err_set(err, -errno, "jail enter: open %s: %s", path, strerror(errno));
+	}
+	int r = 0;
+	for (size_t i = 0; i < N_NS && r == 0; i++) {
+		if (setns(fds[i], namespaces[i].type) != 0)
+			r = dg_err_set(err, -errno, "jail enter: setns %s: %s", namespaces[i].name,
+				       strerror(errno));
+	}
+	for (size_t i = 0; i < N_NS; i++)
+		close(fds[i]);
+	/* setns(mnt) leaves the cwd in the old tree. */
+	if (r == 0 && chdir("/") != 0)
+		r = dg_err_set(err, -errno, "jail enter: chdir /: %s", strerror(errno));
+	return r;
+}
+
+/* Supervisor: waits for the program; SIGTERM (or its parent's death, which
+ * arrives as SIGTERM) kills the program's process group first. */
+__attribute__((noreturn)) static void supervise(pid_t prog)
+{
+	syscall(SYS_close_range, 0, ~0u, 0);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	for (;;) {
+		int st;
+		pid_t p;
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (p == prog)
+				_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		}
+		siginfo_t si;
+		if (sigwaitinfo(&set, &si) == SIGTERM) {
+			kill(-prog, SIGKILL);
+			kill(prog, SIGKILL);
+		}
+	}
+}
+
+__attribute__((noreturn)) static void enter_main(const struct dg_jail *j, struct dg_jail_child *c,
+						 pid_t parent)
+{
+	struct dg_err err = {{0}};
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(DG_JAIL_EXIT_SETUP);
+	/* The cgroup first, while this process still has the host's rights. */
+	if (dg_cgroup_attach(j->cgroup, getpid(), &err) != 0 || join(j, &err) != 0 ||
+	    dg_jail_become_user(&err) != 0)
+		report(c, &err);
+	/* Credentials changed: the death signal must be armed again. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(DG_JAIL_EXIT_SETUP);
+	if (prctl(PR_SET_DUMPABLE, 0) != 0 || dg_jail_set_rlimits(c->spec->limits, &err) != 0 ||
+	    dg_caps_drop_all(&err) != 0 || dg_seccomp_install(&err) != 0)
+		report(c, &err);
+	dg_jail_scrub_environ();
+	pid_t p = fork();
+	if (p < 0) {
+		dg_err_set(&err, -errno, "jail enter: fork: %s", strerror(errno));
+		report(c, &err);
+	}
+	if (p == 0)
+		dg_jail_run_prog(c, 0);
+	supervise(p);
+}
+
+int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
+		  const struct dg_limits *lim, pid_t *pid, struct dg_err *err)
+{
+	*pid = -1;
+	if (j->pid <= 0 || j->reaped || !j->cgroup)
+		return dg_err_set(err, -ESRCH, "jail enter: the jail is not running");
+	if (!prog->argv || !prog->argv[0] || !prog->argv[0][0])
+		return dg_err_set(err, -EINVAL, "jail enter: no command given");
+	if (prog->n_pass_fds < 0 || prog->n_pass_fds > DG_JAIL_PASS_FDS_MAX)
+		return dg_err_set(err, -EINVAL, "jail enter: %d descriptors to pass", prog->n_pass_fds);
+	int r = dg_seccomp_prepare(err);
+	if (r)
+		return r;
+	struct dg_jail_spec spec = {.limits = lim, .progs = prog, .n_progs = 1};
+	struct dg_jail_child *c = calloc(1, sizeof(*c));
+	if (!c)
+		return dg_err_set(err, -ENOMEM, "jail enter: out of memory");
+	int rep[2] = {-1, -1};
+	if ((r = dg_jail_env_build(prog, &c->env[0], err)))
+		goto out;
+	if (pipe2(rep, O_CLOEXEC) != 0) {
+		r = dg_err_set(err, -errno, "jail enter: pipe: %s", strerror(errno));
+		goto out;
+	}
+	c->spec = &spec;
+	c->report_fd = rep[1];
+	pid_t parent = getpid();
+	pid_t p = fork();
+	if (p < 0) {
+		r = dg_err_set(err, -errno, "jail enter: fork: %s", strerror(errno));
+		goto out;
+	}
+	if (p == 0) {
+		close(rep[0]);
+		enter_main(j, c, parent);
+	}
+	close(rep[1]);
+	rep[1] = -1;
+	/* EOF: the program was executed; a record: it could not be. */
+	struct dg_jail_report report;
+	ssize_t k;
+	do
+		k = read(rep[0], &report, sizeof(report));
+	while (k < 0 && errno == EINTR);
+	if (k == (ssize_t)sizeof(report)) {
+		report.msg[sizeof(report.msg) - 1] = '\0';
+		r = dg_err_set(err, -(report.err ? report.err : EIO), "%s", report.msg);
+		kill(p, SIGKILL);
+		waitpid(p, NULL, 0);
+		goto out;
+	}
+	*pid = p;
+	r = 0;
+out:
+	if (rep[0] >= 0)
+		close(rep[0]);
+	if (rep[1] >= 0)
+		close(rep[1]);
+	free(c);
+	return r;
+}
