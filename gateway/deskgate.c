@@ -23,6 +23,8 @@ static const char usage_text[] =
 	"      Exit status: CMD's own; 124 when the wall clock (limits.exec_seconds)\n"
 	"      ended it; 137 when a limit killed it; 125 when deskgate itself failed;\n"
 	"      126/127 when CMD cannot be run / was not found; 2 on a usage error.\n"
+	"  serve [--config FILE] [--listen ADDR:PORT] [--policy FILE] [--recordings DIR]\n"
+	"      the gateway: HTTP and WebSocket API for agents and viewers (see README)\n"
 	"  shot [--profile xterm|browser] [--url URL] [--size WxH] [--policy FILE] -o FILE.png\n"
 	"      start a desktop, take one settled screenshot, tear everything down\n"
 	"  desktop [--profile xterm|browser] [--size WxH] [--policy FILE] --script FILE.jsonl --out DIR\n"
@@ -118,6 +120,7 @@ static int cmd_worker(int argc, char **argv)
 
 static const struct command commands[] = {
 	{"exec", cmd_exec},
+	{"serve", dg_cmd_serve},
 	{"shot", dg_cmd_shot},
 	{"desktop", dg_cmd_desktop},
 	{"worker", cmd_worker},

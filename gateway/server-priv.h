@@ -1,0 +1,178 @@
+/* The gateway server's internals (server.c: HTTP and WebSocket, session.c:
+ * sessions, their workers and the agent's requests).
+ *
+ * Everything runs on the libwebsockets event loop in one thread: HTTP
+ * requests, WebSocket connections, the spawner's channel, each worker's
+ * channel and each exec's result channel are all wsis of that loop.
+ */
+#ifndef DG_SERVER_PRIV_H
+#define DG_SERVER_PRIV_H
+
+#include <libwebsockets.h>
+#include <stdbool.h>
+
+#include "actions/actions.h"
+#include "desktop/desktop.h"
+#include "desktop/ipc-priv.h"
+#include "gateway/gateway.h"
+
+#define DG_GATEWAY_UID (DG_JAIL_ID_BASE - 1) /* the unprivileged gateway's uid/gid */
+#define DG_HTTP_BODY_MAX (64 * 1024)      /* bytes of an HTTP request body */
+#define DG_HTTP_PATH_MAX 256
+#define DG_CREATE_TIMEOUT_S 90            /* create request to a ready worker */
+#define DG_WS_QUEUE_MAX (64 * 1024 * 1024) /* bytes queued to one slow client */
+#define DG_EXEC_RESULT_MAX (8 * 1024 * 1024) /* bytes of an exec's JSON result */
+#define DG_MODEL_DIM_MIN 64
+#define DG_MODEL_DIM_MAX 8192
+#define DG_SESSION_TOKEN_BYTES 32
+
+struct gw;
+struct gw_session;
+
+/* One outgoing WebSocket message, with the LWS_PRE headroom lws needs. */
+struct outmsg {
+	struct outmsg *next;
+	bool binary;
+	size_t len;
+	unsigned char data[]; /* LWS_PRE + len */
+};
+
+enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH };
+
+/* Per-wsi state of the server protocol. */
+struct conn {
+	enum conn_kind kind;
+	struct lws *wsi;
+	struct gw_session *s;
+	struct dg_principal who;
+	bool authed;
+	/* HTTP */
+	char path[DG_HTTP_PATH_MAX];
+	int method; /* 'G', 'P', 'D' */
+	char *body;
+	size_t body_len;
+	bool body_too_big;
+	char *reply;          /* a response waiting for HTTP_WRITEABLE */
+	size_t reply_len;
+	int reply_status;
+	bool waiting;         /* the create request waits for its session */
+	/* WebSocket */
+	struct outmsg *head, *tail;
+	size_t queued;
+	struct outmsg *frame; /* observers: only the latest frame waits */
+	char *rx;
+	size_t rx_len;
+	bool rx_too_big;
+	struct conn *next_observer;
+	bool closing;         /* close once the queue is sent */
+	long long window_start;
+	int window_count;     /* actions in the current one-second window */
+};
+
+/* An agent's message, waiting or running. */
+struct request {
+	struct request *next;
+	struct dg_adapted ad;
+	int index;            /* the action of ad running now */
+	bool failed;
+	char *error;
+	long long t0;
+	double total_ms;
+	json_t *last_result;  /* the worker's result of the last action run */
+	struct conn *agent;   /* who asked (NULL once gone) */
+};
+
+enum session_state { S_STARTING, S_READY, S_ENDED };
+
+struct gw_session {
+	bool used;
+	struct gw *gw;
+	char id[DG_SESSION_ID_MAX + 1];
+	char owner[DG_TOKEN_NAME_MAX + 1];
+	enum dg_profile profile;
+	int width, height, model_w, model_h;
+	char policy_name[DG_POLICY_NAME_MAX + 1];
+	struct dg_policy policy;
+	unsigned char token_hash[DG_SHA256_LEN];
+	enum session_state state;
+	char end_reason[DG_ERR_MAX];
+	struct conn *creator;  /* the POST /v1/sessions waiting for READY */
+	int create_req;
+	struct lws *worker;    /* the worker's channel, adopted */
+	struct dg_ipc_reader rd;
+	struct conn *agent;
+	struct conn *observers;
+	int n_observers;
+	struct request *queue, *queue_tail;
+	int queued;
+	struct request *cur;
+	int exec_req;          /* spawner request of the running exec */
+	struct lws *exec_wsi;  /* its result channel */
+	char *exec_buf;
+	size_t exec_len;
+	json_t *pending_result;/* worker RESULT waiting for its FRAME */
+	unsigned char *png;
+	size_t png_len;
+	int cursor_x, cursor_y;
+	char *url, *title;
+	long long created_ms, last_activity_ms;
+	unsigned long n_actions, n_errors;
+	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create;
+};
+
+struct gw_metrics {
+	unsigned long sessions_created, sessions_ended, http_requests, http_errors;
+	unsigned long actions[DG_ACTION_N_TYPES][2]; /* [type][ok, failed] */
+	unsigned long auth_failures, protocol_errors;
+	double action_ms_sum;
+	unsigned long action_ms_count;
+	unsigned long action_ms_buckets[12];
+};
+
+struct gw {
+	struct lws_context *ctx;
+	struct lws_vhost *vh;
+	struct dg_config cfg;
+	struct dg_auth auth;
+	struct dg_policy policy;
+	struct dg_spawner spawner;
+	struct lws *spawner_wsi;
+	struct gw_session *sessions; /* cfg.limits.max_sessions of them */
+	int n_sessions;
+	struct gw_metrics m;
+	bool verbose;
+	bool stopping;
+};
+
+long long dg_gw_now_ms(void);
+
+/* server.c */
+void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
+void dg_gw_ws_send_json(struct conn *c, json_t *obj); /* steals obj */
+void dg_gw_ws_send_frame(struct conn *c, const void *png, size_t len); /* observers: latest only */
+void dg_gw_http_reply(struct conn *c, int status, json_t *body); /* deferred; steals body */
+struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque);
+
+/* session.c */
+struct gw_session *dg_gw_session_find(struct gw *gw, const char *id);
+int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char *err, size_t errlen,
+			 int *status);
+void dg_gw_session_end(struct gw_session *s, const char *reason);
+json_t *dg_gw_session_json(const struct gw_session *s, bool with_token);
+void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c);
+void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c);
+void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len);
+void dg_gw_session_observer_attach(struct gw_session *s, struct conn *c);
+void dg_gw_session_observer_detach(struct gw_session *s, struct conn *c);
+int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker channel */
+void dg_gw_worker_closed(struct gw_session *s);
+int dg_gw_exec_readable(struct gw_session *s);
+void dg_gw_exec_closed(struct gw_session *s);
+void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds);
+bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);
+void *dg_gw_raw_tag(struct gw_session *s, int kind);
+void dg_gw_raw_untag(void *tag);
+void dg_gw_error_json(struct conn *c, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

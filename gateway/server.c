@@ -1,0 +1,871 @@
+/* `deskgate serve`: the HTTP and WebSocket front of the gateway.
+ *
+ * Start-up, as root: load the config, the policy and the tokens, remove
+ * jails a dead predecessor left, fork the spawner (which keeps root), open
+ * the listening socket, then drop to the gateway's own uid with no
+ * capabilities and no_new_privs. From then on this process only speaks
+ * HTTP, WebSocket and the typed channels to the spawner and the workers.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+
+#include "gateway/server-priv.h"
+
+static struct gw *G;
+
+long long dg_gw_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- outgoing messages ---------------------------------------------------- */
+
+static struct outmsg *outmsg_new(bool binary, const void *data, size_t len)
+{
+	struct outmsg *m = malloc(sizeof(*m) + LWS_PRE + len);
+	if (!m)
+		return NULL;
+	m->next = NULL;
+	m->binary = binary;
+	m->len = len;
+	memcpy(m->data + LWS_PRE, data, len);
+	return m;
+}
+
+void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len)
+{
+	if (!c || !c->wsi)
+		return;
+	if (c->queued + len > DG_WS_QUEUE_MAX) {
+		/* A client that does not read is cut off rather than buffered. */
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		return;
+	}
+	struct outmsg *m = outmsg_new(binary, data, len);
+	if (!m)
+		return;
+	if (c->tail)
+		c->tail->next = m;
+	else
+		c->head = m;
+	c->tail = m;
+	c->queued += len;
+	lws_callback_on_writable(c->wsi);
+}
+
+void dg_gw_ws_send_json(struct conn *c, json_t *obj)
+{
+	char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	if (s)
+		dg_gw_ws_send(c, false, s, strlen(s));
+	free(s);
+}
+
+void dg_gw_ws_send_frame(struct conn *c, const void *png, size_t len)
+{
+	if (!c || !c->wsi)
+		return;
+	/* Observers get the latest frame only: one that was not sent yet is
+	 * replaced, so a slow observer never holds up anything. */
+	struct outmsg *m = outmsg_new(true, png, len);
+	if (!m)
+		return;
+	free(c->frame);
+	c->frame = m;
+	lws_callback_on_writable(c->wsi);
+}
+
+void dg_gw_error_json(struct conn *c, const char *code, const char *fmt, ...)
+{
+	char msg[DG_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	dg_gw_ws_send_json(c, json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", code,
+					"message", msg));
+}
+
+static void conn_free_queue(struct conn *c)
+{
+	for (struct outmsg *m = c->head, *n; m; m = n) {
+		n = m->next;
+		free(m);
+	}
+	c->head = c->tail = NULL;
+	c->queued = 0;
+	free(c->frame);
+	c->frame = NULL;
+	free(c->rx);
+	c->rx = NULL;
+	c->rx_len = 0;
+}
+
+static int ws_writable(struct conn *c)
+{
+	struct outmsg *m = c->head;
+	bool frame = false;
+	if (!m && c->frame) {
+		m = c->frame;
+		frame = true;
+	}
+	if (!m)
+		return c->closing ? -1 : 0;
+	int n = lws_write(c->wsi, m->data + LWS_PRE, m->len, m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+	if (n < (int)m->len)
+		return -1;
+	if (frame) {
+		c->frame = NULL;
+	} else {
+		c->head = m->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->queued -= m->len;
+	}
+	free(m);
+	if (c->head || c->frame)
+		lws_callback_on_writable(c->wsi);
+	else if (c->closing)
+		return -1;
+	return 0;
+}
+
+/* ---- HTTP ----------------------------------------------------------------- */
+
+static int write_http(struct lws *wsi, int status, const char *type, const char *body, size_t len)
+{
+	unsigned char hdr[LWS_PRE + 1024], *start = hdr + LWS_PRE, *p = start,
+						 *end = hdr + sizeof(hdr) - 1;
+	if (lws_add_http_common_headers(wsi, (unsigned)status, type, len, &p, end) ||
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+					(const unsigned char *)"no-store", 8, &p, end) ||
+	    lws_finalize_write_http_header(wsi, start, &p, end))
+		return -1;
+	if (len) {
+		unsigned char *buf = malloc(LWS_PRE + len);
+		if (!buf)
+			return -1;
+		memcpy(buf + LWS_PRE, body, len);
+		int n = lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL);
+		free(buf);
+		if (n < 0)
+			return -1;
+	}
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+static int reply_json(struct conn *c, int status, json_t *body)
+{
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	int r = write_http(c->wsi, status, "application/json", s ? s : "{}", s ? strlen(s) : 2);
+	free(s);
+	if (status >= 400)
+		G->m.http_errors++;
+	return r;
+}
+
+static int reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
+{
+	char msg[DG_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return reply_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
+}
+
+void dg_gw_http_reply(struct conn *c, int status, json_t *body)
+{
+	if (!c || !c->wsi) {
+		json_decref(body);
+		return;
+	}
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	free(c->reply);
+	c->reply = s;
+	c->reply_len = s ? strlen(s) : 0;
+	c->reply_status = status;
+	c->waiting = false;
+	lws_callback_on_writable(c->wsi);
+}
+
+/* Reads the bearer token of an HTTP request or WebSocket handshake (the
+ * Authorization header, or a "bearer.<token>" subprotocol entry). */
+static bool authenticate(struct conn *c)
+{
+	char hdr[DG_TOKEN_MAX + 64];
+	const char *tok = NULL;
+	size_t len = 0;
+	c->authed = false;
+	int n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION);
+	if (n > 0 && dg_auth_bearer(hdr, &tok, &len) == 0) {
+		c->authed = dg_auth_check(&G->auth, tok, len, &c->who) == 0;
+	} else {
+		n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_PROTOCOL);
+		if (n > 0 && dg_auth_subprotocol(hdr, &tok, &len) == 0)
+			c->authed = dg_auth_check(&G->auth, tok, len, &c->who) == 0;
+	}
+	if (!c->authed)
+		G->m.auth_failures++;
+	return c->authed;
+}
+
+static int method_of(struct lws *wsi)
+{
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI))
+		return 'G';
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI))
+		return 'P';
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI))
+		return 'D';
+	return 0;
+}
+
+/* "/v1/sessions/<id>[/<tail>]": copies the id, returns the tail ("" if none)
+ * or NULL when path is not of that form. */
+static const char *session_path(const char *path, char *id, size_t idlen)
+{
+	const char *prefix = "/v1/sessions/";
+	if (strncmp(path, prefix, strlen(prefix)) != 0)
+		return NULL;
+	const char *p = path + strlen(prefix);
+	const char *slash = strchr(p, '/');
+	size_t n = slash ? (size_t)(slash - p) : strlen(p);
+	if (n == 0 || n >= idlen)
+		return NULL;
+	memcpy(id, p, n);
+	id[n] = '\0';
+	return slash ? slash : "";
+}
+
+static int metrics_reply(struct conn *c)
+{
+	size_t cap = 16384;
+	char *b = malloc(cap);
+	if (!b)
+		return -1;
+	size_t n = 0;
+#define OUT(...) n += (size_t)snprintf(b + n, n < cap ? cap - n : 0, __VA_ARGS__)
+	int live = 0;
+	for (int i = 0; i < G->n_sessions; i++)
+		live += G->sessions[i].used;
+	OUT("# HELP deskgate_sessions Sessions that exist now.\n# TYPE deskgate_sessions gauge\n"
+	    "deskgate_sessions %d\n", live);
+	OUT("# HELP deskgate_sessions_created_total Sessions created.\n"
+	    "# TYPE deskgate_sessions_created_total counter\ndeskgate_sessions_created_total %lu\n",
+	    G->m.sessions_created);
+	OUT("# TYPE deskgate_sessions_ended_total counter\ndeskgate_sessions_ended_total %lu\n",
+	    G->m.sessions_ended);
+	OUT("# HELP deskgate_actions_total Actions by type and outcome.\n"
+	    "# TYPE deskgate_actions_total counter\n");
+	for (int t = 0; t < DG_ACTION_N_TYPES; t++) {
+		for (int ok = 0; ok < 2; ok++) {
+			if (G->m.actions[t][ok])
+				OUT("deskgate_actions_total{type=\"%s\",verdict=\"allow\",outcome=\"%s\"} %lu\n",
+				    dg_action_type_name((enum dg_action_type)t), ok ? "failed" : "ok",
+				    G->m.actions[t][ok]);
+		}
+	}
+	static const double bounds[] = {5, 10, 20, 30, 50, 100, 200, 500, 1000, 2000, 5000};
+	OUT("# HELP deskgate_action_seconds Action to answer, including the settled screenshot.\n"
+	    "# TYPE deskgate_action_seconds histogram\n");
+	unsigned long cum = 0;
+	for (int i = 0; i < 11; i++) {
+		cum += G->m.action_ms_buckets[i];
+		OUT("deskgate_action_seconds_bucket{le=\"%g\"} %lu\n", bounds[i] / 1000, cum);
+	}
+	cum += G->m.action_ms_buckets[11];
+	OUT("deskgate_action_seconds_bucket{le=\"+Inf\"} %lu\n", cum);
+	OUT("deskgate_action_seconds_sum %g\ndeskgate_action_seconds_count %lu\n",
+	    G->m.action_ms_sum / 1000, G->m.action_ms_count);
+	OUT("# TYPE deskgate_http_requests_total counter\ndeskgate_http_requests_total %lu\n",
+	    G->m.http_requests);
+	OUT("# TYPE deskgate_errors_total counter\n"
+	    "deskgate_errors_total{kind=\"http\"} %lu\ndeskgate_errors_total{kind=\"auth\"} %lu\n"
+	    "deskgate_errors_total{kind=\"protocol\"} %lu\n",
+	    G->m.http_errors, G->m.auth_failures, G->m.protocol_errors);
+#undef OUT
+	if (n >= cap)
+		n = cap - 1;
+	int r = write_http(c->wsi, 200, "text/plain; version=0.0.4", b, n);
+	free(b);
+	return r;
+}
+
+static int route_http(struct conn *c)
+{
+	G->m.http_requests++;
+	const char *path = c->path;
+	if (strcmp(path, "/healthz") == 0 && c->method == 'G') {
+		int live = 0;
+		for (int i = 0; i < G->n_sessions; i++)
+			live += G->sessions[i].used;
+		return reply_json(c, 200, json_pack("{s:s, s:i}", "status", "ok", "sessions", live));
+	}
+	if (!authenticate(c))
+		return reply_error(c, 401, "unauthorized", "a valid bearer token is required");
+	if (strcmp(path, "/metrics") == 0 && c->method == 'G') {
+		if (!dg_auth_may(&c->who, DG_PERM_WATCH, NULL))
+			return reply_error(c, 403, "forbidden", "metrics need a viewer or admin token");
+		return metrics_reply(c);
+	}
+	if (strcmp(path, "/v1/sessions") == 0) {
+		if (c->method == 'G') {
+			json_t *list = json_array();
+			for (int i = 0; i < G->n_sessions; i++) {
+				struct gw_session *s = &G->sessions[i];
+				if (s->used && (dg_auth_may(&c->who, DG_PERM_WATCH, NULL) ||
+						dg_auth_may(&c->who, DG_PERM_ACT, s->owner)))
+					json_array_append_new(list, dg_gw_session_json(s, false));
+			}
+			return reply_json(c, 200, json_pack("{s:o}", "sessions", list));
+		}
+		if (c->method == 'P') {
+			if (!dg_auth_may(&c->who, DG_PERM_CREATE_SESSION, NULL))
+				return reply_error(c, 403, "forbidden", "creating sessions needs an agent or admin token");
+			if (c->body_too_big)
+				return reply_error(c, 413, "too_large", "the body is over %d bytes", DG_HTTP_BODY_MAX);
+			json_error_t jerr;
+			json_t *body = c->body_len ? json_loadb(c->body, c->body_len, JSON_REJECT_DUPLICATES, &jerr)
+						   : json_object();
+			if (!body)
+				return reply_error(c, 400, "bad_json", "invalid JSON at line %d: %s", jerr.line, jerr.text);
+			char err[DG_ERR_MAX];
+			int status = 400;
+			int r = dg_gw_session_create(G, c, body, err, sizeof(err), &status);
+			json_decref(body);
+			if (r != 0)
+				return reply_error(c, status, status == 429 ? "too_many_sessions" : "bad_request", "%s", err);
+			c->waiting = true; /* answered when the desktop is ready */
+			return 0;
+		}
+		return reply_error(c, 405, "method_not_allowed", "GET or POST");
+	}
+	char id[DG_SESSION_ID_MAX + 2];
+	const char *tail = session_path(path, id, sizeof(id));
+	if (tail && *tail == '\0') {
+		struct gw_session *s = dg_gw_session_find(G, id);
+		if (!s || !(dg_auth_may(&c->who, DG_PERM_WATCH, NULL) ||
+			    dg_auth_may(&c->who, DG_PERM_ACT, s->owner)))
+			return reply_error(c, 404, "not_found", "no such session");
+		if (c->method == 'G')
+			return reply_json(c, 200, dg_gw_session_json(s, false));
+		if (c->method == 'D') {
+			if (!dg_auth_may(&c->who, DG_PERM_ACT, s->owner))
+				return reply_error(c, 403, "forbidden", "only its agent or an admin may end a session");
+			dg_gw_session_end(s, "deleted");
+			return reply_json(c, 200, json_pack("{s:s, s:s}", "id", id, "status", "ended"));
+		}
+		return reply_error(c, 405, "method_not_allowed", "GET or DELETE");
+	}
+	return reply_error(c, 404, "not_found", "no such resource");
+}
+
+/* ---- WebSocket ------------------------------------------------------------ */
+
+/* Which session a handshake is for, and whether its token may: the agent
+ * channel needs the session's agent (or admin), the watch channel a viewer. */
+static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
+{
+	char path[DG_HTTP_PATH_MAX], id[DG_SESSION_ID_MAX + 2];
+	*status = 404;
+	if (lws_hdr_copy(c->wsi, path, sizeof(path), WSI_TOKEN_GET_URI) <= 0) {
+		snprintf(why, whylen, "no path");
+		return -1;
+	}
+	const char *tail = session_path(path, id, sizeof(id));
+	if (!tail || (strcmp(tail, "/ws") != 0 && strcmp(tail, "/watch") != 0)) {
+		snprintf(why, whylen, "no such endpoint");
+		return -1;
+	}
+	struct gw_session *s = dg_gw_session_find(G, id);
+	if (!authenticate(c)) {
+		/* The session token given at creation also opens its agent channel. */
+		char hdr[DG_TOKEN_MAX + 64];
+		const char *tok = NULL;
+		size_t len = 0;
+		int n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION);
+		if (n <= 0 || dg_auth_bearer(hdr, &tok, &len) != 0) {
+			n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_PROTOCOL);
+			if (n <= 0 || dg_auth_subprotocol(hdr, &tok, &len) != 0)
+				tok = NULL;
+		}
+		if (!s || !tok || !dg_gw_session_token_ok(s, tok, len)) {
+			*status = 401;
+			snprintf(why, whylen, "a valid bearer token is required");
+			return -1;
+		}
+		memset(&c->who, 0, sizeof(c->who));
+		c->who.role = DG_ROLE_AGENT;
+		snprintf(c->who.name, sizeof(c->who.name), "%s", s->owner);
+		c->authed = true;
+	}
+	bool agent = strcmp(tail, "/ws") == 0;
+	if (!s || (agent && !dg_auth_may(&c->who, DG_PERM_ACT, s->owner)) ||
+	    (!agent && !dg_auth_may(&c->who, DG_PERM_WATCH, NULL) &&
+	     !dg_auth_may(&c->who, DG_PERM_ACT, s->owner))) {
+		/* Another agent's session reads as no session at all. */
+		snprintf(why, whylen, "no such session");
+		return -1;
+	}
+	if (agent && s->agent) {
+		*status = 409;
+		snprintf(why, whylen, "the session already has an agent connected");
+		return -1;
+	}
+	if (!agent && (uint32_t)s->n_observers >= G->cfg.limits.max_observers) {
+		*status = 429;
+		snprintf(why, whylen, "the session has %d observers already", s->n_observers);
+		return -1;
+	}
+	c->kind = agent ? CONN_AGENT : CONN_WATCH;
+	c->s = s;
+	return 0;
+}
+
+static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool final, bool binary)
+{
+	if (c->kind == CONN_WATCH)
+		return; /* observers are read-only: anything they send is dropped */
+	if (first) {
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_len = 0;
+		c->rx_too_big = false;
+	}
+	size_t max = G->cfg.limits.max_message_bytes;
+	if (!c->rx_too_big) {
+		if (c->rx_len + len > max) {
+			c->rx_too_big = true;
+			free(c->rx);
+			c->rx = NULL;
+		} else {
+			char *nb = realloc(c->rx, c->rx_len + len + 1);
+			if (nb) {
+				memcpy(nb + c->rx_len, in, len);
+				c->rx = nb;
+				c->rx_len += len;
+				c->rx[c->rx_len] = '\0';
+			}
+		}
+	}
+	if (!final)
+		return;
+	if (c->rx_too_big) {
+		G->m.protocol_errors++;
+		dg_gw_error_json(c, "too_large", "a message is at most %zu bytes", max);
+	} else if (binary) {
+		G->m.protocol_errors++;
+		dg_gw_error_json(c, "binary", "actions are JSON text messages, not binary");
+	} else if (c->s) {
+		dg_gw_session_agent_message(c->s, c, c->rx ? c->rx : "", c->rx_len);
+	}
+	free(c->rx);
+	c->rx = NULL;
+	c->rx_len = 0;
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		    size_t len)
+{
+	struct conn *c = user;
+	switch (reason) {
+	case LWS_CALLBACK_HTTP: {
+		memset(c, 0, sizeof(*c));
+		c->kind = CONN_HTTP;
+		c->wsi = wsi;
+		c->method = method_of(wsi);
+		snprintf(c->path, sizeof(c->path), "%.*s", (int)(len < DG_HTTP_PATH_MAX ? len : 0),
+			 (const char *)in);
+		if (len >= DG_HTTP_PATH_MAX)
+			return reply_error(c, 414, "uri_too_long", "the path is too long");
+		if (c->method == 'P')
+			return 0; /* the body follows */
+		return route_http(c);
+	}
+	case LWS_CALLBACK_HTTP_BODY:
+		if (c->body_len + len > DG_HTTP_BODY_MAX) {
+			c->body_too_big = true;
+			return 0;
+		}
+		if (!c->body_too_big) {
+			char *nb = realloc(c->body, c->body_len + len + 1);
+			if (!nb)
+				return -1;
+			memcpy(nb + c->body_len, in, len);
+			c->body = nb;
+			c->body_len += len;
+		}
+		return 0;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		return route_http(c);
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		if (c->reply) {
+			int r = write_http(wsi, c->reply_status, "application/json", c->reply, c->reply_len);
+			free(c->reply);
+			c->reply = NULL;
+			return r;
+		}
+		return 0;
+	case LWS_CALLBACK_CLOSED_HTTP:
+		if (c && c->kind == CONN_HTTP) {
+			for (int i = 0; i < G->n_sessions; i++) {
+				if (G->sessions[i].creator == c)
+					G->sessions[i].creator = NULL;
+			}
+			free(c->body);
+			free(c->reply);
+			c->body = c->reply = NULL;
+			c->wsi = NULL;
+		}
+		return 0;
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
+		struct conn tmp;
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.wsi = wsi;
+		char why[128];
+		int status;
+		if (!in || strcmp((const char *)in, "websocket") != 0 ||
+		    ws_bind(&tmp, why, sizeof(why), &status) != 0) {
+			char body[256];
+			snprintf(body, sizeof(body),
+				 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
+				 status == 401 ? "unauthorized" : status == 409 ? "conflict" :
+				 status == 429 ? "too_many" : "not_found", why);
+			write_http(wsi, status, "application/json", body, strlen(body));
+			return 1;
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_ESTABLISHED: {
+		memset(c, 0, sizeof(*c));
+		c->wsi = wsi;
+		char why[128];
+		int status;
+		if (ws_bind(c, why, sizeof(why), &status) != 0)
+			return -1; /* the session went away since the handshake was checked */
+		if (c->kind == CONN_AGENT)
+			dg_gw_session_agent_attach(c->s, c);
+		else
+			dg_gw_session_observer_attach(c->s, c);
+		return 0;
+	}
+	case LWS_CALLBACK_RECEIVE:
+		ws_receive(c, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi),
+			   lws_frame_is_binary(wsi));
+		return 0;
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return ws_writable(c);
+	case LWS_CALLBACK_CLOSED:
+		if (c->s && c->kind == CONN_AGENT)
+			dg_gw_session_agent_detach(c->s, c);
+		else if (c->s && c->kind == CONN_WATCH)
+			dg_gw_session_observer_detach(c->s, c);
+		conn_free_queue(c);
+		c->wsi = NULL;
+		c->s = NULL;
+		return 0;
+	default:
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	}
+}
+
+/* Adopted descriptors: the spawner's channel, workers' channels and exec
+ * result channels. Their opaque pointer says which. */
+enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC };
+struct raw_tag {
+	enum raw_kind kind;
+	struct gw_session *s;
+};
+
+struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque)
+{
+	lws_sock_file_fd_type u;
+	u.filefd = fd;
+	struct lws *w = lws_adopt_descriptor_vhost(gw->vh, LWS_ADOPT_RAW_FILE_DESC, u, "dg-raw", NULL);
+	if (w)
+		lws_set_opaque_user_data(w, opaque);
+	return w;
+}
+
+static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL};
+
+static void spawner_readable(void)
+{
+	for (;;) {
+		json_t *msg;
+		int fds[DG_SEQ_FDS_MAX], nfds = 0;
+		struct dg_err err = {{0}};
+		int r = dg_spawner_recv(&G->spawner, &msg, fds, &nfds, &err);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			lwsl_err("deskgate: the spawner is gone (%s); stopping\n", err.msg);
+			G->stopping = true;
+			lws_cancel_service(G->ctx);
+			return;
+		}
+		dg_gw_spawner_message(G, msg, fds, nfds);
+		json_decref(msg);
+	}
+}
+
+static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			size_t len)
+{
+	struct raw_tag *t = lws_get_opaque_user_data(wsi);
+	switch (reason) {
+	case LWS_CALLBACK_RAW_RX_FILE:
+		if (!t)
+			return -1;
+		if (t->kind == RAW_SPAWNER) {
+			spawner_readable();
+			return 0;
+		}
+		if (t->kind == RAW_WORKER)
+			return dg_gw_worker_readable(t->s) < 0 ? -1 : 0;
+		if (t->kind == RAW_EXEC)
+			return dg_gw_exec_readable(t->s) < 0 ? -1 : 0;
+		return -1;
+	case LWS_CALLBACK_RAW_CLOSE_FILE:
+		if (!t)
+			return 0;
+		if (t->kind == RAW_SPAWNER) {
+			G->spawner_wsi = NULL;
+			G->stopping = true;
+		} else if (t->kind == RAW_WORKER) {
+			dg_gw_worker_closed(t->s);
+		} else if (t->kind == RAW_EXEC) {
+			dg_gw_exec_closed(t->s);
+		}
+		if (t->kind != RAW_SPAWNER)
+			free(t);
+		return 0;
+	default:
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	}
+}
+
+void dg_gw_raw_untag(void *tag)
+{
+	struct raw_tag *t = tag;
+	if (t && t->kind != RAW_SPAWNER)
+		t->s = NULL;
+}
+
+void *dg_gw_raw_tag(struct gw_session *s, int kind)
+{
+	struct raw_tag *t = calloc(1, sizeof(*t));
+	if (t) {
+		t->kind = (enum raw_kind)kind;
+		t->s = s;
+	}
+	return t;
+}
+
+static struct lws_protocols protocols[] = {
+	{DG_WS_PROTOCOL, callback, sizeof(struct conn), 65536, 0, NULL, 0},
+	{"dg-raw", raw_callback, 0, 0, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ---- start-up ------------------------------------------------------------- */
+
+/* Becomes DG_GATEWAY_UID with no capabilities (bounding set included) and
+ * no_new_privs. Verifies the result rather than trusting it. */
+static int drop_privileges(struct dg_err *err)
+{
+	uid_t id = DG_GATEWAY_UID;
+	for (int cap = 0; cap <= 63; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+			return dg_err_set(err, -errno, "gateway: dropping capability %d: %s", cap,
+					  strerror(errno));
+	}
+	if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 || setresuid(id, id, id) != 0)
+		return dg_err_set(err, -errno, "gateway: becoming uid %u: %s", id, strerror(errno));
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return dg_err_set(err, -errno, "gateway: no_new_privs: %s", strerror(errno));
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) != 0 || d[0].effective || d[0].permitted || d[1].effective ||
+	    d[1].permitted)
+		return dg_err_set(err, -EPERM, "gateway: capabilities remain after dropping them");
+	return 0;
+}
+
+/* Creates dir (mode 0750) owned by the gateway's uid, so it can write there
+ * once it has dropped root. */
+static int own_dir(const char *dir, struct dg_err *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(path, 0755);
+			*p = '/';
+		}
+	}
+	if (mkdir(path, 0750) != 0 && errno != EEXIST)
+		return dg_err_set(err, -errno, "gateway: mkdir %s: %s", path, strerror(errno));
+	if (chown(path, DG_GATEWAY_UID, DG_GATEWAY_UID) != 0)
+		return dg_err_set(err, -errno, "gateway: chown %s: %s", path, strerror(errno));
+	return 0;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+	if (G && G->ctx)
+		lws_cancel_service(G->ctx);
+}
+
+static const char serve_usage[] =
+	"usage: deskgate serve [--config FILE] [--listen ADDR:PORT] [--policy FILE]\n"
+	"                      [--recordings DIR] [--verbose]\n";
+
+int dg_cmd_serve(int argc, char **argv)
+{
+	static struct gw gw;
+	G = &gw;
+	struct dg_err err = {{0}};
+	const char *config = NULL, *listen = NULL, *policy = NULL, *recordings = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char **slot = strcmp(a, "--config") == 0       ? &config
+				    : strcmp(a, "--listen") == 0     ? &listen
+				    : strcmp(a, "--policy") == 0     ? &policy
+				    : strcmp(a, "--recordings") == 0 ? &recordings
+								     : NULL;
+		if (slot && i + 1 < argc) {
+			*slot = argv[++i];
+		} else if (strcmp(a, "--verbose") == 0) {
+			gw.verbose = true;
+		} else {
+			fprintf(stderr, "deskgate serve: unknown or incomplete option %s\n%s", a, serve_usage);
+			return DG_EXIT_USAGE;
+		}
+	}
+	if (config ? dg_config_load(config, &gw.cfg, &err) : (dg_config_default(&gw.cfg), 0)) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_USAGE;
+	}
+	if ((listen && dg_config_set_listen(&gw.cfg, listen, &err)) ||
+	    (policy && dg_config_set_policy(&gw.cfg, policy, &err)) ||
+	    (recordings && dg_config_set_recordings(&gw.cfg, recordings, &err))) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_USAGE;
+	}
+	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
+	if (policy_path ? dg_policy_load(policy_path, &gw.policy, &err) : (dg_policy_default(&gw.policy), 0)) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_USAGE;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "deskgate serve: must start as root: its spawner creates namespaces, "
+				"cgroups and uid maps; the network-facing gateway then drops to uid %u\n",
+			DG_GATEWAY_UID);
+		return DG_EXIT_FAILED;
+	}
+	extern char **environ;
+	struct dg_auth_generated gen;
+	memset(&gen, 0, sizeof(gen));
+	if (own_dir(gw.cfg.state_dir, &err) || own_dir(gw.cfg.recordings, &err) ||
+	    dg_auth_init(&gw.auth, &gw.cfg, (const char *const *)environ, &gen, &err)) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_FAILED;
+	}
+	if (dg_jail_cleanup_stale(&err) < 0)
+		fprintf(stderr, "deskgate serve: cleaning up stale jails: %s\n", err.msg);
+	dg_worker_set_binary("/proc/self/exe");
+	if (dg_spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_FAILED;
+	}
+	gw.n_sessions = (int)gw.cfg.limits.max_sessions;
+	gw.sessions = calloc((size_t)gw.n_sessions, sizeof(*gw.sessions));
+
+	lws_set_log_level(gw.verbose ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof(info));
+	info.port = gw.cfg.listen_port;
+	info.iface = gw.cfg.listen_addr;
+	info.protocols = protocols;
+	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
+	info.timeout_secs = gw.cfg.limits.handshake_seconds;
+	if (gw.cfg.tls_cert[0]) {
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info.ssl_cert_filepath = gw.cfg.tls_cert;
+		info.ssl_private_key_filepath = gw.cfg.tls_key;
+	}
+	gw.ctx = lws_create_context(&info);
+	if (!gw.ctx) {
+		fprintf(stderr, "deskgate serve: cannot listen on %s\n", gw.cfg.listen);
+		dg_spawner_stop(&gw.spawner);
+		return DG_EXIT_FAILED;
+	}
+	gw.vh = lws_get_vhost_by_name(gw.ctx, "default");
+	if (drop_privileges(&err) != 0) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		dg_spawner_stop(&gw.spawner);
+		return DG_EXIT_FAILED;
+	}
+	gw.spawner_wsi = dg_gw_adopt(&gw, gw.spawner.fd, &spawner_tag);
+	if (!gw.spawner_wsi) {
+		fprintf(stderr, "deskgate serve: cannot watch the spawner's channel\n");
+		return DG_EXIT_FAILED;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	char http[256], ws[256];
+	dg_config_base_url(&gw.cfg, false, http, sizeof(http));
+	dg_config_base_url(&gw.cfg, true, ws, sizeof(ws));
+	printf("deskgate: serving on %s (pid %d, uid %u, no capabilities)\n", gw.cfg.listen,
+	       (int)getpid(), DG_GATEWAY_UID);
+	printf("deskgate: agents: POST %s/v1/sessions, then connect %s/v1/sessions/<id>/ws\n", http, ws);
+	printf("deskgate: browsers: %s/  (viewer token)\n", http);
+	for (size_t i = 0; i < gen.n; i++)
+		printf("deskgate: generated %s token (shown once, kept hashed in %s/%s): %s\n",
+		       dg_role_name(gen.t[i].role), gw.cfg.state_dir, DG_TOKENS_FILE, gen.t[i].token);
+	dg_auth_generated_wipe(&gen);
+	fflush(stdout);
+
+	while (!interrupted && !gw.stopping) {
+		if (lws_service(gw.ctx, 0) < 0)
+			break;
+	}
+	for (int i = 0; i < gw.n_sessions; i++) {
+		if (gw.sessions[i].used)
+			dg_gw_session_end(&gw.sessions[i], "the gateway is stopping");
+	}
+	lws_context_destroy(gw.ctx);
+	dg_spawner_stop(&gw.spawner);
+	free(gw.sessions);
+	dg_auth_free(&gw.auth);
+	dg_config_free(&gw.cfg);
+	printf("deskgate: stopped\n");
+	return 0;
+}

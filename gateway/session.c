@@ -1,0 +1,920 @@
+/* Sessions: one desktop (through the spawner), its worker's channel, its
+ * agent connection, its observers, and the agent's requests run one action
+ * at a time.
+ *
+ * States: STARTING (the spawner is building the desktop; the POST that
+ * created it waits), READY, and gone (the slot is free again). Every way a
+ * session ends goes through dg_gw_session_end: the agent's DELETE, its
+ * lifetime, idleness, the agent's disconnect after a grace period, the
+ * desktop or worker dying, the gateway stopping.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/server-priv.h"
+
+
+static const long long US = 1000000;
+
+struct gw_session *dg_gw_session_find(struct gw *gw, const char *id)
+{
+	for (int i = 0; i < gw->n_sessions; i++) {
+		if (gw->sessions[i].used && strcmp(gw->sessions[i].id, id) == 0)
+			return &gw->sessions[i];
+	}
+	return NULL;
+}
+
+static void hex(const unsigned char *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
+{
+	(void)with_token;
+	char http[300], ws[300];
+	dg_config_base_url(&s->gw->cfg, false, http, sizeof(http));
+	dg_config_base_url(&s->gw->cfg, true, ws, sizeof(ws));
+	json_t *j = json_pack("{s:s, s:s, s:s, s:[i,i], s:[i,i], s:s, s:s, s:I, s:I, s:I}", "id", s->id,
+			      "state", s->state == S_STARTING ? "starting" : "ready", "profile",
+			      dg_profile_name(s->profile), "size", s->width, s->height, "display",
+			      s->model_w, s->model_h, "agent", s->owner, "policy",
+			      s->policy_name[0] ? s->policy_name : "default", "age_s",
+			      (json_int_t)((dg_gw_now_ms() - s->created_ms) / 1000), "actions",
+			      (json_int_t)s->n_actions, "errors", (json_int_t)s->n_errors);
+	char url[700];
+	snprintf(url, sizeof(url), "%s/v1/sessions/%s/ws", ws, s->id);
+	json_object_set_new(j, "ws_url", json_string(url));
+	snprintf(url, sizeof(url), "%s/v1/sessions/%s/watch", ws, s->id);
+	json_object_set_new(j, "watch_url", json_string(url));
+	if (s->url)
+		json_object_set_new(j, "url", json_string(s->url));
+	if (s->title)
+		json_object_set_new(j, "title", json_string(s->title));
+	return j;
+}
+
+/* ---- timers --------------------------------------------------------------- */
+
+static void on_timer(lws_sorted_usec_list_t *sul, size_t off, const char *why)
+{
+	struct gw_session *s = (struct gw_session *)((char *)sul - off);
+	if (s->used)
+		dg_gw_session_end(s, why);
+}
+
+static void on_life(lws_sorted_usec_list_t *sul)
+{
+	on_timer(sul, offsetof(struct gw_session, sul_life), "the session's lifetime ended");
+}
+
+static void on_idle(lws_sorted_usec_list_t *sul)
+{
+	on_timer(sul, offsetof(struct gw_session, sul_idle), "the session was idle too long");
+}
+
+static void on_grace(lws_sorted_usec_list_t *sul)
+{
+	on_timer(sul, offsetof(struct gw_session, sul_grace), "the agent disconnected");
+}
+
+static void on_create_timeout(lws_sorted_usec_list_t *sul)
+{
+	on_timer(sul, offsetof(struct gw_session, sul_create), "the desktop did not start in time");
+}
+
+static void touch(struct gw_session *s)
+{
+	s->last_activity_ms = dg_gw_now_ms();
+	lws_sul_schedule(s->gw->ctx, 0, &s->sul_idle, on_idle,
+			 (lws_usec_t)s->gw->cfg.limits.idle_seconds * US);
+}
+
+/* ---- creating --------------------------------------------------------------- */
+
+static int get_size(json_t *body, const char *key, int *w, int *h, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(body, key);
+	if (!v)
+		return 0;
+	json_t *jw = json_object_get(v, "width"), *jh = json_object_get(v, "height");
+	if (!json_is_object(v) || !json_is_integer(jw) || !json_is_integer(jh) ||
+	    json_object_size(v) != 2) {
+		snprintf(err, errlen, "%s must be {\"width\": W, \"height\": H}", key);
+		return -1;
+	}
+	*w = (int)json_integer_value(jw);
+	*h = (int)json_integer_value(jh);
+	return 1;
+}
+
+int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char *err, size_t errlen,
+			 int *status)
+{
+	*status = 400;
+	if (!json_is_object(body)) {
+		snprintf(err, errlen, "the body must be a JSON object");
+		return -1;
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach(body, key, v)
+	{
+		if (strcmp(key, "profile") && strcmp(key, "size") && strcmp(key, "display") &&
+		    strcmp(key, "policy")) {
+			snprintf(err, errlen, "unknown field \"%.40s\" (profile, size, display, policy)", key);
+			return -1;
+		}
+	}
+	enum dg_profile profile = DG_PROFILE_BROWSER;
+	v = json_object_get(body, "profile");
+	if (v && (!json_is_string(v) || dg_profile_parse(json_string_value(v), &profile) != 0)) {
+		snprintf(err, errlen, "profile must be \"xterm\" or \"browser\"");
+		return -1;
+	}
+	int w = DG_DESKTOP_WIDTH_DEFAULT, h = DG_DESKTOP_HEIGHT_DEFAULT;
+	if (get_size(body, "size", &w, &h, err, errlen) < 0)
+		return -1;
+	if (w < DG_DESKTOP_WIDTH_MIN || w > DG_DESKTOP_WIDTH_MAX || h < DG_DESKTOP_HEIGHT_MIN ||
+	    h > DG_DESKTOP_HEIGHT_MAX) {
+		snprintf(err, errlen, "size %dx%d is outside %dx%d .. %dx%d", w, h, DG_DESKTOP_WIDTH_MIN,
+			 DG_DESKTOP_HEIGHT_MIN, DG_DESKTOP_WIDTH_MAX, DG_DESKTOP_HEIGHT_MAX);
+		return -1;
+	}
+	int mw = w, mh = h;
+	if (get_size(body, "display", &mw, &mh, err, errlen) < 0)
+		return -1;
+	if (mw < DG_MODEL_DIM_MIN || mw > DG_MODEL_DIM_MAX || mh < DG_MODEL_DIM_MIN ||
+	    mh > DG_MODEL_DIM_MAX) {
+		snprintf(err, errlen, "display %dx%d is outside %dx%d .. %dx%d", mw, mh,
+			 DG_MODEL_DIM_MIN, DG_MODEL_DIM_MIN, DG_MODEL_DIM_MAX, DG_MODEL_DIM_MAX);
+		return -1;
+	}
+	struct dg_policy policy = gw->policy;
+	const char *pname = NULL;
+	v = json_object_get(body, "policy");
+	if (v) {
+		pname = json_string_value(v);
+		const char *path = pname ? dg_config_policy_path(&gw->cfg, pname) : NULL;
+		if (!path) {
+			snprintf(err, errlen, "no policy named \"%.40s\" in the configuration",
+				 pname ? pname : "?");
+			return -1;
+		}
+		struct dg_err perr = {{0}};
+		if (dg_policy_load(path, &policy, &perr) != 0) {
+			*status = 500;
+			snprintf(err, errlen, "%s", perr.msg);
+			return -1;
+		}
+	}
+	struct gw_session *s = NULL;
+	for (int i = 0; i < gw->n_sessions && !s; i++) {
+		if (!gw->sessions[i].used)
+			s = &gw->sessions[i];
+	}
+	if (!s) {
+		*status = 429;
+		snprintf(err, errlen, "the gateway runs %d sessions, its limit (limits.max_sessions)",
+			 gw->n_sessions);
+		return -1;
+	}
+	memset(s, 0, sizeof(*s));
+	unsigned char rnd[16];
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		*status = 500;
+		snprintf(err, errlen, "no randomness for a session id");
+		return -1;
+	}
+	hex(rnd, sizeof(rnd), s->id);
+	s->used = true;
+	s->gw = gw;
+	s->state = S_STARTING;
+	s->profile = profile;
+	s->width = w;
+	s->height = h;
+	s->model_w = mw;
+	s->model_h = mh;
+	s->policy = policy;
+	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
+	snprintf(s->owner, sizeof(s->owner), "%s", creator->who.name);
+	s->creator = creator;
+	s->created_ms = s->last_activity_ms = dg_gw_now_ms();
+	json_t *limits = json_pack(
+		"{s:I, s:i, s:f, s:i, s:i, s:I, s:I}", "memory_mb", (json_int_t)policy.limits.memory_mb,
+		"pids", (int)policy.limits.pids, "cpus", policy.limits.cpus, "exec_seconds",
+		(int)policy.limits.exec_seconds, "session_seconds", (int)policy.limits.session_seconds,
+		"output_bytes", (json_int_t)policy.limits.output_bytes, "scratch_mb",
+		(json_int_t)policy.limits.scratch_mb);
+	struct dg_err serr = {{0}};
+	int req = dg_spawner_request(&gw->spawner,
+				     json_pack("{s:s, s:s, s:s, s:i, s:i, s:o}", "op", "create", "session",
+					       s->id, "profile", dg_profile_name(profile), "width", w,
+					       "height", h, "limits", limits),
+				     &serr);
+	if (req < 0) {
+		s->used = false;
+		*status = 503;
+		snprintf(err, errlen, "%s", serr.msg);
+		return -1;
+	}
+	s->create_req = req;
+	gw->m.sessions_created++;
+	lws_sul_schedule(gw->ctx, 0, &s->sul_create, on_create_timeout, DG_CREATE_TIMEOUT_S * US);
+	long long life = gw->cfg.limits.session_seconds;
+	if (policy.limits.session_seconds < life)
+		life = policy.limits.session_seconds;
+	lws_sul_schedule(gw->ctx, 0, &s->sul_life, on_life, (lws_usec_t)life * US);
+	return 0;
+}
+
+/* The worker said READY: answer the POST that created the session. */
+static void became_ready(struct gw_session *s)
+{
+	s->state = S_READY;
+	lws_sul_cancel(&s->sul_create);
+	touch(s);
+	unsigned char tok[DG_SESSION_TOKEN_BYTES];
+	char token[2 * DG_SESSION_TOKEN_BYTES + 1];
+	RAND_bytes(tok, sizeof(tok));
+	hex(tok, sizeof(tok), token);
+	SHA256((const unsigned char *)token, strlen(token), s->token_hash);
+	json_t *j = dg_gw_session_json(s, true);
+	json_object_set_new(j, "session_token", json_string(token));
+	OPENSSL_cleanse(token, sizeof(token));
+	if (s->creator) {
+		dg_gw_http_reply(s->creator, 201, j);
+		s->creator = NULL;
+	} else {
+		json_decref(j);
+		/* Nobody waits for it any more: an orphan desktop is ended. */
+		dg_gw_session_end(s, "its creator went away before it was ready");
+	}
+}
+
+bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len)
+{
+	unsigned char h[DG_SHA256_LEN];
+	SHA256((const unsigned char *)tok, len, h);
+	return s->state == S_READY && CRYPTO_memcmp(h, s->token_hash, sizeof(h)) == 0;
+}
+
+/* ---- ending ------------------------------------------------------------------ */
+
+static void request_free(struct request *r)
+{
+	dg_adapted_free(&r->ad);
+	json_decref(r->last_result);
+	free(r->error);
+	free(r);
+}
+
+static void close_conn(struct conn *c, json_t *last)
+{
+	if (!c || !c->wsi)
+		return;
+	dg_gw_ws_send_json(c, last);
+	c->s = NULL;
+	c->closing = true;
+	lws_callback_on_writable(c->wsi);
+}
+
+void dg_gw_session_end(struct gw_session *s, const char *reason)
+{
+	if (!s->used)
+		return;
+	struct gw *gw = s->gw;
+	snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+	if (s->creator) {
+		dg_gw_http_reply(s->creator, 503,
+				 json_pack("{s:{s:s, s:s}}", "error", "code", "desktop_failed", "message", reason));
+		s->creator = NULL;
+	}
+	json_t *ended = json_pack("{s:s, s:s, s:s}", "type", "ended", "session", s->id, "reason", reason);
+	if (s->agent) {
+		close_conn(s->agent, json_incref(ended));
+		s->agent = NULL;
+	}
+	for (struct conn *o = s->observers, *n; o; o = n) {
+		n = o->next_observer;
+		close_conn(o, json_incref(ended));
+	}
+	json_decref(ended);
+	s->observers = NULL;
+	s->n_observers = 0;
+	lws_sul_cancel(&s->sul_life);
+	lws_sul_cancel(&s->sul_idle);
+	lws_sul_cancel(&s->sul_grace);
+	lws_sul_cancel(&s->sul_create);
+	if (s->worker) {
+		dg_gw_raw_untag(lws_get_opaque_user_data(s->worker));
+		lws_set_timeout(s->worker, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		s->worker = NULL;
+	}
+	if (s->exec_wsi) {
+		dg_gw_raw_untag(lws_get_opaque_user_data(s->exec_wsi));
+		lws_set_timeout(s->exec_wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		s->exec_wsi = NULL;
+	}
+	struct dg_err err = {{0}};
+	if (!gw->stopping && strcmp(reason, "the desktop ended") != 0 &&
+	    strcmp(reason, "the desktop's worker ended") != 0)
+		dg_spawner_request(&gw->spawner,
+				   json_pack("{s:s, s:s}", "op", "destroy", "session", s->id), &err);
+	if (s->cur)
+		request_free(s->cur);
+	for (struct request *r = s->queue, *n; r; r = n) {
+		n = r->next;
+		request_free(r);
+	}
+	dg_ipc_reader_free(&s->rd);
+	json_decref(s->pending_result);
+	free(s->png);
+	free(s->url);
+	free(s->title);
+	free(s->exec_buf);
+	gw->m.sessions_ended++;
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- agents and observers ----------------------------------------------------- */
+
+static json_t *hello(const struct gw_session *s)
+{
+	json_t *j = dg_gw_session_json(s, false);
+	json_object_set_new(j, "type", json_string("hello"));
+	return j;
+}
+
+void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c)
+{
+	s->agent = c;
+	lws_sul_cancel(&s->sul_grace);
+	touch(s);
+	dg_gw_ws_send_json(c, hello(s));
+}
+
+void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c)
+{
+	if (s->agent != c)
+		return;
+	s->agent = NULL;
+	for (struct request *r = s->queue; r; r = r->next)
+		r->agent = NULL;
+	if (s->cur)
+		s->cur->agent = NULL;
+	lws_sul_schedule(s->gw->ctx, 0, &s->sul_grace, on_grace,
+			 (lws_usec_t)s->gw->cfg.limits.disconnect_grace_seconds * US + 1);
+}
+
+void dg_gw_session_observer_attach(struct gw_session *s, struct conn *c)
+{
+	c->next_observer = s->observers;
+	s->observers = c;
+	s->n_observers++;
+	dg_gw_ws_send_json(c, hello(s));
+	if (s->png)
+		dg_gw_ws_send_frame(c, s->png, s->png_len);
+}
+
+void dg_gw_session_observer_detach(struct gw_session *s, struct conn *c)
+{
+	for (struct conn **p = &s->observers; *p; p = &(*p)->next_observer) {
+		if (*p == c) {
+			*p = c->next_observer;
+			s->n_observers--;
+			return;
+		}
+	}
+}
+
+static void broadcast(struct gw_session *s, json_t *ev)
+{
+	for (struct conn *o = s->observers; o; o = o->next_observer)
+		dg_gw_ws_send_json(o, json_incref(ev));
+	json_decref(ev);
+}
+
+/* ---- running requests ---------------------------------------------------------- */
+
+static void run_next(struct gw_session *s);
+
+static void set_page(struct gw_session *s, json_t *res)
+{
+	const char *url = json_string_value(json_object_get(res, "url"));
+	const char *title = json_string_value(json_object_get(res, "title"));
+	if (url) {
+		free(s->url);
+		s->url = strdup(url);
+	}
+	if (title) {
+		free(s->title);
+		s->title = strdup(title);
+	}
+	json_t *cur = json_object_get(res, "cursor");
+	if (json_is_array(cur)) {
+		s->cursor_x = (int)json_integer_value(json_array_get(cur, 0));
+		s->cursor_y = (int)json_integer_value(json_array_get(cur, 1));
+	}
+}
+
+static void record_timing(struct gw *gw, double ms)
+{
+	static const double bounds[] = {5, 10, 20, 30, 50, 100, 200, 500, 1000, 2000, 5000};
+	int i = 0;
+	while (i < 11 && ms > bounds[i])
+		i++;
+	gw->m.action_ms_buckets[i]++;
+	gw->m.action_ms_sum += ms;
+	gw->m.action_ms_count++;
+}
+
+/* Answers the agent for the request that just ended, in its wire format. */
+static void answer(struct gw_session *s, struct request *r)
+{
+	struct conn *c = r->agent;
+	double ms = (double)(dg_gw_now_ms() - r->t0);
+	record_timing(s->gw, ms);
+	json_t *res = r->last_result;
+	if (r->ad.wire == DG_WIRE_CANONICAL || r->ad.wire == DG_WIRE_UNKNOWN) {
+		json_t *j = res ? json_deep_copy(res) : json_object();
+		json_object_del(j, "id");
+		json_object_set_new(j, "type", json_string("result"));
+		json_object_set_new(j, "ok", json_boolean(!r->failed));
+		if (r->error)
+			json_object_set_new(j, "error", json_string(r->error));
+		json_object_set_new(j, "verdict", json_string("allow"));
+		json_object_set_new(j, "total_ms", json_real(ms));
+		bool frame = json_object_get(j, "frame") && s->png;
+		dg_gw_ws_send_json(c, j);
+		if (frame)
+			dg_gw_ws_send(c, true, s->png, s->png_len);
+		return;
+	}
+	struct dg_adapt_outcome o;
+	memset(&o, 0, sizeof(o));
+	o.ok = !r->failed;
+	o.done = r->failed ? r->index : r->ad.n;
+	o.error = r->error;
+	o.png = s->png;
+	o.png_len = s->png_len;
+	o.url = s->profile == DG_PROFILE_BROWSER ? s->url : NULL;
+	bool cursor_q = r->ad.n > 0 && !r->failed &&
+			strcmp(json_string_value(json_object_get(r->ad.actions[r->ad.n - 1], "type")),
+			       "cursor_position") == 0;
+	if (cursor_q) {
+		o.has_cursor = true;
+		o.cursor_x = s->cursor_x;
+		o.cursor_y = s->cursor_y;
+	}
+	json_t *ex = json_object_get(res, "exec");
+	char *text = NULL;
+	if (ex) {
+		text = json_dumps(ex, JSON_COMPACT);
+		o.text = text;
+	}
+	json_t *out = NULL;
+	struct dg_err err = {{0}};
+	if (dg_adapt_answer(&r->ad, &o, &out, &err) != 0)
+		dg_gw_error_json(c, "internal", "building the answer: %s", err.msg);
+	else
+		dg_gw_ws_send_json(c, out);
+	free(text);
+}
+
+static void finish_request(struct gw_session *s)
+{
+	struct request *r = s->cur;
+	s->cur = NULL;
+	if (r->failed)
+		s->n_errors++;
+	if (r->agent)
+		answer(s, r);
+	request_free(r);
+	run_next(s);
+}
+
+static int send_to_worker(struct gw_session *s, json_t *action)
+{
+	char *text = json_dumps(action, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!text)
+		return -ENOMEM;
+	json_t *msg = json_pack("{s:I, s:o}", "id", (json_int_t)(s->n_actions + 1), "action",
+				json_loads(text, 0, NULL));
+	free(text);
+	if (s->model_w != s->width || s->model_h != s->height)
+		json_object_set_new(msg, "size", json_pack("[i,i]", s->model_w, s->model_h));
+	char *m = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (!m)
+		return -ENOMEM;
+	int fd = lws_get_socket_fd(s->worker);
+	int r = dg_ipc_send(fd, DG_MSG_ACTION, m, strlen(m));
+	free(m);
+	return r;
+}
+
+static void step_failed(struct gw_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void step_failed(struct gw_session *s, const char *fmt, ...)
+{
+	char msg[DG_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->cur->failed = true;
+	free(s->cur->error);
+	s->cur->error = strdup(msg);
+	finish_request(s);
+}
+
+static void start_exec(struct gw_session *s, json_t *action)
+{
+	json_t *req = json_pack("{s:s, s:s, s:O, s:O}", "op", "exec", "session", s->id, "argv",
+				json_object_get(action, "argv"), "stdin", json_object_get(action, "stdin"));
+	json_t *t = json_object_get(action, "timeout_ms");
+	if (t)
+		json_object_set(req, "timeout_ms", t);
+	struct dg_err err = {{0}};
+	int n = dg_spawner_request(&s->gw->spawner, req, &err);
+	if (n < 0)
+		return step_failed(s, "exec: %s", err.msg);
+	s->exec_req = n;
+}
+
+/* Runs the current request's next action. */
+static void run_step(struct gw_session *s)
+{
+	struct request *r = s->cur;
+	json_t *action = r->ad.actions[r->index];
+	const char *type = json_string_value(json_object_get(action, "type"));
+	int t = dg_action_type_from_name(type ? type : "");
+	s->n_actions++;
+	if (t >= 0)
+		s->gw->m.actions[t][0]++;
+	touch(s);
+	if (t == DG_ACTION_EXEC) {
+		start_exec(s, action);
+		return;
+	}
+	int e = send_to_worker(s, action);
+	if (e)
+		step_failed(s, "the desktop's worker is gone (%s)", strerror(-e));
+}
+
+static void run_next(struct gw_session *s)
+{
+	if (s->cur || !s->queue || s->state != S_READY)
+		return;
+	s->cur = s->queue;
+	s->queue = s->queue->next;
+	if (!s->queue)
+		s->queue_tail = NULL;
+	s->queued--;
+	s->cur->next = NULL;
+	s->cur->t0 = dg_gw_now_ms();
+	run_step(s);
+}
+
+/* One action of the current request ended with the worker's result. */
+static void step_done(struct gw_session *s, json_t *res)
+{
+	struct request *r = s->cur;
+	if (!r) {
+		json_decref(res);
+		return;
+	}
+	/* An exec's step ends with the screenshot after it: keep its output. */
+	json_t *ex = r->last_result ? json_object_get(r->last_result, "exec") : NULL;
+	if (ex) {
+		json_object_set(res, "exec", ex);
+		json_object_set_new(res, "action", json_string("exec"));
+	}
+	json_decref(r->last_result);
+	r->last_result = res;
+	set_page(s, res);
+	bool ok = json_is_true(json_object_get(res, "ok"));
+	if (!ok) {
+		const char *e = json_string_value(json_object_get(res, "error"));
+		r->failed = true;
+		free(r->error);
+		r->error = strdup(e ? e : "the action failed");
+		json_t *tj = json_object_get(r->ad.actions[r->index], "type");
+		int t = dg_action_type_from_name(json_string_value(tj) ? json_string_value(tj) : "");
+		if (t >= 0) {
+			s->gw->m.actions[t][0]--;
+			s->gw->m.actions[t][1]++;
+		}
+		finish_request(s);
+		return;
+	}
+	if (++r->index < r->ad.n)
+		run_step(s);
+	else
+		finish_request(s);
+}
+
+void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len)
+{
+	struct gw *gw = s->gw;
+	long long now = dg_gw_now_ms();
+	if (now - c->window_start >= 1000) {
+		c->window_start = now;
+		c->window_count = 0;
+	}
+	if ((uint32_t)++c->window_count > gw->cfg.limits.actions_per_second) {
+		gw->m.protocol_errors++;
+		return dg_gw_error_json(c, "rate_limited", "at most %d messages a second",
+					gw->cfg.limits.actions_per_second);
+	}
+	if ((uint32_t)s->queued >= gw->cfg.limits.max_pending_actions) {
+		gw->m.protocol_errors++;
+		return dg_gw_error_json(c, "too_many_pending",
+					"%d requests are waiting already (limits.max_pending_actions)",
+					s->queued);
+	}
+	struct request *r = calloc(1, sizeof(*r));
+	if (!r)
+		return dg_gw_error_json(c, "internal", "out of memory");
+	struct dg_adapt_scale scale = {s->width, s->height, s->model_w, s->model_h};
+	struct dg_err err = {{0}};
+	int cx = s->cursor_x < s->width ? s->cursor_x : s->width - 1;
+	int cy = s->cursor_y < s->height ? s->cursor_y : s->height - 1;
+	if (dg_adapt_parse(text, len, &scale, cx, cy, &r->ad, &err) != 0) {
+		gw->m.protocol_errors++;
+		if (r->ad.wire == DG_WIRE_ANTHROPIC || (r->ad.wire == DG_WIRE_OPENAI && r->ad.has_id && s->png)) {
+			struct dg_adapt_outcome o;
+			memset(&o, 0, sizeof(o));
+			o.error = err.msg;
+			o.png = s->png;
+			o.png_len = s->png_len;
+			json_t *out = NULL;
+			struct dg_err e2 = {{0}};
+			if (dg_adapt_answer(&r->ad, &o, &out, &e2) == 0)
+				dg_gw_ws_send_json(c, out);
+			else
+				dg_gw_error_json(c, "bad_request", "%s", err.msg);
+		} else {
+			dg_gw_error_json(c, "bad_request", "%s", err.msg);
+		}
+		request_free(r);
+		return;
+	}
+	r->agent = c;
+	if (s->queue_tail)
+		s->queue_tail->next = r;
+	else
+		s->queue = r;
+	s->queue_tail = r;
+	s->queued++;
+	run_next(s);
+}
+
+/* ---- the worker's channel -------------------------------------------------------- */
+
+static void worker_event(struct gw_session *s, json_t *ev)
+{
+	const char *kind = json_string_value(json_object_get(ev, "event"));
+	if (kind && strcmp(kind, "page") == 0)
+		set_page(s, ev);
+	json_t *out = json_deep_copy(ev);
+	json_object_set_new(out, "type", json_string("event"));
+	if (s->agent)
+		dg_gw_ws_send_json(s->agent, json_incref(out));
+	broadcast(s, out);
+	if (kind && strcmp(kind, "error") == 0) {
+		const char *m = json_string_value(json_object_get(ev, "message"));
+		char why[DG_ERR_MAX];
+		snprintf(why, sizeof(why), "the desktop failed: %s", m ? m : "unknown error");
+		if (s->cur)
+			step_failed(s, "%s", why);
+		dg_gw_session_end(s, why);
+	}
+}
+
+int dg_gw_worker_readable(struct gw_session *s)
+{
+	if (!s)
+		return -1;
+	int fd = lws_get_socket_fd(s->worker);
+	for (;;) {
+		struct dg_err err = {{0}};
+		int r = dg_ipc_read(fd, &s->rd, &err);
+		if (r == 0)
+			return 0;
+		if (r < 0) {
+			/* The worker broke the protocol or went away: its session ends,
+			 * nothing else does. */
+			if (s->cur)
+				step_failed(s, "the desktop's worker stopped: %s", err.msg);
+			dg_gw_session_end(s, r == -EPIPE ? "the desktop's worker ended" :
+							   "the desktop's worker broke the protocol");
+			return -1;
+		}
+		json_t *j = NULL;
+		if (s->rd.type != DG_MSG_FRAME) {
+			j = json_loadb((const char *)s->rd.buf, s->rd.len, 0, NULL);
+			if (!json_is_object(j)) {
+				json_decref(j);
+				dg_gw_session_end(s, "the desktop's worker sent a malformed message");
+				return -1;
+			}
+		}
+		switch (s->rd.type) {
+		case DG_MSG_READY:
+			if (s->state == S_STARTING) {
+				set_page(s, j);
+				became_ready(s);
+			}
+			json_decref(j);
+			break;
+		case DG_MSG_RESULT:
+			if (json_object_get(j, "frame")) {
+				json_decref(s->pending_result);
+				s->pending_result = j;
+			} else {
+				step_done(s, j);
+			}
+			break;
+		case DG_MSG_FRAME: {
+			unsigned char *png = malloc(s->rd.len ? s->rd.len : 1);
+			if (!png)
+				return -1;
+			memcpy(png, s->rd.buf, s->rd.len);
+			free(s->png);
+			s->png = png;
+			s->png_len = s->rd.len;
+			for (struct conn *o = s->observers; o; o = o->next_observer)
+				dg_gw_ws_send_frame(o, s->png, s->png_len);
+			json_t *res = s->pending_result;
+			s->pending_result = NULL;
+			if (res) {
+				json_t *obs = json_pack("{s:s, s:O?, s:O?, s:O?}", "type", "action",
+							"action", json_object_get(res, "action"), "ok",
+							json_object_get(res, "ok"), "cursor",
+							json_object_get(res, "cursor"));
+				broadcast(s, obs);
+				step_done(s, res);
+			}
+			break;
+		}
+		case DG_MSG_EVENT:
+			worker_event(s, j);
+			json_decref(j);
+			break;
+		default:
+			json_decref(j);
+			dg_gw_session_end(s, "the desktop's worker sent an unknown message");
+			return -1;
+		}
+		if (!s->used)
+			return -1;
+	}
+}
+
+void dg_gw_worker_closed(struct gw_session *s)
+{
+	if (s && s->used) {
+		s->worker = NULL;
+		dg_gw_session_end(s, "the desktop's worker ended");
+	}
+}
+
+/* ---- exec results ----------------------------------------------------------------- */
+
+int dg_gw_exec_readable(struct gw_session *s)
+{
+	if (!s)
+		return -1;
+	int fd = lws_get_socket_fd(s->exec_wsi);
+	char buf[16384];
+	for (;;) {
+		ssize_t k = read(fd, buf, sizeof(buf));
+		if (k < 0 && errno == EAGAIN)
+			return 0;
+		if (k <= 0)
+			return -1; /* end of the result: handled in dg_gw_exec_closed */
+		if (s->exec_len + (size_t)k > DG_EXEC_RESULT_MAX)
+			return -1;
+		char *nb = realloc(s->exec_buf, s->exec_len + (size_t)k + 1);
+		if (!nb)
+			return -1;
+		memcpy(nb + s->exec_len, buf, (size_t)k);
+		s->exec_buf = nb;
+		s->exec_len += (size_t)k;
+		s->exec_buf[s->exec_len] = '\0';
+	}
+}
+
+void dg_gw_exec_closed(struct gw_session *s)
+{
+	if (!s || !s->used)
+		return;
+	s->exec_wsi = NULL;
+	json_t *res = s->exec_buf ? json_loadb(s->exec_buf, s->exec_len, 0, NULL) : NULL;
+	free(s->exec_buf);
+	s->exec_buf = NULL;
+	s->exec_len = 0;
+	if (!s->cur)
+		return json_decref(res);
+	if (!json_is_object(res)) {
+		json_decref(res);
+		return step_failed(s, "exec: no result from the jail");
+	}
+	bool ok = json_is_true(json_object_get(res, "ok"));
+	json_t *wrap = json_pack("{s:b, s:s, s:o}", "ok", ok, "action", "exec", "exec", res);
+	if (!ok)
+		json_object_set(wrap, "error", json_object_get(res, "error"));
+	/* The answer carries the screen after the command, like every action. */
+	json_decref(s->cur->last_result);
+	s->cur->last_result = NULL;
+	if (!ok) {
+		step_done(s, wrap);
+		return;
+	}
+	s->cur->last_result = wrap;
+	json_t *shot = json_pack("{s:s}", "type", "screenshot");
+	int e = send_to_worker(s, shot);
+	json_decref(shot);
+	if (e)
+		step_failed(s, "the desktop's worker is gone");
+	else
+		s->exec_req = -1; /* the worker's RESULT/FRAME completes the step */
+}
+
+/* ---- the spawner's messages --------------------------------------------------------- */
+
+void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
+{
+	const char *id = json_string_value(json_object_get(msg, "session"));
+	json_int_t req = json_integer_value(json_object_get(msg, "req"));
+	struct gw_session *s = NULL;
+	for (int i = 0; i < gw->n_sessions && !s; i++) {
+		struct gw_session *x = &gw->sessions[i];
+		if (!x->used)
+			continue;
+		if ((id && strcmp(x->id, id) == 0 && !json_object_get(msg, "req")) ||
+		    (req && (x->create_req == req || x->exec_req == req)))
+			s = x;
+	}
+	if (!s) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return;
+	}
+	const char *event = json_string_value(json_object_get(msg, "event"));
+	if (event) {
+		const char *reason = json_string_value(json_object_get(msg, "reason"));
+		if (s->cur)
+			step_failed(s, "%s", reason ? reason : "the desktop ended");
+		dg_gw_session_end(s, reason ? reason : "the desktop ended");
+		return;
+	}
+	bool ok = json_is_true(json_object_get(msg, "ok"));
+	const char *error = json_string_value(json_object_get(msg, "error"));
+	if (req == s->create_req) {
+		s->create_req = 0;
+		if (!ok || nfds != 1) {
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			dg_gw_session_end(s, error ? error : "the spawner could not start the desktop");
+			return;
+		}
+		fcntl(fds[0], F_SETFL, O_NONBLOCK);
+		s->worker = dg_gw_adopt(gw, fds[0], dg_gw_raw_tag(s, 2));
+		if (!s->worker) {
+			close(fds[0]);
+			dg_gw_session_end(s, "cannot watch the worker's channel");
+		}
+		return;
+	}
+	if (req == s->exec_req) {
+		s->exec_req = 0;
+		if (!ok || nfds != 1) {
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			if (s->cur)
+				step_failed(s, "exec: %s", error ? error : "the spawner refused it");
+			return;
+		}
+		fcntl(fds[0], F_SETFL, O_NONBLOCK);
+		s->exec_wsi = dg_gw_adopt(gw, fds[0], dg_gw_raw_tag(s, 3));
+		if (!s->exec_wsi) {
+			close(fds[0]);
+			if (s->cur)
+				step_failed(s, "exec: cannot watch the result channel");
+		}
+		return;
+	}
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+}
