@@ -11,7 +11,8 @@ DG_PACKAGES=(
   libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
   libcriterion-dev libssl-dev libidn2-dev x11proto-dev
   tigervnc-standalone-server xterm chromium
-  python3 iproute2 curl ca-certificates
+  xvfb xdotool scrot
+  python3 python3-websockets iproute2 curl ca-certificates
 )
 
 dg_install_missing() {

@@ -347,9 +347,9 @@ int dg_auth_bearer(const char *header_value, const char **token, size_t *len);
  * DG_TOKEN_MAX token characters). Any other entry, an empty entry or a
  * repeated one is refused: our clients send exactly this list, and a typo
  * ("Bearer.x", "bearer x") should fail loudly, not as a puzzling 401.
- * Returns 0 with *token and *len set (pointing into value); -ENOENT when value is
- * NULL or empty, or lists DG_WS_PROTOCOL without a bearer entry (*token NULL:
- * the credentials must come from a header); -E2BIG; -EINVAL. */
+ * Returns 0 with *token and *len set (pointing into value); -ENOENT when
+ * value is NULL or empty, or lists DG_WS_PROTOCOL without a bearer entry
+ * (*token NULL: the credentials must come from a header); -E2BIG; -EINVAL. */
 int dg_auth_subprotocol(const char *value, const char **token, size_t *len);
 
 /* Per-session tokens: issued once at session creation, kept as a hash. */
@@ -368,7 +368,7 @@ enum dg_permission {
 	DG_PERM_CREATE_SESSION, /* POST /v1/sessions: agent, admin */
 	DG_PERM_ACT,            /* act on, or delete, a session: its owner agent, admin */
 	DG_PERM_WATCH,          /* observe a session: viewer, admin */
-	DG_PERM_READ_RECORDINGS,/* viewer, admin */
+	DG_PERM_READ_RECORDINGS, /* viewer, admin */
 	DG_PERM_APPROVE,        /* answer an "ask" decision: viewer, admin; never an agent,
 				   which would approve its own actions */
 	DG_PERM_ADMIN,          /* admin only */

@@ -79,6 +79,8 @@ struct request {
 	long long t0;
 	double total_ms;
 	json_t *last_result;  /* the worker's result of the last action run */
+	unsigned char *zoom_png; /* a zoom's answer: not the session's screen */
+	size_t zoom_len;
 	struct conn *agent;   /* who asked (NULL once gone) */
 };
 

@@ -256,6 +256,8 @@ static const char *session_path(const char *path, char *id, size_t idlen)
 	return slash ? slash : "";
 }
 
+static int route(struct conn *c, const char *raw, size_t raw_len);
+
 static int metrics_reply(struct conn *c)
 {
 	size_t cap = 16384;
@@ -313,6 +315,18 @@ static int metrics_reply(struct conn *c)
 static int route_http(struct conn *c)
 {
 	G->m.http_requests++;
+	/* Take the body out of c first: answering may free c. */
+	char *raw = c->body;
+	size_t raw_len = c->body_len;
+	c->body = NULL;
+	c->body_len = 0;
+	int r = route(c, raw, raw_len);
+	free(raw);
+	return r;
+}
+
+static int route(struct conn *c, const char *raw, size_t raw_len)
+{
 	const char *path = c->path;
 	if (strcmp(path, "/healthz") == 0 && c->method == 'G') {
 		int live = 0;
@@ -344,8 +358,8 @@ static int route_http(struct conn *c)
 			if (c->body_too_big)
 				return reply_error(c, 413, "too_large", "the body is over %d bytes", DG_HTTP_BODY_MAX);
 			json_error_t jerr;
-			json_t *body = c->body_len ? json_loadb(c->body, c->body_len, JSON_REJECT_DUPLICATES, &jerr)
-						   : json_object();
+			json_t *body = raw_len ? json_loadb(raw, raw_len, JSON_REJECT_DUPLICATES, &jerr)
+					       : json_object();
 			if (!body)
 				return reply_error(c, 400, "bad_json", "invalid JSON at line %d: %s", jerr.line, jerr.text);
 			char err[DG_ERR_MAX];
@@ -519,9 +533,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return route_http(c);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (c->reply) {
-			int r = write_http(wsi, c->reply_status, "application/json", c->reply, c->reply_len);
-			free(c->reply);
+			/* Completing the transaction may free c (lws reuses the
+			 * connection for the next request): take what is needed first. */
+			char *reply = c->reply;
 			c->reply = NULL;
+			int r = write_http(wsi, c->reply_status, "application/json", reply, c->reply_len);
+			free(reply);
 			return r;
 		}
 		return 0;
@@ -778,7 +795,8 @@ int dg_cmd_serve(int argc, char **argv)
 		return DG_EXIT_USAGE;
 	}
 	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
-	if (policy_path ? dg_policy_load(policy_path, &gw.policy, &err) : (dg_policy_default(&gw.policy), 0)) {
+	if (policy_path && policy_path[0] ? dg_policy_load(policy_path, &gw.policy, &err)
+					 : (dg_policy_default(&gw.policy), 0)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}

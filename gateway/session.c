@@ -273,6 +273,7 @@ bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t 
 static void request_free(struct request *r)
 {
 	dg_adapted_free(&r->ad);
+	free(r->zoom_png);
 	json_decref(r->last_result);
 	free(r->error);
 	free(r);
@@ -454,9 +455,11 @@ static void answer(struct gw_session *s, struct request *r)
 			json_object_set_new(j, "error", json_string(r->error));
 		json_object_set_new(j, "verdict", json_string("allow"));
 		json_object_set_new(j, "total_ms", json_real(ms));
-		bool frame = json_object_get(j, "frame") && s->png;
+		bool frame = json_object_get(j, "frame") && (r->zoom_png || s->png);
 		dg_gw_ws_send_json(c, j);
-		if (frame)
+		if (frame && r->zoom_png)
+			dg_gw_ws_send(c, true, r->zoom_png, r->zoom_len);
+		else if (frame)
 			dg_gw_ws_send(c, true, s->png, s->png_len);
 		return;
 	}
@@ -465,12 +468,17 @@ static void answer(struct gw_session *s, struct request *r)
 	o.ok = !r->failed;
 	o.done = r->failed ? r->index : r->ad.n;
 	o.error = r->error;
-	o.png = s->png;
-	o.png_len = s->png_len;
+	o.png = r->zoom_png ? r->zoom_png : s->png;
+	o.png_len = r->zoom_png ? r->zoom_len : s->png_len;
 	o.url = s->profile == DG_PROFILE_BROWSER ? s->url : NULL;
 	bool cursor_q = r->ad.n > 0 && !r->failed &&
 			strcmp(json_string_value(json_object_get(r->ad.actions[r->ad.n - 1], "type")),
 			       "cursor_position") == 0;
+	if (cursor_q && r->ad.wire == DG_WIRE_ANTHROPIC) {
+		/* The position is the answer; an old screenshot would only mislead. */
+		o.png = NULL;
+		o.png_len = 0;
+	}
 	if (cursor_q) {
 		o.has_cursor = true;
 		o.cursor_x = s->cursor_x;
@@ -750,11 +758,20 @@ int dg_gw_worker_readable(struct gw_session *s)
 			if (!png)
 				return -1;
 			memcpy(png, s->rd.buf, s->rd.len);
-			free(s->png);
-			s->png = png;
-			s->png_len = s->rd.len;
-			for (struct conn *o = s->observers; o; o = o->next_observer)
-				dg_gw_ws_send_frame(o, s->png, s->png_len);
+			const char *act = json_string_value(json_object_get(s->pending_result, "action"));
+			if (act && strcmp(act, "zoom") == 0 && s->cur) {
+				/* A zoom shows part of the screen: it answers the agent but
+				 * is not the session's current screen. */
+				free(s->cur->zoom_png);
+				s->cur->zoom_png = png;
+				s->cur->zoom_len = s->rd.len;
+			} else {
+				free(s->png);
+				s->png = png;
+				s->png_len = s->rd.len;
+				for (struct conn *o = s->observers; o; o = o->next_observer)
+					dg_gw_ws_send_frame(o, s->png, s->png_len);
+			}
 			json_t *res = s->pending_result;
 			s->pending_result = NULL;
 			if (res) {

@@ -1,0 +1,72 @@
+/* gateway internals shared by config.c and auth.c: strict JSON helpers,
+ * bounded file reads and token handling. Not part of the public API. */
+#ifndef DG_GATEWAY_PRIV_H
+#define DG_GATEWAY_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "gateway/gateway.h"
+
+/* One parse: what is being read ("config", "tokens"), from where, and where
+ * the first error goes. Messages read "<what> <origin>: <message>". */
+struct dg_jctx {
+	const char *what;
+	const char *origin;
+	struct dg_err *err;
+};
+
+/* Records "<what> <origin>: <message>" and returns -EINVAL. */
+int dg_jfail(const struct dg_jctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Copies untrusted bytes into out so they cannot forge or garble a log line:
+ * control bytes and non-ASCII become \xNN, and with quoted set '"' and '\\'
+ * are escaped too. Input beyond max bytes is cut and marked "...". A buffer
+ * of DG_SHOW_LEN(max) bytes never truncates further. */
+#define DG_SHOW_LEN(max) ((max) * 4 + 4)
+#define DG_SHOW_KEY_MAX 64
+void dg_show_bytes(const char *in, size_t max, bool quoted, char *out, size_t out_len);
+
+/* Describes a JSON value for a message: scalars as written (strings quoted
+ * and escaped, cut at DG_SHOW_KEY_MAX), containers by kind only. Never use
+ * it on a value that may be a secret. */
+#define DG_SHOW_VALUE_MAX (DG_SHOW_LEN(DG_SHOW_KEY_MAX) + 2)
+void dg_show_value(const json_t *v, char *out, size_t out_len);
+
+/* Decodes text strictly (duplicate keys refused, no trailing data, no NUL,
+ * a non-empty object at the top). Returns 0 with *root set, or -EINVAL,
+ * -E2BIG (len > max) with a message. */
+int dg_json_decode(const struct dg_jctx *c, const char *text, size_t len, size_t max,
+		   json_t **root);
+
+/* Reads a whole regular file of at most max bytes into a malloc'd buffer
+ * (NUL-terminated for convenience; *len excludes it). With nofollow a
+ * symlink as the last component is refused. *st receives the fstat of the
+ * descriptor read, so callers can check owner and mode without a race.
+ * Messages read "<what> <path>: ...". Returns 0 or a negative errno. */
+int dg_read_file(const char *what, const char *path, size_t max, bool nofollow, char **buf,
+		 size_t *len, struct stat *st, struct dg_err *err);
+
+/* SHA-256 of len bytes. */
+void dg_sha256(const void *data, size_t len, unsigned char out[DG_SHA256_LEN]);
+
+/* Whether s[0..len) is a usable token in clear: printable ASCII (0x21-0x7e),
+ * no spaces. Length is checked by the caller. */
+bool dg_token_chars_ok(const char *s, size_t len);
+
+/* Whether s is a valid token name: 1 to DG_TOKEN_NAME_MAX of [A-Za-z0-9._-]. */
+bool dg_token_name_ok(const char *s);
+
+/* Parses a "tokens" array (key names it in messages) into a malloc'd array of
+ * hashed tokens. Clear secrets are wiped from the JSON tree once hashed.
+ * Checks names unique and tokens distinct within the array. */
+int dg_parse_tokens(const struct dg_jctx *c, json_t *arr, const char *key,
+		    struct dg_config_token **out, size_t *n_out);
+
+/* Role from its name, DG_ROLE_NONE when unknown. */
+enum dg_role dg_role_from_name(const char *s);
+
+#endif
