@@ -814,6 +814,11 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
+	/* Tokens from the environment are hashed now; nothing started later
+	 * should inherit them. */
+	unsetenv(DG_ENV_AGENT_TOKEN);
+	unsetenv(DG_ENV_VIEWER_TOKEN);
+	unsetenv(DG_ENV_ADMIN_TOKEN);
 	if (dg_jail_cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate serve: cleaning up stale jails: %s\n", err.msg);
 	dg_worker_set_binary("/proc/self/exe");

@@ -171,7 +171,9 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			return -1;
 		}
 		struct dg_err perr = {{0}};
-		if (dg_policy_load(path, &policy, &perr) != 0) {
+		if (!path[0])
+			policy = gw->policy; /* "default" without a file: the built-in one */
+		else if (dg_policy_load(path, &policy, &perr) != 0) {
 			*status = 500;
 			snprintf(err, errlen, "%s", perr.msg);
 			return -1;
