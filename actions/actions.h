@@ -308,4 +308,251 @@ int dg_keysym_from_codepoint(uint32_t cp, uint32_t *keysym);
 int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, size_t *n,
 		       struct dg_err *err);
 
+/* ==== adapters: the Anthropic computer tool and OpenAI computer use =========
+ *
+ * The session WebSocket accepts three ways to speak (issue #4). These
+ * functions translate one agent message into canonical actions and build the
+ * answer the agent appends to its conversation. Pure, like the rest of this
+ * header: no I/O; the caller runs the actions, asks the policy and takes the
+ * screenshots.
+ *
+ * ---- Which format a message is (the wire-detection rule) ------------------
+ *
+ * One JSON text message holds one JSON object (anything else is refused).
+ *  1. It has "type":
+ *       "tool_use"        an Anthropic tool_use content block, exactly as the
+ *                         Messages API returns it: type, id, name, input
+ *                         (name must be "computer"; id 1..DG_ADAPT_ID_MAX
+ *                         printable ASCII bytes, no spaces);
+ *       "computer_call"   an OpenAI computer_call output item, exactly as the
+ *                         Responses API returns it: type, id, call_id, one of
+ *                         action (preview) or actions (batched),
+ *                         pending_safety_checks, status;
+ *       a canonical action name ("click", ..., "exec"): a canonical action
+ *                         (at most DG_ACTION_JSON_MAX bytes, as on its own);
+ *       anything else is refused, naming the type.
+ *  2. It has no "type" but has "action": the input object of an Anthropic
+ *     tool_use block on its own ({"action":"left_click","coordinate":[..]}).
+ *  3. Otherwise it is refused.
+ * A bare OpenAI action object ({"type":"click","button":"left",...}) is not
+ * an OpenAI message: by rule 1 it reads as a canonical action, in desktop
+ * coordinates (and "wheel" is no canonical button), so OpenAI speakers send
+ * the whole computer_call item.
+ *
+ * ---- What is accepted --------------------------------------------------------
+ *
+ * Strict as the canonical schema: unknown or misplaced fields, wrong JSON
+ * types, missing required fields and values out of range are refused with
+ * the field named: "anthropic.input.coordinate[0]: 1100 is off the display
+ * (width 1024)", "openai.actions[2].keys[0]: unknown key \"CTLR\"". The
+ * Anthropic input is "anthropic.input" whether it came alone or inside a
+ * block. One relaxation: an optional field whose value is null counts as
+ * absent (SDKs dump unset fields as null; the reference tools treat None as
+ * not given). Coordinates are JSON integers in MODEL space (see scaling).
+ *
+ * Anthropic actions (the union of computer_20241022, computer_20250124 and
+ * computer_20251124: a message does not say which version the tool was
+ * declared with, and no action means different things in different
+ * versions). Key names are xdotool's, parsed by dg_keys_parse. "mods" is
+ * the optional `text` of click, drag and scroll actions (20250124): one
+ * chord of modifier keys held during the action ("shift", "ctrl+shift";
+ * any name dg_keys_parse resolves to a Control, Shift, Alt, Super or Meta
+ * keysym).
+ *   key              text (chords)                    -> key
+ *   type             text                             -> type
+ *   mouse_move       coordinate                       -> move
+ *   left_click       coordinate?, mods                -> click (left)
+ *   right_click      coordinate?, mods                -> click (right)
+ *   middle_click     coordinate?, mods                -> click (middle)
+ *   double_click     coordinate?, mods                -> click (count 2)
+ *   triple_click     coordinate?, mods                -> click (count 3)
+ *   left_click_drag  coordinate, start_coordinate?, mods
+ *                                                     -> drag [start, coordinate]
+ *   left_mouse_down  coordinate?                      -> mouse_down (left)
+ *   left_mouse_up    coordinate?                      -> mouse_up (left)
+ *   scroll           coordinate?, scroll_direction (up, down, left, right),
+ *                    scroll_amount (1..DG_ACTION_SCROLL_MAX wheel notches),
+ *                    mods                             -> scroll (dy < 0 is up)
+ *   hold_key         text (one chord), duration (seconds, integer or not,
+ *                    0..DG_ACTION_HOLD_MS_MAX/1000)   -> hold_key (ms rounded)
+ *   wait             duration (seconds, 0..DG_ACTION_WAIT_MS_MAX/1000)
+ *                                                     -> wait (ms rounded)
+ *   screenshot                                        -> screenshot
+ *   cursor_position                                   -> cursor_position
+ *   zoom             region [x1, y1, x2, y2]          -> zoom
+ * Where a coordinate is optional (the pointer acts where it is; 20241022
+ * drags start there), the caller's cursor (the current pointer position,
+ * desktop space) is used, so every translated pointer action carries
+ * explicit coordinates for the policy's region rules.
+ *
+ * OpenAI actions (preview: one `action`; batched: `actions`, 1 to
+ * DG_ADAPT_ACTIONS_MAX of them). Key names go through dg_keysym_from_openai;
+ * one element may also be a '+'-joined combination ("CTRL+C"), as models
+ * sometimes write. "keys" on pointer actions: modifier keys held during it.
+ *   click         x, y, button (left, right, wheel, back, forward), keys?
+ *                                                     -> click ("wheel": middle)
+ *   double_click  x, y, keys?                          -> click (count 2)
+ *   scroll        x, y, scroll_x, scroll_y (pixels), keys?
+ *                                                     -> scroll (notches, below)
+ *   type          text                                -> type
+ *   keypress      keys (1..DG_CHORD_MAX names, one chord: all pressed
+ *                 together)                           -> key
+ *   wait          (no fields)                         -> wait DG_ADAPT_OPENAI_WAIT_MS
+ *   screenshot                                        -> screenshot
+ *   move          x, y, keys?                          -> move
+ *   drag          path [{x, y}, ...] (2..DG_ACTION_PATH_MAX), keys?
+ *                                                     -> drag
+ * Scroll pixels are model pixels: scaled to desktop pixels on their axis,
+ * then divided by DG_ADAPT_PIXELS_PER_NOTCH and rounded to the nearest
+ * notch, at least one notch when not 0; more than DG_ACTION_SCROLL_MAX
+ * notches is refused; both 0 is refused.
+ * pending_safety_checks (at most DG_ADAPT_SAFETY_MAX objects {id, code?,
+ * message?}) are kept and passed through as acknowledged_safety_checks: by
+ * forwarding a call to deskgate the agent acknowledges them, and deskgate's
+ * policy (allow, deny, ask a human) is where such calls are judged.
+ *
+ * ---- Scaling --------------------------------------------------------------
+ *
+ * The model may see a display of another size than the desktop (screenshots
+ * are scaled to it by the caller). A model coordinate must lie on the model
+ * display (0 <= x < model_w, 0 <= y < model_h; a zoom region's x2, y2 may
+ * equal the size); it maps to round(x * desk_w / model_w) (halves up),
+ * clamped to desk_w - 1 (an edge to desk_w; a region keeps at least one
+ * pixel). Answers map the cursor back the same way. Canonical actions are in
+ * desktop coordinates and are not mapped.
+ */
+
+#define DG_ADAPT_JSON_MAX (256 * 1024)     /* bytes of one message (a canonical
+                                              action: DG_ACTION_JSON_MAX) */
+#define DG_ADAPT_ACTIONS_MAX 64            /* actions of an OpenAI batch */
+#define DG_ADAPT_ID_MAX 256                /* bytes of a tool_use id, call_id, item
+                                              id or safety check id */
+#define DG_ADAPT_SAFETY_MAX 16             /* pending safety checks of one call */
+#define DG_ADAPT_SAFETY_TEXT_MAX 4096      /* bytes of a safety check's code or message */
+#define DG_ADAPT_PIXELS_PER_NOTCH 100      /* OpenAI scroll pixels per wheel notch
+                                              (Chromium scrolls ~100 px a notch) */
+#define DG_ADAPT_OPENAI_WAIT_MS 1000       /* OpenAI wait {} (OpenAI's sample
+                                              harness sleeps one second) */
+#define DG_ADAPT_PNG_MAX (32 * 1024 * 1024) /* bytes of a PNG put into an answer */
+#define DG_ADAPT_NOTE_MAX 2048             /* bytes of each text put into an answer
+                                              (error, reason, rule, ...); longer is cut */
+#define DG_ADAPT_NAME_MAX 24               /* room for a wire action name */
+
+enum dg_wire {
+	DG_WIRE_UNKNOWN,   /* not told (the message could not be read) */
+	DG_WIRE_CANONICAL,
+	DG_WIRE_ANTHROPIC,
+	DG_WIRE_OPENAI,
+};
+
+/* The desktop's size and the size of the display the model was told about.
+ * model_w = model_h = 0 means the same as the desktop. */
+struct dg_adapt_scale {
+	int desk_w, desk_h;
+	int model_w, model_h;
+};
+
+/* One parsed message. Owns its references: release with dg_adapted_free. */
+struct dg_adapted {
+	enum dg_wire wire;
+	/* The id to answer to: the tool_use id (has_id false when only the input
+	 * was sent) or the OpenAI call_id; NUL-terminated. */
+	bool has_id;
+	char call_id[DG_ADAPT_ID_MAX + 1];
+	json_t *raw;                            /* the decoded message, for recordings */
+	/* actions[i]: canonical action i (dg_action_to_json form, desktop
+	 * coordinates, accepted by dg_action_parse_obj for the desktop's size);
+	 * wire_actions[i]: the agent's own action object it came from (for recordings
+	 * and messages); name[i]: that action's wire name ("left_click",
+	 * "click", ...). One wire action gives exactly one canonical action. */
+	json_t *actions[DG_ADAPT_ACTIONS_MAX];
+	json_t *wire_actions[DG_ADAPT_ACTIONS_MAX];
+	char name[DG_ADAPT_ACTIONS_MAX][DG_ADAPT_NAME_MAX];
+	int n;
+	bool batched;                           /* OpenAI "actions" rather than "action" */
+	json_t *safety_checks;                  /* OpenAI: validated copy of
+						   pending_safety_checks (an array,
+						   maybe empty); NULL otherwise */
+	struct dg_adapt_scale scale;            /* as given, model size filled in */
+};
+
+/* Parses one message of len bytes (see "Which format a message is") for the
+ * given scale; cursor_x, cursor_y is the pointer's current position in
+ * desktop coordinates (used where an Anthropic action acts at the pointer).
+ * Returns 0, -EINVAL, -E2BIG (over DG_ADAPT_JSON_MAX, or over
+ * DG_ACTION_JSON_MAX for a canonical action, or a batch over
+ * DG_ADAPT_ACTIONS_MAX) or -ENOMEM. On error a->n is 0 and every action is
+ * released, but what was read before the error stays so the caller can
+ * answer in the agent's format: wire (when detected), call_id/has_id (when
+ * valid) and, for OpenAI, the safety checks (when valid). A scale or cursor
+ * outside the desktop is -EINVAL (a caller bug). a need not be initialised;
+ * release it with dg_adapted_free whatever the result. */
+int dg_adapt_parse(const char *msg, size_t len, const struct dg_adapt_scale *scale,
+		   int cursor_x, int cursor_y, struct dg_adapted *a, struct dg_err *err);
+
+/* Releases what a holds and zeroes it. Safe on a zeroed or freed struct. */
+void dg_adapted_free(struct dg_adapted *a);
+
+/* "canonical", "anthropic", "openai", "unknown". */
+const char *dg_wire_name(enum dg_wire w);
+
+/* What happened to a parsed message, for its answer. Strings may be NULL;
+ * they need not be trusted (a reason may quote a page's URL): each is cut
+ * to DG_ADAPT_NOTE_MAX bytes, invalid UTF-8 becomes U+FFFD and control
+ * characters spaces before it reaches the model. */
+struct dg_adapt_outcome {
+	bool ok;                /* every action of the message ran */
+	int done;               /* actions that ran: a->n when ok; otherwise the
+				   index of the action refused or failed (the
+				   batch stopped there; 0 when parsing failed) */
+	/* A refusal (when verdict, rule or reason is given): the policy's
+	 * verdict ("deny", "ask", ...), rule and reason. */
+	const char *verdict, *rule, *reason;
+	const char *error;      /* otherwise, why it failed (e.g. the parse error) */
+	const char *text;       /* extra text for the model, or NULL */
+	const uint8_t *png;     /* the screenshot after, already at the model's size */
+	size_t png_len;         /* at most DG_ADAPT_PNG_MAX */
+	const char *url;        /* current URL (browser sessions), or NULL */
+	bool has_cursor;        /* cursor_position's answer: */
+	int cursor_x, cursor_y; /*   the pointer, desktop coordinates */
+};
+
+/* Builds the answer to a in its wire format (a new reference in *out):
+ *
+ * Anthropic: the tool_result block to append to the conversation,
+ *   {"type":"tool_result","tool_use_id":ID,"content":[...],"is_error":B}
+ *   content: a text block when there is something to say (in this order:
+ *   the refusal "deskgate refused <action>: <reason> (rule <rule>)", the
+ *   failure "deskgate failed <action>: <error>", or for a message that did
+ *   not parse "deskgate rejected the call: <error>"; cursor_position's
+ *   "X=<x>,Y=<y>" in model coordinates; o->text), then the image block
+ *   {"type":"image","source":{"type":"base64","media_type":"image/png",
+ *   "data":...}} when a PNG is given. When nothing else would be said and no
+ *   PNG is given, one text block "deskgate ran <action>". is_error is !ok.
+ *   When only the input was sent (no id), the same block WITHOUT
+ *   "tool_use_id": the agent holds the id and adds it.
+ *
+ * OpenAI: a JSON ARRAY of the items to append to the next request's input:
+ *   first {"type":"computer_call_output","call_id":ID,
+ *   "acknowledged_safety_checks":[...],"output":{"type":"computer_screenshot",
+ *   "image_url":"data:image/png;base64,...","current_url":URL}} (current_url
+ *   only when a URL is given, and only when it is 1..DG_ACTION_URL_MAX
+ *   bytes of UTF-8 without control characters: a mangled URL would mislead
+ *   the model; inside output, where OpenAI's reference harness puts it);
+ *   then, when the call was refused, failed or did not
+ *   parse (or o->text is given), {"type":"message","role":"user","content":
+ *   [{"type":"input_text","text":"..."}]}. An array because
+ *   computer_call_output has no error field: without the message the model
+ *   would only see an unchanged screen. For a batch the text says which
+ *   action ("action 3 of 5 (click)") and that the rest did not run. The PNG
+ *   is required (the output has no other form).
+ *
+ * Canonical messages are answered by the gateway in its own format: -EINVAL.
+ * Returns 0, -EINVAL (inconsistent outcome: done out of range, ok with done
+ * != n, cursor off the desktop, cursor_position ok without the cursor, no
+ * PNG for OpenAI, no call_id for OpenAI), -E2BIG (PNG over
+ * DG_ADAPT_PNG_MAX) or -ENOMEM. */
+int dg_adapt_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o, json_t **out,
+		    struct dg_err *err);
+
 #endif
