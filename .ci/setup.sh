@@ -10,7 +10,8 @@ DG_PACKAGES=(
   cmake make gcc pkg-config
   libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
   libcriterion-dev libssl-dev libidn2-dev x11proto-dev
-  tigervnc-standalone-server xterm chromium
+  tigervnc-standalone-server x11-xkb-utils xkb-data xfonts-base fonts-dejavu-core
+  xterm matchbox-window-manager x11-utils chromium
   xvfb xdotool scrot
   python3 python3-websockets iproute2 curl ca-certificates
 )
