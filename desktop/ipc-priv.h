@@ -48,8 +48,9 @@ struct dg_ipc_reader {
 
 /* Reads what is available. Returns 1 when a whole message is ready (type in
  * r->type, payload in r->buf[0..r->len), valid until the next call), 0 when
- * more bytes are needed, -EPIPE at end of stream, -EPROTO for an unknown type
- * or an oversized message (err says which), or another negative errno. */
+ * more bytes are needed, -EPIPE at end of stream or when the peer is gone
+ * (ECONNRESET), -EPROTO for an unknown type or an oversized message, or
+ * another negative errno; err says which whenever the result is negative. */
 int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err);
 
 void dg_ipc_reader_free(struct dg_ipc_reader *r);

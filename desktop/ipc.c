@@ -82,12 +82,26 @@ static int fill(int fd, void *p, size_t want, size_t *got)
 	return 1;
 }
 
+/* A failed read, as the caller's error. A peer that dies with bytes of ours
+ * still unread (a worker killed while an action waited for it) makes the
+ * read fail with ECONNRESET rather than end the stream: that is the peer
+ * gone too, reported as -EPIPE like a clean close. Every error carries a
+ * message. */
+static int read_error(int k, const char *closed, struct dg_err *err)
+{
+	if (k == -EPIPE || k == -ECONNRESET)
+		return dg_err_set(err, -EPIPE, "%s", closed);
+	return dg_err_set(err, k, "ipc: read: %s", strerror(-k));
+}
+
 int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err)
 {
 	if (r->hdr_got < DG_IPC_HEADER) {
 		int k = fill(fd, r->hdr, DG_IPC_HEADER, &r->hdr_got);
-		if (k <= 0)
-			return k == -EPIPE ? dg_err_set(err, -EPIPE, "ipc: peer closed the channel") : k;
+		if (k < 0)
+			return read_error(k, "ipc: peer closed the channel", err);
+		if (k == 0)
+			return 0;
 		uint32_t h[2];
 		memcpy(h, r->hdr, sizeof(h));
 		size_t max = dg_ipc_max(h[0]);
@@ -109,8 +123,10 @@ int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err)
 		}
 	}
 	int k = fill(fd, r->buf, r->len, &r->got);
-	if (k <= 0)
-		return k == -EPIPE ? dg_err_set(err, -EPIPE, "ipc: peer closed mid-message") : k;
+	if (k < 0)
+		return read_error(k, "ipc: peer closed mid-message", err);
+	if (k == 0)
+		return 0;
 	r->buf[r->len] = '\0';
 	r->hdr_got = 0;
 	return 1;

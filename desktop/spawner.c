@@ -65,13 +65,28 @@ bool dg_session_id_valid(const char *id)
 	return true;
 }
 
+static void session_end(struct session *s);
+
+/* Ends every session (their jails would die with the spawner anyway; this
+ * also removes their cgroups) and exits. */
+__attribute__((noreturn)) static void end_all_and_exit(struct spawner *sp, int status)
+{
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		if (sp->sessions[i].used)
+			session_end(&sp->sessions[i]);
+	}
+	_exit(status);
+}
+
 static void reply(struct spawner *sp, json_t *msg, const int *fds, int nfds)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	if (!s || dg_seq_send(sp->fd, s, strlen(s), fds, nfds) != 0) {
-		/* The gateway is gone or the channel broke: nothing to serve. */
-		_exit(1);
+		/* The gateway is gone or the channel broke: nothing to serve. The
+		 * gateway closes the channel when it stops, possibly right after
+		 * asking for destroys: the sessions still here must end too. */
+		end_all_and_exit(sp, 1);
 	}
 	free(s);
 }
@@ -345,6 +360,10 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 				done += (size_t)k;
 		}
 	}
+	close(result_fd);
+	/* Reap what was reparented to this process (see op_exec). */
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
 	_exit(0);
 }
 
@@ -399,6 +418,13 @@ static void op_exec(struct spawner *sp, json_t *req)
 	if (p == 0) {
 		close(res[0]);
 		close(sp->fd);
+		/* The program runs in the jail's pid namespace as a child of the
+		 * supervisor, which is outside it. When both are killed at once (the
+		 * session ends during the exec), the program's zombie is reparented
+		 * to the nearest subreaper, else the host's init, and until it is
+		 * reaped the jail's init cannot finish dying: the spawner's destroy
+		 * would wait on the host's init. This process reaps it instead. */
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
 		signal(SIGPIPE, SIG_IGN);
 		sigset_t none;
 		sigemptyset(&none);
@@ -462,14 +488,8 @@ static void handle(struct spawner *sp)
 		return;
 	}
 	if (r < 0) {
-		/* The gateway went away or broke the protocol: end every session
-		 * (their jails would die with the spawner anyway; this also removes
-		 * their cgroups) and exit. */
-		for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
-			if (sp->sessions[i].used)
-				session_end(&sp->sessions[i]);
-		}
-		_exit(r == -EPIPE ? 0 : 1);
+		/* The gateway went away or broke the protocol. */
+		end_all_and_exit(sp, r == -EPIPE ? 0 : 1);
 	}
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]); /* the gateway sends no descriptors */

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,41 @@ static int count_jail_processes(char *what, size_t what_len)
 	return count;
 }
 
+/* A process is also a leftover when its real uid is in the worker range
+ * (DG_WORKER_ID_BASE + slot): every worker must end with its session. The
+ * real uid is read from /proc/PID/status rather than the owner of /proc/PID,
+ * which is root while a process is not dumpable (as a worker is between its
+ * uid change and its exec). */
+static int count_worker_processes(char *what, size_t what_len)
+{
+	int count = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		char path[300], line[256];
+		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue; /* exited meanwhile */
+		unsigned uid = 0;
+		bool found = false;
+		while (!found && fgets(line, sizeof(line), f))
+			found = sscanf(line, "Uid: %u", &uid) == 1;
+		fclose(f);
+		if (found && uid >= DG_WORKER_ID_BASE && uid < DG_WORKER_ID_BASE + DG_JAIL_SLOTS) {
+			count++;
+			size_t l = strlen(what);
+			snprintf(what + l, what_len - l, "worker process %s (uid %u); ", e->d_name, uid);
+		}
+	}
+	closedir(d);
+	return count;
+}
+
 static int count_jail_cgroups(const char *dir, char *what, size_t what_len)
 {
 	int count = 0;
@@ -222,6 +258,7 @@ int dg_test_leftovers(char *what, size_t what_len)
 {
 	what[0] = '\0';
 	int n = count_jail_processes(what, what_len);
+	n += count_worker_processes(what, what_len);
 	static const char *const dirs[] = {
 		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
 		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
@@ -453,4 +490,947 @@ void dg_test_rm_tmp(char *path)
 		rmdir(path);
 	}
 	free(path);
+}
+
+/* ---- The gateway: `deskgate serve` and clients for it ---- */
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <strings.h>
+#include <sys/sysmacros.h>
+#include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <png.h>
+#include <sys/socket.h>
+
+int dg_test_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int port = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static char *read_file_all(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = calloc(1, 1);
+	size_t len = 0;
+	if (fd < 0)
+		return buf;
+	char tmp[65536];
+	ssize_t k;
+	while ((k = read(fd, tmp, sizeof(tmp))) > 0)
+		append(&buf, &len, tmp, (size_t)k);
+	close(fd);
+	return buf;
+}
+
+char *dg_test_serve_log(const struct dg_server *s)
+{
+	return read_file_all(s->log);
+}
+
+/* The environment of the server: ours without DESKGATE_*, plus the tokens. */
+static char **serve_env(void)
+{
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 4, sizeof(*env));
+	if (!env)
+		abort();
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(environ[i], "DESKGATE_", 9) != 0)
+			env[k++] = environ[i];
+	}
+	env[k++] = "DESKGATE_AGENT_TOKEN=" DG_TEST_AGENT_TOKEN;
+	env[k++] = "DESKGATE_VIEWER_TOKEN=" DG_TEST_VIEWER_TOKEN;
+	env[k++] = "DESKGATE_ADMIN_TOKEN=" DG_TEST_ADMIN_TOKEN;
+	env[k] = NULL;
+	return env;
+}
+
+static void rm_tree(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return;
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			char sub[PATH_MAX];
+			snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+			rm_tree(sub);
+		}
+		if (d)
+			closedir(d);
+		rmdir(path);
+	} else {
+		unlink(path);
+	}
+}
+
+static int serve_once(struct dg_server *s, const char *extra, double timeout_s, char *err,
+		      size_t errlen)
+{
+	s->port = dg_test_free_port();
+	FILE *f = fopen(s->config, "w");
+	if (!f || s->port <= 0) {
+		if (f)
+			fclose(f);
+		snprintf(err, errlen, "cannot write %s or find a port", s->config);
+		return -1;
+	}
+	fprintf(f, "{\"listen\": \"127.0.0.1:%d\", \"state_dir\": \"%s/state\", "
+		   "\"recordings\": \"%s/rec\"%s%s}\n",
+		s->port, s->dir, s->dir, extra && extra[0] ? ", " : "", extra ? extra : "");
+	fclose(f);
+	int logfd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0) {
+		snprintf(err, errlen, "open %s: %s", s->log, strerror(errno));
+		return -1;
+	}
+	char **env = serve_env();
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(logfd);
+		free(env);
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		dup2(nul, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		signal(SIGPIPE, SIG_DFL);
+		const char *argv[] = {DG_BIN, "serve", "--config", s->config, NULL};
+		execve(argv[0], (char *const *)argv, env);
+		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(logfd);
+	free(env);
+	s->pid = pid;
+	double end = dg_test_now() + timeout_s;
+	for (;;) {
+		char *log = dg_test_serve_log(s);
+		bool up = strstr(log, "serving on") != NULL;
+		int st;
+		pid_t w = up ? 0 : waitpid(pid, &st, WNOHANG);
+		if (up) {
+			free(log);
+			s->start_s = dg_test_now();
+			return 0;
+		}
+		if (w == pid || dg_test_now() > end) {
+			if (w != pid) {
+				kill(pid, SIGKILL);
+				waitpid(pid, &st, 0);
+			}
+			s->pid = -1;
+			size_t l = strlen(log);
+			snprintf(err, errlen, "deskgate serve did not start: %s",
+				 l > 1500 ? log + l - 1500 : log);
+			int taken = strstr(log, "cannot listen") != NULL;
+			free(log);
+			return taken ? 1 : -1;
+		}
+		free(log);
+		usleep(20000);
+	}
+}
+
+int dg_test_serve_start(struct dg_server *s, const char *extra_config, double timeout_s,
+			char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = -1;
+	snprintf(s->dir, sizeof(s->dir), "/tmp/dg-gw-XXXXXX");
+	if (!mkdtemp(s->dir)) {
+		snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+		return -1;
+	}
+	/* The gateway drops to its own uid: it must be able to reach state/
+	 * and rec/, which it creates (as root, before dropping) and owns. */
+	chmod(s->dir, 0755);
+	snprintf(s->config, sizeof(s->config), "%s/config.json", s->dir);
+	snprintf(s->log, sizeof(s->log), "%s/serve.log", s->dir);
+	int r = 1;
+	for (int i = 0; i < 3 && r == 1; i++)
+		r = serve_once(s, extra_config, timeout_s, err, errlen);
+	return r == 0 ? 0 : -1;
+}
+
+int dg_test_serve_stop(struct dg_server *s, double timeout_s, bool keep)
+{
+	int st = -1;
+	if (s->pid > 0) {
+		kill(s->pid, SIGTERM);
+		double end = dg_test_now() + timeout_s;
+		pid_t w;
+		while ((w = waitpid(s->pid, &st, WNOHANG)) == 0 && dg_test_now() < end)
+			usleep(10000);
+		if (w != s->pid) {
+			kill(s->pid, SIGKILL);
+			waitpid(s->pid, &st, 0);
+			st = -1;
+		}
+		s->pid = -1;
+	}
+	if (!keep && s->dir[0])
+		rm_tree(s->dir);
+	return st;
+}
+
+/* ppid of pid from /proc/PID/stat (after the comm's closing parenthesis). */
+static pid_t ppid_of(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return -1;
+	buf[k] = '\0';
+	char *p = strrchr(buf, ')');
+	int pp = -1;
+	if (!p || sscanf(p + 1, " %*c %d", &pp) != 1)
+		return -1;
+	return pp;
+}
+
+int dg_test_children(pid_t pid, pid_t *out, int max)
+{
+	int n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d)) && n < max) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		if (ppid_of(p) == pid)
+			out[n++] = p;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int dg_test_proc_status(pid_t pid, const char *key, char *out, size_t len)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t kl = strlen(key);
+	int r = -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+			const char *v = line + kl + 1;
+			while (*v == ' ' || *v == '\t')
+				v++;
+			snprintf(out, len, "%s", v);
+			size_t l = strlen(out);
+			while (l && (out[l - 1] == '\n' || out[l - 1] == ' '))
+				out[--l] = '\0';
+			r = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+static unsigned real_uid(pid_t pid)
+{
+	char v[128];
+	unsigned uid = 0;
+	if (dg_test_proc_status(pid, "Uid", v, sizeof(v)) != 0 || sscanf(v, "%u", &uid) != 1)
+		return (unsigned)-1;
+	return uid;
+}
+
+static bool slot_of_uid(unsigned uid, uint32_t *slot)
+{
+	if (uid >= DG_JAIL_ID_BASE && uid < DG_JAIL_ID_BASE + DG_JAIL_SLOTS) {
+		*slot = uid - DG_JAIL_ID_BASE;
+		return true;
+	}
+	if (uid >= DG_WORKER_ID_BASE && uid < DG_WORKER_ID_BASE + DG_JAIL_SLOTS) {
+		*slot = uid - DG_WORKER_ID_BASE;
+		return true;
+	}
+	return false;
+}
+
+int dg_test_slots_under(pid_t root, uint32_t *slots, int max)
+{
+	int n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		uint32_t slot;
+		if (!slot_of_uid(real_uid(p), &slot))
+			continue;
+		/* Is root an ancestor? (bounded walk: pids can be reused) */
+		bool under = false;
+		pid_t a = p;
+		for (int depth = 0; depth < 64 && a > 1 && !under; depth++) {
+			a = ppid_of(a);
+			under = a == root;
+		}
+		if (!under)
+			continue;
+		bool seen = false;
+		for (int i = 0; i < n; i++)
+			seen |= slots[i] == slot;
+		if (!seen && n < max)
+			slots[n++] = slot;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The pid holding the flock of a jail slot (from /proc/locks, which reads
+ * without touching the lock), 0 when free, -1 when unknown. */
+static pid_t slot_lock_holder(uint32_t slot)
+{
+	const char *d = getenv("DESKGATE_RUN_DIR");
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/slots/%u.lock", d && d[0] == '/' ? d : DG_RUN_DIR_DEFAULT,
+		 (unsigned)slot);
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return 0;
+	FILE *f = fopen("/proc/locks", "re");
+	if (!f)
+		return -1;
+	char line[256];
+	pid_t holder = 0;
+	while (!holder && fgets(line, sizeof(line), f)) {
+		char kind[16];
+		int pid;
+		unsigned maj, min;
+		unsigned long ino;
+		if (sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%lu", kind, &pid, &maj, &min, &ino) == 5 &&
+		    strcmp(kind, "FLOCK") == 0 && ino == (unsigned long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			holder = pid;
+	}
+	fclose(f);
+	return holder;
+}
+
+static bool descends_from(pid_t p, pid_t root)
+{
+	for (int depth = 0; depth < 64 && p > 1; depth++) {
+		if (p == root)
+			return true;
+		p = ppid_of(p);
+	}
+	return p == root;
+}
+
+int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len)
+{
+	what[0] = '\0';
+	/* A slot locked by another process tree is another live jail (a second
+	 * deskgate on this machine took the slot after ours ended): not ours. */
+	pid_t holder = slot_lock_holder(slot);
+	if (holder > 0 && (ours <= 0 || !descends_from(holder, ours)))
+		return 0;
+	int count = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		char path[300];
+		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
+		struct stat st;
+		unsigned uid = real_uid(p);
+		bool owner = stat(path, &st) == 0 && (st.st_uid == DG_JAIL_ID_BASE + slot ||
+						      st.st_uid == DG_WORKER_ID_BASE + slot);
+		if (owner || uid == DG_JAIL_ID_BASE + slot || uid == DG_WORKER_ID_BASE + slot) {
+			count++;
+			size_t l = strlen(what);
+			snprintf(what + l, what_len - l, "process %d (uid %u); ", (int)p, uid);
+		}
+	}
+	if (d)
+		closedir(d);
+	static const char *const dirs[] = {
+		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
+		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
+		"/sys/fs/cgroup/unified/deskgate",
+	};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char path[300];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/jail-%u", dirs[i], (unsigned)slot);
+		if (stat(path, &st) == 0) {
+			count++;
+			size_t l = strlen(what);
+			snprintf(what + l, what_len - l, "cgroup %s; ", path);
+		}
+	}
+	return count;
+}
+
+pid_t dg_test_find_process(const char *comm, uid_t uid)
+{
+	pid_t found = -1;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && found < 0 && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		char v[64];
+		if (dg_test_proc_status(p, "Name", v, sizeof(v)) == 0 && strcmp(v, comm) == 0 &&
+		    real_uid(p) == uid)
+			found = p;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* ---- HTTP over a raw socket ---- */
+
+int dg_test_tcp_connect(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+void dg_http_free(struct dg_http *r)
+{
+	free(r->head);
+	free(r->body);
+	r->head = r->body = NULL;
+}
+
+int dg_test_http_raw(int port, const char *req, size_t len, double timeout_s, struct dg_http *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->head = calloc(1, 1);
+	r->body = calloc(1, 1);
+	int fd = dg_test_tcp_connect(port);
+	if (fd < 0)
+		return -1;
+	double end = dg_test_now() + timeout_s;
+	size_t off = 0;
+	while (off < len) {
+		ssize_t k = send(fd, req + off, len - off, MSG_NOSIGNAL);
+		if (k <= 0) {
+			close(fd);
+			return -1;
+		}
+		off += (size_t)k;
+	}
+	char *buf = calloc(1, 1);
+	size_t blen = 0;
+	long long content_length = -1;
+	size_t head_len = 0;
+	int ret = -1;
+	for (;;) {
+		if (head_len && content_length >= 0 && blen - head_len >= (size_t)content_length) {
+			ret = 0;
+			break;
+		}
+		double left = end - dg_test_now();
+		if (left <= 0)
+			break;
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+			continue;
+		char tmp[65536];
+		ssize_t k = recv(fd, tmp, sizeof(tmp), 0);
+		if (k <= 0) {
+			ret = head_len ? 0 : -1;
+			break;
+		}
+		append(&buf, &blen, tmp, (size_t)k);
+		if (!head_len) {
+			char *e = strstr(buf, "\r\n\r\n");
+			if (e) {
+				head_len = (size_t)(e - buf) + 4;
+				for (char *l = buf; l < e; l = strstr(l, "\r\n") + 2) {
+					if (strncasecmp(l, "content-length:", 15) == 0)
+						content_length = atoll(l + 15);
+				}
+			}
+		}
+	}
+	close(fd);
+	if (head_len) {
+		free(r->head);
+		r->head = strndup(buf, head_len);
+		size_t bl = blen - head_len;
+		if (content_length >= 0 && bl > (size_t)content_length)
+			bl = (size_t)content_length;
+		free(r->body);
+		r->body = malloc(bl + 1);
+		memcpy(r->body, buf + head_len, bl);
+		r->body[bl] = '\0';
+		r->body_len = bl;
+		sscanf(r->head, "HTTP/1.%*d %d", &r->status);
+	}
+	free(buf);
+	return ret;
+}
+
+int dg_test_http(int port, const char *method, const char *path, const char *token,
+		 const char *body, double timeout_s, struct dg_http *r)
+{
+	char *req = NULL;
+	char auth[512] = "";
+	if (token)
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
+	size_t blen = body ? strlen(body) : 0;
+	int n = asprintf(&req,
+			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s"
+			 "Connection: close\r\n%s%zu\r\n\r\n",
+			 method, path, port, auth,
+			 body ? "Content-Type: application/json\r\nContent-Length: " : "Content-Length: ",
+			 blen);
+	if (n < 0)
+		abort();
+	char *full = malloc((size_t)n + blen + 1);
+	memcpy(full, req, (size_t)n);
+	if (blen)
+		memcpy(full + n, body, blen);
+	free(req);
+	int ret = dg_test_http_raw(port, full, (size_t)n + blen, timeout_s, r);
+	free(full);
+	return ret;
+}
+
+/* ---- WebSocket client (libwebsockets client API) ---- */
+
+struct ws_item {
+	struct ws_item *next;
+	struct dg_ws_msg m;
+};
+
+struct dg_ws {
+	struct lws *wsi;
+	int state;            /* 0 connecting, 1 open, 2 closed or failed */
+	int status;           /* HTTP status of the handshake, when known */
+	int close_code;
+	char err[256];
+	char auth[512];
+	struct ws_item *in_head, *in_tail;
+	int n_in;
+	unsigned char *rx;
+	size_t rx_len;
+	struct ws_item *out_head, *out_tail; /* data at LWS_PRE */
+	bool want_close;
+};
+
+static struct lws_context *ws_ctx;
+static lws_sorted_usec_list_t ws_tick;
+
+static void ws_tick_cb(lws_sorted_usec_list_t *sul)
+{
+	/* A periodic wake-up, so lws_service returns at least this often. */
+	lws_sul_schedule(ws_ctx, 0, sul, ws_tick_cb, 10 * LWS_US_PER_MS);
+}
+
+static void ws_push(struct ws_item **head, struct ws_item **tail, struct ws_item *it)
+{
+	it->next = NULL;
+	if (*tail)
+		(*tail)->next = it;
+	else
+		*head = it;
+	*tail = it;
+}
+
+static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		 size_t len)
+{
+	(void)user;
+	struct dg_ws *ws = wsi ? lws_get_opaque_user_data(wsi) : NULL;
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+		if (!ws || !ws->auth[0])
+			return 0;
+		unsigned char **p = in, *end = *p + len;
+		if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+						 (const unsigned char *)ws->auth, (int)strlen(ws->auth),
+						 p, end))
+			return -1;
+		return 0;
+	}
+	case LWS_CALLBACK_ESTABLISHED_CLIENT_HTTP:
+		if (ws)
+			ws->status = (int)lws_http_client_http_response(wsi);
+		return 0;
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		if (ws) {
+			ws->state = 1;
+			ws->status = 101;
+			if (ws->out_head)
+				lws_callback_on_writable(wsi);
+		}
+		return 0;
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		if (ws) {
+			ws->state = 2;
+			if (!ws->status)
+				ws->status = (int)lws_http_client_http_response(wsi);
+			snprintf(ws->err, sizeof(ws->err), "%.*s", in ? (int)len : 0,
+				 in ? (const char *)in : "");
+			if (in && !len)
+				snprintf(ws->err, sizeof(ws->err), "%s", (const char *)in);
+			ws->wsi = NULL;
+			lws_set_opaque_user_data(wsi, NULL);
+		}
+		return 0;
+	case LWS_CALLBACK_CLIENT_RECEIVE: {
+		if (!ws)
+			return 0;
+		unsigned char *nb = realloc(ws->rx, ws->rx_len + len + 1);
+		if (!nb)
+			return -1;
+		memcpy(nb + ws->rx_len, in, len);
+		ws->rx = nb;
+		ws->rx_len += len;
+		ws->rx[ws->rx_len] = '\0';
+		if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi)) {
+			struct ws_item *it = calloc(1, sizeof(*it));
+			it->m.binary = lws_frame_is_binary(wsi);
+			it->m.data = ws->rx;
+			it->m.len = ws->rx_len;
+			ws->rx = NULL;
+			ws->rx_len = 0;
+			ws_push(&ws->in_head, &ws->in_tail, it);
+			ws->n_in++;
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_CLIENT_WRITEABLE: {
+		if (!ws)
+			return -1;
+		if (ws->want_close && !ws->out_head) {
+			lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
+			return -1;
+		}
+		struct ws_item *it = ws->out_head;
+		if (!it)
+			return 0;
+		int n = lws_write(wsi, it->m.data + LWS_PRE, it->m.len,
+				  it->m.binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+		if (n < (int)it->m.len)
+			return -1;
+		ws->out_head = it->next;
+		if (!ws->out_head)
+			ws->out_tail = NULL;
+		free(it->m.data);
+		free(it);
+		if (ws->out_head || ws->want_close)
+			lws_callback_on_writable(wsi);
+		return 0;
+	}
+	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+		if (ws && len >= 2)
+			ws->close_code = ((const unsigned char *)in)[0] << 8 |
+					 ((const unsigned char *)in)[1];
+		return 0;
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		if (ws) {
+			ws->state = 2;
+			ws->wsi = NULL;
+			lws_set_opaque_user_data(wsi, NULL);
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static const struct lws_protocols ws_protocols[] = {
+	{"deskgate.v1", ws_cb, 0, 65536, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static int ws_init(void)
+{
+	if (ws_ctx)
+		return 0;
+	lws_set_log_level(LLL_ERR, NULL);
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof(info));
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = ws_protocols;
+	info.gid = (gid_t)-1;
+	info.uid = (uid_t)-1;
+	ws_ctx = lws_create_context(&info);
+	if (!ws_ctx)
+		return -1;
+	lws_sul_schedule(ws_ctx, 0, &ws_tick, ws_tick_cb, 10 * LWS_US_PER_MS);
+	return 0;
+}
+
+void dg_ws_service(int ms)
+{
+	if (ws_init() != 0)
+		return;
+	double end = dg_test_now() + ms / 1000.0;
+	do
+		lws_service(ws_ctx, 0);
+	while (dg_test_now() < end);
+}
+
+struct dg_ws *dg_ws_connect(int port, const char *path, const char *bearer,
+			    const char *subprotocols, double timeout_s, int *status, char *err,
+			    size_t errlen)
+{
+	*status = 0;
+	if (ws_init() != 0) {
+		snprintf(err, errlen, "lws_create_context failed");
+		return NULL;
+	}
+	struct dg_ws *ws = calloc(1, sizeof(*ws));
+	if (!ws)
+		abort();
+	if (bearer)
+		snprintf(ws->auth, sizeof(ws->auth), "Bearer %s", bearer);
+	struct lws_client_connect_info ci;
+	memset(&ci, 0, sizeof(ci));
+	ci.context = ws_ctx;
+	ci.address = "127.0.0.1";
+	ci.port = port;
+	ci.path = path;
+	ci.host = "127.0.0.1";
+	ci.origin = "127.0.0.1";
+	ci.protocol = subprotocols;
+	ci.local_protocol_name = "deskgate.v1";
+	ci.opaque_user_data = ws;
+	ci.pwsi = &ws->wsi;
+	if (!lws_client_connect_via_info(&ci) && ws->state != 2) {
+		snprintf(err, errlen, "lws_client_connect_via_info failed");
+		free(ws);
+		return NULL;
+	}
+	double end = dg_test_now() + timeout_s;
+	while (ws->state == 0 && dg_test_now() < end)
+		lws_service(ws_ctx, 0);
+	if (ws->state != 1) {
+		*status = ws->status;
+		snprintf(err, errlen, "%s", ws->state == 0 ? "timed out" : ws->err);
+		if (ws->wsi) {
+			/* still connecting: stop it and forget it */
+			lws_set_opaque_user_data(ws->wsi, NULL);
+			lws_set_timeout(ws->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		}
+		free(ws);
+		return NULL;
+	}
+	*status = 101;
+	return ws;
+}
+
+int dg_ws_send(struct dg_ws *ws, bool binary, const void *data, size_t len)
+{
+	if (!ws->wsi || ws->state != 1)
+		return -1;
+	struct ws_item *it = calloc(1, sizeof(*it));
+	it->m.binary = binary;
+	it->m.len = len;
+	it->m.data = malloc(LWS_PRE + len + 1);
+	if (!it->m.data)
+		abort();
+	memcpy(it->m.data + LWS_PRE, data, len);
+	ws_push(&ws->out_head, &ws->out_tail, it);
+	lws_callback_on_writable(ws->wsi);
+	double end = dg_test_now() + 30;
+	while (ws->out_head && ws->state == 1 && dg_test_now() < end)
+		lws_service(ws_ctx, 0);
+	return ws->out_head ? -1 : 0;
+}
+
+int dg_ws_send_text(struct dg_ws *ws, const char *text)
+{
+	return dg_ws_send(ws, false, text, strlen(text));
+}
+
+int dg_ws_recv(struct dg_ws *ws, double timeout_s, struct dg_ws_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	double end = dg_test_now() + timeout_s;
+	while (!ws->in_head && ws->state == 1 && dg_test_now() < end)
+		lws_service(ws_ctx, 0);
+	struct ws_item *it = ws->in_head;
+	if (!it)
+		return ws->state == 1 ? 0 : -1;
+	ws->in_head = it->next;
+	if (!ws->in_head)
+		ws->in_tail = NULL;
+	ws->n_in--;
+	*m = it->m;
+	free(it);
+	return 1;
+}
+
+void dg_ws_msg_free(struct dg_ws_msg *m)
+{
+	free(m->data);
+	m->data = NULL;
+	m->len = 0;
+}
+
+void dg_ws_read_enable(struct dg_ws *ws, bool enable)
+{
+	if (ws->wsi)
+		lws_rx_flow_control(ws->wsi, enable ? 1 : 0);
+}
+
+bool dg_ws_closed(const struct dg_ws *ws)
+{
+	return ws->state != 1;
+}
+
+int dg_ws_close_code(const struct dg_ws *ws)
+{
+	return ws->close_code;
+}
+
+int dg_ws_pending(const struct dg_ws *ws)
+{
+	return ws->n_in;
+}
+
+void dg_ws_close(struct dg_ws *ws)
+{
+	if (!ws)
+		return;
+	if (ws->wsi && ws->state == 1) {
+		ws->want_close = true;
+		lws_rx_flow_control(ws->wsi, 1);
+		lws_callback_on_writable(ws->wsi);
+		double end = dg_test_now() + 5;
+		while (ws->state == 1 && dg_test_now() < end)
+			lws_service(ws_ctx, 0);
+	}
+	if (ws->wsi) {
+		lws_set_opaque_user_data(ws->wsi, NULL);
+		lws_set_timeout(ws->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_SYNC);
+	}
+	for (struct ws_item *it = ws->in_head, *n; it; it = n) {
+		n = it->next;
+		free(it->m.data);
+		free(it);
+	}
+	for (struct ws_item *it = ws->out_head, *n; it; it = n) {
+		n = it->next;
+		free(it->m.data);
+		free(it);
+	}
+	free(ws->rx);
+	free(ws);
+}
+
+unsigned char *dg_test_base64_decode(const char *in, size_t *len)
+{
+	size_t n = strlen(in);
+	unsigned char *out = malloc(n / 4 * 3 + 4);
+	if (!out)
+		return NULL;
+	uint32_t acc = 0;
+	int bits = 0, pad = 0;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = in[i];
+		int v;
+		if (c >= 'A' && c <= 'Z')
+			v = c - 'A';
+		else if (c >= 'a' && c <= 'z')
+			v = c - 'a' + 26;
+		else if (c >= '0' && c <= '9')
+			v = c - '0' + 52;
+		else if (c == '+')
+			v = 62;
+		else if (c == '/')
+			v = 63;
+		else if (c == '=') {
+			pad++;
+			continue;
+		} else {
+			free(out);
+			return NULL;
+		}
+		if (pad) {
+			free(out);
+			return NULL;
+		}
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	if (pad > 2 || (n % 4 != 0 && pad)) {
+		free(out);
+		return NULL;
+	}
+	*len = o;
+	return out;
+}
+
+int dg_test_png_size(const unsigned char *png, size_t len, int *w, int *h)
+{
+	png_image pi;
+	memset(&pi, 0, sizeof(pi));
+	pi.version = PNG_IMAGE_VERSION;
+	if (!png_image_begin_read_from_memory(&pi, png, len))
+		return -1;
+	pi.format = PNG_FORMAT_RGB;
+	unsigned char *rgb = malloc(PNG_IMAGE_SIZE(pi));
+	if (!rgb || !png_image_finish_read(&pi, NULL, rgb, 0, NULL)) {
+		png_image_free(&pi);
+		free(rgb);
+		return -1;
+	}
+	*w = (int)pi.width;
+	*h = (int)pi.height;
+	free(rgb);
+	return 0;
 }

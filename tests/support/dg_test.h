@@ -36,7 +36,8 @@ char *dg_test_write_tmp(const char *name, const char *text);
 char *dg_test_policy(const char *limits_json);
 
 /* Counts what deskgate left behind: jail cgroups, processes owned by jail
- * uids, slot locks held. Returns a count and writes a description to what. */
+ * uids, processes whose real uid is a worker uid, slot locks held. Returns a
+ * count and writes a description to what. */
 int dg_test_leftovers(char *what, size_t what_len);
 
 /* Monotonic seconds. */
@@ -97,5 +98,146 @@ int dg_test_finish(struct dg_proc *p, double timeout_s, struct dg_run *r);
 /* Removes a file made by dg_test_write_tmp/dg_test_policy and its temp
  * directory; frees path. */
 void dg_test_rm_tmp(char *path);
+
+
+/* ---- The gateway: `deskgate serve` and clients for it ----
+ *
+ * A server started by the test with its own config, state and recordings
+ * under a temp dir, on a free port, with the DESKGATE_*_TOKEN variables
+ * below; its output goes to a log file (a pipe nobody drains could block
+ * it). An HTTP client over a raw socket and a WebSocket client written
+ * with the libwebsockets client API, both blocking with timeouts. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define DG_TEST_AGENT_TOKEN "agent-token-0123456789abcdefghij"
+#define DG_TEST_VIEWER_TOKEN "viewer-token-0123456789abcdefghi"
+#define DG_TEST_ADMIN_TOKEN "admin-token-0123456789abcdefghijk"
+
+struct dg_server {
+	pid_t pid;           /* the gateway (the spawner is its child) */
+	int port;
+	char dir[64];        /* temp dir: config.json, serve.log, state/, rec/ */
+	char config[128];
+	char log[128];
+	double start_s;      /* dg_test_now() when it was serving */
+};
+
+/* A TCP port nobody listens on now (bound to port 0 and released). */
+int dg_test_free_port(void);
+
+/* Writes a config {"listen": 127.0.0.1:PORT, "state_dir", "recordings",
+ * EXTRA} (extra: more members of the object, "" for none) and starts
+ * `DG_BIN serve --config FILE` with the three test tokens in its
+ * environment; waits (at most timeout_s) until it says "serving on". Tries
+ * another port when the chosen one is taken meanwhile. Returns 0 or -1
+ * with a message (and the log's tail) in err. */
+int dg_test_serve_start(struct dg_server *s, const char *extra_config, double timeout_s,
+			char *err, size_t errlen);
+
+/* SIGTERM, then waits at most timeout_s (then SIGKILL). Returns the wait
+ * status (-1 when it had to be killed). Removes the temp dir unless keep. */
+int dg_test_serve_stop(struct dg_server *s, double timeout_s, bool keep);
+
+/* The server's log so far (malloc'd, NUL-terminated). */
+char *dg_test_serve_log(const struct dg_server *s);
+
+/* Children of pid (from /proc/PID/task/PID/children when present, else a
+ * scan of /proc). Returns how many were written (at most max). */
+int dg_test_children(pid_t pid, pid_t *out, int max);
+
+/* The jail slots of processes descending from root (jail and worker uids).
+ * Returns how many distinct slots were written (at most max). */
+int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
+
+/* Like dg_test_leftovers, for one jail slot only: processes of its jail or
+ * worker uid, its cgroups. For runs that share the machine with other
+ * deskgate users: when the slot's lock is held by a process that is
+ * neither ours nor a descendant of it (ours <= 0: by anyone), another
+ * deskgate took the slot after us and nothing of it is counted. */
+int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len);
+
+/* The pid of a process with this comm (as in /proc/PID/comm) and real uid,
+ * or -1. */
+pid_t dg_test_find_process(const char *comm, uid_t uid);
+
+/* A "Key: value" line of /proc/PID/status, value copied (trimmed) into out.
+ * Returns 0 or -1. */
+int dg_test_proc_status(pid_t pid, const char *key, char *out, size_t len);
+
+/* An HTTP response. */
+struct dg_http {
+	int status;          /* 0 when no status line came */
+	char *head;          /* status line and headers, NUL-terminated */
+	char *body;          /* NUL-terminated */
+	size_t body_len;
+};
+
+/* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
+int dg_test_tcp_connect(int port);
+
+/* Sends req (len bytes) on a fresh connection and reads one response (up
+ * to Content-Length, or to the end of the connection). Returns 0, or -1 on
+ * a connection error or timeout (r->status then 0). */
+int dg_test_http_raw(int port, const char *req, size_t len, double timeout_s, struct dg_http *r);
+
+/* METHOD PATH with "Authorization: Bearer TOKEN" (token NULL: none) and
+ * body (NULL: none) as application/json. */
+int dg_test_http(int port, const char *method, const char *path, const char *token,
+		 const char *body, double timeout_s, struct dg_http *r);
+void dg_http_free(struct dg_http *r);
+
+/* A WebSocket client connection (libwebsockets client API). All
+ * connections of a process share one client context; each keeps the
+ * messages it received in order until read. */
+struct dg_ws;
+struct dg_ws_msg {
+	bool binary;
+	unsigned char *data; /* NUL-terminated */
+	size_t len;
+};
+
+/* Connects to ws://127.0.0.1:PORT/PATH. bearer: sent as "Authorization:
+ * Bearer BEARER" (NULL: no header); subprotocols: the Sec-WebSocket-Protocol
+ * list as given (NULL: none). Returns the connection, or NULL with the
+ * handshake's HTTP status in *status (0 when none came) and why in err. */
+struct dg_ws *dg_ws_connect(int port, const char *path, const char *bearer,
+			    const char *subprotocols, double timeout_s, int *status, char *err,
+			    size_t errlen);
+
+/* Sends one message and waits until it is written to the socket. Returns 0
+ * or -1 (connection closed). */
+int dg_ws_send(struct dg_ws *ws, bool binary, const void *data, size_t len);
+int dg_ws_send_text(struct dg_ws *ws, const char *text);
+
+/* Waits at most timeout_s for the next message. Returns 1 (m filled; free
+ * with dg_ws_msg_free), 0 (timeout) or -1 (closed, nothing left). */
+int dg_ws_recv(struct dg_ws *ws, double timeout_s, struct dg_ws_msg *m);
+void dg_ws_msg_free(struct dg_ws_msg *m);
+
+/* Services every connection for ms milliseconds (receiving into queues). */
+void dg_ws_service(int ms);
+
+/* Stops (false) or resumes (true) reading this connection's socket: a
+ * client that does not read. */
+void dg_ws_read_enable(struct dg_ws *ws, bool enable);
+
+/* Whether the connection is closed (by either side); its close code if any. */
+bool dg_ws_closed(const struct dg_ws *ws);
+int dg_ws_close_code(const struct dg_ws *ws);
+
+/* Messages received and not read yet. */
+int dg_ws_pending(const struct dg_ws *ws);
+
+/* Closes (normal closure) and frees. NULL is harmless. */
+void dg_ws_close(struct dg_ws *ws);
+
+/* Decodes standard base64 (padding optional; no other characters). Returns
+ * a malloc'd buffer and its length in *len, or NULL. */
+unsigned char *dg_test_base64_decode(const char *in, size_t *len);
+
+/* Checks png (len bytes) decodes fully; writes its size. Returns 0 or -1. */
+int dg_test_png_size(const unsigned char *png, size_t len, int *w, int *h);
 
 #endif
