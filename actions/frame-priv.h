@@ -10,10 +10,13 @@
  * the bytes B, G, R, X in memory. The X byte is never read into an image or
  * the hash: a server may leave anything there.
  *
- * Everything here is single-threaded and allocation-light: one struct dg_png
- * per worker is reused for every screenshot, so steady-state encoding does not
- * allocate output or row memory (libpng and zlib still allocate their own
- * per-image state, a few hundred KB, freed before returning).
+ * Everything here is allocation-light: one struct dg_png per worker is reused
+ * for every screenshot, so steady-state encoding does not allocate. (The
+ * libpng path, used for zooms and comparisons, still has libpng and zlib
+ * allocate their per-image state, a few hundred KB, freed before returning;
+ * the striped path keeps its deflate state.) A struct dg_png is used by one
+ * thread at a time; it runs single-threaded unless dg_png_start_helper gave
+ * it a helper thread.
  */
 #ifndef DG_ACTIONS_FRAME_PRIV_H
 #define DG_ACTIONS_FRAME_PRIV_H
@@ -40,12 +43,21 @@ struct dg_frame {
 /* Output buffer, reused across calls: capacity only grows, so encoding
  * frames of one size settles into zero reallocations. Zero-initialise it
  * (DG_PNG_INIT), release it with dg_png_free. After a failed encode len is 0
- * and the memory stays owned by the struct. */
+ * and the memory stays owned by the struct.
+ *
+ * It also carries the stripe cache of dg_png_encode_stripes (in scratch):
+ * keep one struct per stream of screenshots so each encode can reuse what
+ * the previous one compressed. */
 struct dg_png_scratch;
 struct dg_png {
 	uint8_t *data;
 	size_t len, cap;
-	struct dg_png_scratch *scratch; /* private: row and resampling buffers */
+	struct dg_png_scratch *scratch; /* private: rows, resampling, stripe cache */
+	/* What the last encode did with the stripe cache: stripes compressed
+	 * and stripes copied from the cache. Both 0 after a failed encode and
+	 * after one that did not use the cache (a region smaller than the
+	 * frame, or dg_png_encode_opts). */
+	unsigned stripes_compressed, stripes_reused;
 };
 #define DG_PNG_INIT {0}
 
@@ -102,6 +114,20 @@ struct dg_png_opts {
  * size_t. Returns 0 or -EINVAL with a message naming the field. */
 int dg_frame_check(const struct dg_frame *f, struct dg_err *err);
 
+/* Output rows per stripe of dg_png_encode_stripes' default: the unit of
+ * caching (see below; chosen with tests/bench/png.c). */
+#define DG_PNG_STRIPE_ROWS 32
+
+/* Settings of dg_png_encode_stripes: stripe height, zlib level, and the
+ * output limit (tests lower it to reach the limit cheaply). */
+struct dg_png_stripe_opts {
+	int rows;         /* 1..DG_FRAME_MAX_DIM */
+	int level;        /* zlib level, 0..9 */
+	size_t max_bytes; /* 1..DG_PNG_MAX_BYTES */
+};
+#define DG_PNG_STRIPE_OPTS_DEFAULT                                                         \
+	((struct dg_png_stripe_opts){DG_PNG_STRIPE_ROWS, 1, DG_PNG_MAX_BYTES})
+
 /* Encodes the region of f (NULL: the whole frame) as an 8-bit RGB PNG of
  * out_w x out_h pixels into out (out->data, out->len). When out_w x out_h is
  * the region's size the pixels are copied exactly; otherwise the region is
@@ -112,11 +138,67 @@ int dg_frame_check(const struct dg_frame *f, struct dg_err *err);
  * replication).
  * Returns 0, -EINVAL (bad frame, region or size; the message names it),
  * -E2BIG (the PNG would exceed DG_PNG_MAX_BYTES), -ENOMEM, or -EIO (libpng
- * failed; its message is in err). */
+ * or zlib failed; the message is in err).
+ * It is dg_png_encode_stripes with its default settings: encoding the whole
+ * screen again into the same out recompresses only the stripes that
+ * changed. */
 int dg_png_encode(const struct dg_frame *f, const int region[4], int out_w, int out_h,
 		  struct dg_png *out, struct dg_err *err);
 
-/* dg_png_encode with explicit settings (opts NULL: DG_PNG_OPTS_DEFAULT). */
+/* The screenshot encoder: dg_png_encode's contract, with settings (opts
+ * NULL: DG_PNG_STRIPE_OPTS_DEFAULT), made fast for a screen that changes
+ * only in part between shots.
+ *
+ * The whole frame (region NULL, or one covering the frame), at any output
+ * size, is encoded in horizontal stripes of opts->rows output rows, each
+ * compressed on its own (zlib level opts->level, no row filter) so that it
+ * can be reused: out keeps every stripe's compressed bytes and a 64-bit
+ * hash of the source rows it came from (dg_frame_hash's function, and its
+ * collision stance: a collision shows a stale stripe). The next encode into
+ * the same out with the same frame size, output size and settings hashes
+ * each stripe's source rows again and compresses only the stripes whose
+ * hash changed; out->stripes_compressed and out->stripes_reused count
+ * them. The PNG is byte-identical to the one a cold encode of the same
+ * pixels makes, so an unchanged screen gives the previous PNG again, for
+ * one pass of hashing and a copy. Any other geometry or setting rebuilds
+ * the cache; a failed encode drops it.
+ *
+ * A region smaller than the frame (a zoom) is encoded as one stream by
+ * dg_png_encode_opts, at opts->level without filter, leaving the cache
+ * alone: alternating screenshots and zooms keeps the screen's stripes.
+ *
+ * Memory kept: the PNG in out->data, a copy of its compressed stripes (the
+ * cache never holds more than one image), one stripe of rows, and one zlib
+ * deflate state (about 270 KB). Returns as dg_png_encode, plus -EINVAL for
+ * bad opts. */
+int dg_png_encode_stripes(const struct dg_frame *f, const int region[4], int out_w, int out_h,
+			  const struct dg_png_stripe_opts *opts, struct dg_png *out,
+			  struct dg_err *err);
+
+/* Starts a helper thread for out: from then on, encodes into out that have
+ * more than one stripe split the stripes (hashing and compressing) between
+ * the calling thread and the helper, which sleeps between encodes. Measured
+ * on 2 cores (tests/bench/png.c), a full 1280x800 frame that changed
+ * everywhere encodes about 1.7x faster; stripes of a partial change split
+ * too. The output is byte-identical either way. Idempotent; dg_png_free
+ * stops and joins the helper.
+ *
+ * Confinement: call it before a seccomp filter that forbids clone, and
+ * install such a filter with TSYNC (libseccomp: SCMP_FLTATR_CTL_TSYNC, or
+ * SECCOMP_FILTER_FLAG_TSYNC), or the helper would run unconfined: a filter
+ * applies only to the thread that installs it and threads created later.
+ * The helper blocks all signals, touches only out's memory and the frame
+ * being encoded, and makes no system calls but futex, and brk or mmap,
+ * munmap and mremap when its buffers grow. A forked child has no helper:
+ * it must not encode into a struct dg_png that has one.
+ *
+ * Returns 0, -EINVAL (out NULL), -ENOMEM, or -EAGAIN etc. from
+ * pthread_create. */
+int dg_png_start_helper(struct dg_png *out, struct dg_err *err);
+
+/* The libpng encoder, one zlib stream per image, with explicit settings
+ * (opts NULL: DG_PNG_OPTS_DEFAULT) and no cache; for comparisons and
+ * zooms. */
 int dg_png_encode_opts(const struct dg_frame *f, const int region[4], int out_w, int out_h,
 		       const struct dg_png_opts *opts, struct dg_png *out, struct dg_err *err);
 
@@ -132,8 +214,8 @@ void dg_png_free(struct dg_png *out);
 
 /* 64-bit hash of the visible pixels of f (B, G, R of every pixel, plus w and
  * h; not the X bytes, not the padding past w * 4). The worker compares it
- * with the hash of the frame it last encoded and, when equal, reuses that
- * PNG.
+ * with the hash of the frame it last zoomed into and, when equal, reuses
+ * that PNG; dg_png_encode_stripes hashes each stripe's rows the same way.
  *
  * Collision stance: this is an optimisation whose failure mode is a stale
  * screenshot. Accidental collisions between two different screens are about

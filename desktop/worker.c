@@ -8,6 +8,7 @@
  * the worker; the owner sees the channel close.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <rfb/rfbclient.h>
@@ -286,17 +287,28 @@ static void add_page(struct worker *w, json_t *res)
 	json_object_set_new(res, "title", json_string(dg_cdp_title(w->cdp)));
 }
 
-/* Encodes the current screen (or the zoom region) unless the same pixels
- * were encoded last time; returns the encode time in ms. */
+/* Encodes the current screen (or the zoom region) into w->png; returns the
+ * encode time in ms.
+ *
+ * The screen (region NULL) always goes to dg_png_encode: the stripe cache in
+ * w->png recompresses only the stripes that changed since the last screen
+ * of this size, and an unchanged screen costs one hashing pass and gives
+ * the same bytes again, so no whole-frame hash is taken first. A zoom is
+ * encoded apart from that cache (and leaves it intact), so it is skipped
+ * when the same pixels and region were encoded last time. */
 static double encode(struct worker *w, const int region[4], int out_w, int out_h)
 {
 	double t0 = now_exact_ms();
 	struct dg_frame f = {w->vnc->frameBuffer, w->width, w->height, (size_t)w->width * 4};
-	uint64_t h = dg_frame_hash(&f);
-	int key[6] = {region ? region[0] : 0, region ? region[1] : 0,
-		      region ? region[2] : w->width, region ? region[3] : w->height, out_w, out_h};
-	if (w->png_valid && h == w->png_hash && memcmp(key, w->png_key, sizeof(key)) == 0)
-		return 0;
+	uint64_t h = 0;
+	/* The screen's key has region -1s, which no zoom's key has. */
+	int key[6] = {-1, -1, -1, -1, out_w, out_h};
+	if (region) {
+		h = dg_frame_hash(&f);
+		memcpy(key, region, 4 * sizeof(int));
+		if (w->png_valid && h == w->png_hash && memcmp(key, w->png_key, sizeof(key)) == 0)
+			return 0;
+	}
 	struct dg_err err = {{0}};
 	int r = dg_png_encode(&f, region, out_w, out_h, &w->png, &err);
 	if (r) {
@@ -615,6 +627,20 @@ static void pump_rfb(struct worker *w)
 	} while (w->vnc->buffered > 0);
 }
 
+/* libvncclient allocates the framebuffer at the size the server announced,
+ * inside rfbInitClient, before the worker can compare it with the session's:
+ * a hostile ServerInit of 65535x65535 would reserve 16 GiB. Refuse any other
+ * size before allocating anything. */
+static rfbBool alloc_framebuffer(rfbClient *c)
+{
+	if (c->width != W->width || c->height != W->height)
+		die("the desktop is %dx%d, expected %dx%d", c->width, c->height, W->width, W->height);
+	size_t bytes = (size_t)c->width * (size_t)c->height * (size_t)(c->format.bitsPerPixel / 8);
+	free(c->frameBuffer);
+	c->frameBuffer = malloc(bytes);
+	return c->frameBuffer != NULL;
+}
+
 static void connect_rfb(struct worker *w)
 {
 	rfbClientLog = vnc_log;
@@ -637,6 +663,14 @@ static void connect_rfb(struct worker *w)
 	c->appData.shareDesktop = TRUE;
 	c->canHandleNewFBSize = FALSE;
 	c->GotFrameBufferUpdate = on_update;
+	c->MallocFrameBuffer = alloc_framebuffer;
+	/* libvncclient's readTimeout counts only reads that fail with EAGAIN:
+	 * on the blocking socket we inherit, a desktop that stops in the middle
+	 * of a message would block the worker for ever. Non-blocking, such a
+	 * read gives up after about readTimeout seconds (libvncclient waits
+	 * for data with select between tries, as on the sockets it connects). */
+	if (fcntl(DG_WORKER_FD_RFB, F_SETFL, fcntl(DG_WORKER_FD_RFB, F_GETFL) | O_NONBLOCK) != 0)
+		die("fcntl on the RFB socket: %s", strerror(errno));
 	c->readTimeout = DG_WORKER_RFB_READ_TIMEOUT_S;
 	c->sock = DG_WORKER_FD_RFB;
 	c->listenSpecified = TRUE;

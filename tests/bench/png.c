@@ -10,6 +10,14 @@
  * "MISSED". Exit status is 0 either way (2 on errors), so a runner of all
  * benchmarks goes on.
  *
+ * The second table is the striped encoder with its stripe cache (what
+ * dg_png_encode does): every stripe changed (a new page), cold (a fresh
+ * struct dg_png: allocations and deflate setup included), and re-encodes
+ * after a typical action with the cache: a typed line (300x40 changed
+ * pixels), a 1280x80 band (a toolbar, a scrolled strip), and nothing
+ * changed; each against the single-stream encoder and libpng's default,
+ * timed round-robin with them in the same run.
+ *
  * On shared VMs the CPU's speed drifts by 1.5x within minutes (wall and
  * thread CPU time agree, so it is not steal): compare settings within one
  * run, which is why they are timed round-robin, not across runs.
@@ -17,6 +25,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <png.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +133,156 @@ static double encode_once(const struct dg_frame *f, int ow, int oh, const struct
 	return b - a;
 }
 
+/* ---- the striped encoder ---- */
+
+enum scen_kind {
+	K_LIBPNG,  /* baseline: libpng's defaults */
+	K_SINGLE,  /* baseline: dg_png_encode_opts, one zlib stream */
+	K_ALL,     /* striped, every stripe changed since the last encode */
+	K_COLD,    /* striped into a fresh struct dg_png */
+	K_RECT,    /* striped, the pixels of rect changed since the last encode */
+	K_SAME,    /* striped, nothing changed */
+};
+
+struct scen {
+	const char *name;
+	enum scen_kind kind;
+	int rows;         /* stripe rows */
+	bool helper;      /* with dg_png_start_helper: two threads */
+	int rect[4];      /* K_RECT: x, y, w, h; y moves by 37 rows per run */
+	int out_w, out_h; /* 0: the frame's size */
+};
+
+/* Typed lines and bands move down 37 rows per run (wrapping), so every
+ * alignment with the stripe grid is averaged rather than one lucky or
+ * unlucky position. */
+static const struct scen scen[] = {
+	{"libpng default L6 (baseline)", K_LIBPNG, 0, false, {0}, 0, 0},
+	{"single stream L1 (baseline)", K_SINGLE, 0, false, {0}, 0, 0},
+	{"striped 16, all stripes changed", K_ALL, 16, false, {0}, 0, 0},
+	{"striped 32, all stripes changed", K_ALL, 32, false, {0}, 0, 0},
+	{"striped 50, all stripes changed", K_ALL, 50, false, {0}, 0, 0},
+	{"striped 64, all stripes changed", K_ALL, 64, false, {0}, 0, 0},
+	{"striped 100, all stripes changed", K_ALL, 100, false, {0}, 0, 0},
+	{"striped 32, cold (fresh buffer)", K_COLD, 32, false, {0}, 0, 0},
+	{"striped 32 2 threads, all changed", K_ALL, 32, true, {0}, 0, 0},
+	{"striped 16, typed line 300x40", K_RECT, 16, false, {200, 0, 300, 40}, 0, 0},
+	{"striped 32, typed line 300x40", K_RECT, 32, false, {200, 0, 300, 40}, 0, 0},
+	{"striped 50, typed line 300x40", K_RECT, 50, false, {200, 0, 300, 40}, 0, 0},
+	{"striped 64, typed line 300x40", K_RECT, 64, false, {200, 0, 300, 40}, 0, 0},
+	{"striped 32 2 threads, typed line", K_RECT, 32, true, {200, 0, 300, 40}, 0, 0},
+	{"striped 16, band 1280x80", K_RECT, 16, false, {0, 0, 1280, 80}, 0, 0},
+	{"striped 32, band 1280x80", K_RECT, 32, false, {0, 0, 1280, 80}, 0, 0},
+	{"striped 64, band 1280x80", K_RECT, 64, false, {0, 0, 1280, 80}, 0, 0},
+	{"striped 32 2 threads, band", K_RECT, 32, true, {0, 0, 1280, 80}, 0, 0},
+	{"striped 32, one pixel", K_RECT, 32, false, {640, 0, 1, 1}, 0, 0},
+	{"striped 32, unchanged", K_SAME, 32, false, {0}, 0, 0},
+	{"1024x640 single stream (baseline)", K_SINGLE, 0, false, {0}, 1024, 640},
+	{"1024x640 striped 32, all changed", K_ALL, 32, false, {0}, 1024, 640},
+	{"1024x640 striped 32 2 thr, all chg", K_ALL, 32, true, {0}, 1024, 640},
+	{"1024x640 striped 32, typed line", K_RECT, 32, false, {200, 0, 300, 40}, 1024, 640},
+	{"1024x640 striped 32, unchanged", K_SAME, 32, false, {0}, 1024, 640},
+};
+enum { N_SCEN = sizeof(scen) / sizeof(scen[0]), SC_LIBPNG = 0, SC_SINGLE = 1 };
+
+/* The single-stream scenario with the same output size as scenario c. */
+static int single_for(int c)
+{
+	for (int b = 0; b < N_SCEN; b++)
+		if (scen[b].kind == K_SINGLE && scen[b].out_w == scen[c].out_w &&
+		    scen[b].out_h == scen[c].out_h)
+			return b;
+	return SC_SINGLE;
+}
+
+struct striped_result {
+	double ms;
+	size_t bytes;
+	double compressed; /* stripes compressed, mean over the timed runs */
+	unsigned stripes;
+};
+
+/* Flips the lowest bit of blue over rect, moved down 37 rows per run r:
+ * every pixel there changes against the last encode. */
+static void toggle(struct frame *c, const int rect[4], int r)
+{
+	int y0 = (rect[1] + r * 37) % (c->f.h - rect[3] + 1);
+	for (int y = y0; y < y0 + rect[3]; y++)
+		for (int x = rect[0]; x < rect[0] + rect[2]; x++)
+			c->buf[(size_t)y * c->f.stride + (size_t)x * 4] ^= 1;
+}
+
+/* Times every scenario on frame fr, round-robin; each scenario has its own
+ * copy of the frame (its edits must not reach the others' caches) and its
+ * own struct dg_png (its own cache). */
+static void bench_striped(const struct frame *fr, int n, struct striped_result *res)
+{
+	struct frame copy[N_SCEN];
+	struct dg_png png[N_SCEN];
+	double *t = calloc((size_t)N_SCEN * (size_t)n, sizeof(double));
+	size_t sz = fr->f.stride * (size_t)fr->f.h;
+	const struct dg_png_opts libpng = DG_PNG_OPTS_LIBPNG, single = DG_PNG_OPTS_DEFAULT;
+	for (int c = 0; c < N_SCEN; c++) {
+		copy[c] = *fr;
+		copy[c].buf = malloc(sz);
+		memcpy(copy[c].buf, fr->buf, sz);
+		copy[c].f.pixels = copy[c].buf;
+		png[c] = (struct dg_png)DG_PNG_INIT;
+		struct dg_err err;
+		if (scen[c].helper && dg_png_start_helper(&png[c], &err)) {
+			fprintf(stderr, "png: %s\n", err.msg);
+			exit(2);
+		}
+		res[c].compressed = 0;
+	}
+	for (int r = -1; r < n; r++) { /* round -1 warms up and fills the caches */
+		for (int c = 0; c < N_SCEN; c++) {
+			const struct scen *sc = &scen[c];
+			struct frame *cp = &copy[c];
+			int ow = sc->out_w ? sc->out_w : cp->f.w, oh = sc->out_h ? sc->out_h : cp->f.h;
+			struct dg_png_stripe_opts so = DG_PNG_STRIPE_OPTS_DEFAULT;
+			so.rows = sc->rows ? sc->rows : DG_PNG_STRIPE_ROWS;
+			if (r >= 0 && sc->kind == K_RECT)
+				toggle(cp, sc->rect, r);
+			if (r >= 0 && sc->kind == K_ALL) {
+				/* One pixel in every stripe, at both ends of its
+				 * source rows when scaling. */
+				for (int y = 0; y < cp->f.h; y++)
+					cp->buf[(size_t)y * cp->f.stride] ^= 1;
+			}
+			if (sc->kind == K_COLD)
+				dg_png_free(&png[c]);
+			struct dg_err err;
+			int rc;
+			double a = now_ms();
+			if (sc->kind == K_LIBPNG)
+				rc = dg_png_encode_opts(&cp->f, NULL, ow, oh, &libpng, &png[c], &err);
+			else if (sc->kind == K_SINGLE)
+				rc = dg_png_encode_opts(&cp->f, NULL, ow, oh, &single, &png[c], &err);
+			else
+				rc = dg_png_encode_stripes(&cp->f, NULL, ow, oh, &so, &png[c], &err);
+			double b = now_ms();
+			if (rc) {
+				fprintf(stderr, "png: encode failed: %s\n", err.msg);
+				exit(2);
+			}
+			if (r >= 0) {
+				t[c * n + r] = b - a;
+				res[c].compressed += png[c].stripes_compressed;
+			}
+		}
+	}
+	for (int c = 0; c < N_SCEN; c++) {
+		res[c].ms = median(t + c * n, n);
+		res[c].bytes = png[c].len;
+		res[c].compressed /= n;
+		res[c].stripes = png[c].stripes_compressed + png[c].stripes_reused;
+		dg_png_free(&png[c]);
+		free(copy[c].buf);
+	}
+	free(t);
+}
+
 int main(int argc, char **argv)
 {
 	char here[1024];
@@ -203,6 +362,27 @@ int main(int argc, char **argv)
 		       def_ms[i] <= TARGET_MS ? "met" : "MISSED");
 	}
 
+	struct striped_result sr[NF][N_SCEN];
+	for (int i = 0; i < NF; i++)
+		bench_striped(&fr[i], n, sr[i]);
+	printf("\nStriped encoder with stripe cache (dg_png_encode), median of %d runs; "
+	       "ratios are speed-ups (baseline ms / ms), same run\n", n);
+	printf("%-34s", "scenario");
+	for (int i = 0; i < NF; i++)
+		printf(" | %-10s ms     KB    stripes  vs 1-str vs libpng", fr[i].name);
+	printf("\n");
+	for (int c = 0; c < N_SCEN; c++) {
+		printf("%-34s", scen[c].name);
+		for (int i = 0; i < NF; i++)
+			printf(" | %13.3f %6.1f %5.1f/%-3u %7.1fx %7.1fx", sr[i][c].ms,
+			       (double)sr[i][c].bytes / 1024, sr[i][c].compressed, sr[i][c].stripes,
+			       sr[i][single_for(c)].ms / sr[i][c].ms,
+			       sr[i][SC_LIBPNG].ms / sr[i][c].ms);
+		printf("\n");
+	}
+	printf("(stripes: compressed per encode, mean / in the image; 1024x640 rows compare with "
+	       "the 1024x640 single stream, and with libpng at full size)\n");
+
 	double hash_ms[NF], scale_ms[NF], scale_enc_ms[NF];
 	size_t scale_enc_b[NF];
 	/* The hash the worker runs on every settled frame. */
@@ -272,9 +452,20 @@ int main(int argc, char **argv)
 			fprintf(out,
 				"],\n  \"default_vs_libpng\": {\"time_ratio\": %.3f, \"size_ratio\": %.3f},"
 				"\n  \"hash_ms\": %.4f, \"scale_1024x640_ms\": %.3f,"
-				" \"scale_encode_1024x640_ms\": %.3f, \"scale_encode_1024x640_bytes\": %zu}",
+				" \"scale_encode_1024x640_ms\": %.3f, \"scale_encode_1024x640_bytes\": %zu",
 				base_ms[i] / def_ms[i], (double)def_b[i] / (double)base_b[i], hash_ms[i],
 				scale_ms[i], scale_enc_ms[i], scale_enc_b[i]);
+			fprintf(out, ",\n  \"striped\": [");
+			for (int c = 0; c < N_SCEN; c++)
+				fprintf(out,
+					"%s\n   {\"name\": \"%s\", \"ms\": %.4f, \"bytes\": %zu,"
+					" \"stripes_compressed\": %.2f, \"stripes\": %u,"
+					" \"speedup_vs_single\": %.3f, \"speedup_vs_libpng\": %.3f}",
+					c ? "," : "", scen[c].name, sr[i][c].ms, sr[i][c].bytes,
+					sr[i][c].compressed, sr[i][c].stripes,
+					sr[i][single_for(c)].ms / sr[i][c].ms,
+					sr[i][SC_LIBPNG].ms / sr[i][c].ms);
+			fprintf(out, "]}");
 		}
 		fprintf(out, "\n]}\n");
 		fclose(out);

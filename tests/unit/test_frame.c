@@ -1,6 +1,8 @@
 /* PNG screenshots from BGRX framebuffers: exact round trips through libpng's
  * decoder (every filter and strategy), crop, area resampling, the content
- * hash, limits at their boundaries, hostile geometry, and buffer reuse. */
+ * hash, limits at their boundaries, hostile geometry, and buffer reuse; the
+ * striped encoder's stream (checked chunk by chunk and with zlib's own
+ * decoder) and its stripe cache. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "actions/frame-priv.h"
 
@@ -614,7 +617,7 @@ Test(frame, output_byte_limit_at_the_boundary)
 	cr_assert_eq(dg_png_encode_opts(&t.f, NULL, 1280, 800, &o, &p, &err), -E2BIG);
 
 	/* The buffer is still usable afterwards. */
-	cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_png_encode_opts(&t.f, NULL, 1280, 800, NULL, &p, &err), 0, "%s", err.msg);
 	cr_assert_eq(p.len, exact);
 
 	/* The limit itself is bounded. */
@@ -734,5 +737,615 @@ Test(frame, buffer_is_reused_without_reallocation)
 	cr_assert_eq(p.cap, 0);
 	cr_assert_null(p.scratch);
 	dg_png_free(&p); /* twice is harmless */
+	tframe_free(&t);
+}
+
+/* ---- the striped encoder and its stripe cache ---- */
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* t's pixels as tightly packed RGB; caller frees. */
+static uint8_t *frame_rgb(struct tframe *t)
+{
+	uint8_t *rgb = malloc((size_t)t->f.w * (size_t)t->f.h * 3);
+	cr_assert(rgb);
+	for (int y = 0; y < t->f.h; y++)
+		for (int x = 0; x < t->f.w; x++) {
+			uint8_t *d = rgb + ((size_t)y * (size_t)t->f.w + (size_t)x) * 3;
+			d[0] = px(t, x, y)[2];
+			d[1] = px(t, x, y)[1];
+			d[2] = px(t, x, y)[0];
+		}
+	return rgb;
+}
+
+/* Checks the PNG without libpng: the signature; every chunk's CRC (zlib's
+ * crc32 over type and data); IHDR; only IHDR, IDAT and IEND, IEND last; and
+ * IDAT data that zlib's uncompress2 inflates entirely, Adler-32 included,
+ * to exactly h rows of filter byte 0 and the w x h RGB pixels want. */
+static void check_stream(const struct dg_png *p, int w, int h, const uint8_t *want)
+{
+	static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+	cr_assert(p->len > 8 && memcmp(p->data, sig, 8) == 0, "no PNG signature");
+	size_t pos = 8, zlen = 0;
+	uint8_t *z = malloc(p->len);
+	bool ihdr = false, iend = false;
+	while (pos < p->len) {
+		cr_assert(!iend, "data after IEND");
+		cr_assert(p->len - pos >= 12, "truncated chunk at %zu", pos);
+		uint32_t len = be32(p->data + pos);
+		cr_assert(len <= p->len - pos - 12, "chunk at %zu overruns", pos);
+		const uint8_t *type = p->data + pos + 4, *data = type + 4;
+		cr_assert_eq((uint32_t)crc32(0, type, len + 4), be32(data + len),
+			     "bad CRC of the %.4s chunk at %zu", (const char *)type, pos);
+		if (memcmp(type, "IHDR", 4) == 0) {
+			cr_assert(!ihdr && pos == 8 && len == 13, "IHDR misplaced");
+			cr_assert_eq(be32(data), (uint32_t)w);
+			cr_assert_eq(be32(data + 4), (uint32_t)h);
+			const uint8_t rest[5] = {8, 2, 0, 0, 0};
+			cr_assert_arr_eq(data + 8, rest, 5, "IHDR depth, colour type, methods");
+			ihdr = true;
+		} else if (memcmp(type, "IDAT", 4) == 0) {
+			cr_assert(ihdr);
+			memcpy(z + zlen, data, len);
+			zlen += len;
+		} else if (memcmp(type, "IEND", 4) == 0) {
+			cr_assert_eq(len, 0u);
+			iend = true;
+		} else {
+			cr_assert_fail("unexpected chunk %.4s", (const char *)type);
+		}
+		pos += 12 + len;
+	}
+	cr_assert(ihdr && iend, "IHDR or IEND missing");
+	size_t row = 1 + (size_t)w * 3;
+	uLongf n = (uLongf)(row * (size_t)h + 1); /* one spare byte shows a long stream */
+	uLong used = (uLong)zlen;
+	uint8_t *raw = malloc(n);
+	int zr = uncompress2(raw, &n, z, &used);
+	cr_assert_eq(zr, Z_OK, "uncompress2: %d", zr);
+	cr_assert_eq(used, (uLong)zlen, "%lu bytes after the zlib stream", (unsigned long)(zlen - used));
+	cr_assert_eq(n, (uLongf)(row * (size_t)h), "inflated %lu bytes", (unsigned long)n);
+	for (int y = 0; y < h; y++) {
+		const uint8_t *r = raw + (size_t)y * row;
+		cr_assert_eq(r[0], 0, "row %d filter %d", y, r[0]);
+		if (memcmp(r + 1, want + (size_t)y * (size_t)w * 3, (size_t)w * 3) != 0)
+			cr_assert_fail("row %d differs", y);
+	}
+	free(raw);
+	free(z);
+}
+
+/* Encodes all of t to ow x oh into p with o (NULL: defaults) and checks the
+ * result both ways: check_stream and libpng's decoder. */
+static void striped(struct tframe *t, int ow, int oh, const struct dg_png_stripe_opts *o,
+		    struct dg_png *p)
+{
+	int rc = dg_png_encode_stripes(&t->f, NULL, ow, oh, o, p, &err);
+	cr_assert_eq(rc, 0, "rc %d: %s", rc, err.msg);
+	uint8_t *want = ow == t->f.w && oh == t->f.h ? frame_rgb(t) : scale(t, NULL, ow, oh);
+	check_stream(p, ow, oh, want);
+	uint8_t *dec = decode(p, ow, oh);
+	cr_assert_arr_eq(dec, want, (size_t)ow * (size_t)oh * 3, "libpng decodes other pixels");
+	free(dec);
+	free(want);
+}
+
+/* Asserts that a cold encode (fresh buffer, empty cache) of t gives p's
+ * bytes exactly. */
+static void assert_as_cold(struct tframe *t, int ow, int oh, const struct dg_png_stripe_opts *o,
+			   const struct dg_png *p)
+{
+	struct dg_png q = DG_PNG_INIT;
+	int rc = dg_png_encode_stripes(&t->f, NULL, ow, oh, o, &q, &err);
+	cr_assert_eq(rc, 0, "rc %d: %s", rc, err.msg);
+	cr_assert_eq(q.stripes_reused, 0u);
+	cr_assert_eq(q.len, p->len, "warm %zu bytes, cold %zu", p->len, q.len);
+	cr_assert_arr_eq(q.data, p->data, q.len, "warm and cold encodes differ");
+	dg_png_free(&q);
+}
+
+static unsigned n_stripes(int h, int rows)
+{
+	return (unsigned)((h + rows - 1) / rows);
+}
+
+#define assert_stats(p, comp, reused)                                                      \
+	do {                                                                               \
+		cr_assert_eq((p)->stripes_compressed, (unsigned)(comp),                    \
+			     "compressed %u, want %u", (p)->stripes_compressed,            \
+			     (unsigned)(comp));                                            \
+		cr_assert_eq((p)->stripes_reused, (unsigned)(reused), "reused %u, want %u", \
+			     (p)->stripes_reused, (unsigned)(reused));                     \
+	} while (0)
+
+Test(frame, striped_encode_of_real_frames_is_one_valid_stream)
+{
+	static const int rows[] = {1, 7, 32, 50, 64, 799, 800, 8192};
+	struct dg_png p = DG_PNG_INIT;
+	for (size_t i = 0; i < 3; i++) {
+		struct tframe t;
+		tframe_load(&t, frames[i], i * 4);
+		for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+			struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+			o.rows = rows[k];
+			striped(&t, 1280, 800, &o, &p);
+			unsigned n = n_stripes(800, rows[k] < 800 ? rows[k] : 800);
+			assert_stats(&p, n, 0);
+		}
+		/* The default, through dg_png_encode, is the same encoder. */
+		striped(&t, 1280, 800, NULL, &p);
+		size_t len = p.len;
+		cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+		cr_assert_eq(p.len, len);
+		assert_stats(&p, 0, n_stripes(800, DG_PNG_STRIPE_ROWS));
+		tframe_free(&t);
+	}
+	/* Every level, stored blocks (0) included; the header's check bits
+	 * must hold for each (zlib refuses the stream otherwise). */
+	struct tframe t;
+	tframe_load(&t, "mixed.png", 0);
+	for (int level = 0; level <= 9; level++) {
+		struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+		o.level = level;
+		striped(&t, 1280, 800, &o, &p);
+	}
+	tframe_free(&t);
+	dg_png_free(&p);
+}
+
+Test(frame, striped_encode_of_odd_sizes_and_strides)
+{
+	static const int ws[] = {1, 2, 3, 5, 8, 33, 101};
+	static const int hs[] = {1, 2, 3, 17, 65};
+	static const int rows[] = {1, 2, 3, 32};
+	struct dg_png p = DG_PNG_INIT;
+	for (size_t a = 0; a < sizeof(ws) / sizeof(ws[0]); a++)
+		for (size_t b = 0; b < sizeof(hs) / sizeof(hs[0]); b++) {
+			struct tframe t;
+			tframe_alloc(&t, ws[a], hs[b], (a + b) % 3 * 5);
+			for (int y = 2; y < t.f.h; y += 3)
+				memcpy(px(&t, 0, y), px(&t, 0, y - 1), (size_t)t.f.w * 4);
+			for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+				struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+				o.rows = rows[k];
+				striped(&t, ws[a], hs[b], &o, &p);
+				/* Scaled both ways, too. */
+				striped(&t, ws[a] * 2 + 1, hs[b] + 3, &o, &p);
+				striped(&t, (ws[a] + 1) / 2, (hs[b] + 2) / 3, &o, &p);
+			}
+			tframe_free(&t);
+		}
+	dg_png_free(&p);
+}
+
+Test(frame, one_changed_pixel_recompresses_only_its_stripe)
+{
+	struct tframe t;
+	tframe_load(&t, "page.png", 8);
+	struct dg_png p = DG_PNG_INIT;
+	const unsigned n = n_stripes(800, DG_PNG_STRIPE_ROWS);
+	striped(&t, 1280, 800, NULL, &p);
+	assert_stats(&p, n, 0);
+	/* First and last rows of stripes, the last stripe, and columns at
+	 * both edges. */
+	static const int at[][2] = {{0, 0}, {1279, 31}, {640, 32}, {3, 400}, {1279, 799}, {0, 767}};
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		px(&t, at[i][0], at[i][1])[i % 3] ^= 0x01;
+		striped(&t, 1280, 800, NULL, &p);
+		assert_stats(&p, 1, n - 1);
+		assert_as_cold(&t, 1280, 800, NULL, &p);
+	}
+	/* X bytes and row padding are not part of the picture: nothing to
+	 * recompress, and the same bytes. */
+	uint8_t *before = malloc(p.len);
+	size_t len = p.len;
+	memcpy(before, p.data, len);
+	for (int y = 0; y < 800; y += 3) {
+		px(&t, y, y)[3] ^= 0xff;
+		memset(px(&t, 1280, y), y & 0xff, 8);
+	}
+	striped(&t, 1280, 800, NULL, &p);
+	assert_stats(&p, 0, n);
+	cr_assert_eq(p.len, len);
+	cr_assert_arr_eq(p.data, before, len);
+	free(before);
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+Test(frame, unchanged_frame_reuses_every_stripe_byte_for_byte)
+{
+	struct tframe t;
+	tframe_load(&t, "mixed.png", 0);
+	struct dg_png p = DG_PNG_INIT;
+	const unsigned n = n_stripes(800, DG_PNG_STRIPE_ROWS);
+	cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	assert_stats(&p, n, 0);
+	size_t len = p.len;
+	uint8_t *first = malloc(len), *data = p.data;
+	memcpy(first, p.data, len);
+	for (int k = 0; k < 3; k++) {
+		cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+		assert_stats(&p, 0, n);
+		cr_assert_eq(p.len, len);
+		cr_assert_eq(p.data, data, "the buffer moved");
+		cr_assert_arr_eq(p.data, first, len, "not the same PNG");
+	}
+	/* The same picture at another address, with another stride and other
+	 * X bytes, is the same screen. */
+	struct tframe u;
+	tframe_load(&u, "mixed.png", 36);
+	cr_assert_eq(dg_png_encode(&u.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	assert_stats(&p, 0, n);
+	cr_assert_arr_eq(p.data, first, len);
+	free(first);
+	dg_png_free(&p);
+	tframe_free(&u);
+	tframe_free(&t);
+}
+
+Test(frame, geometry_or_settings_change_rebuilds_the_cache)
+{
+	struct tframe t;
+	tframe_load(&t, "term.png", 4);
+	struct dg_png p = DG_PNG_INIT;
+	const int R = DG_PNG_STRIPE_ROWS;
+	striped(&t, 1280, 800, NULL, &p);
+	assert_stats(&p, n_stripes(800, R), 0);
+	/* Another output size: all stripes anew, then cached at that size. */
+	striped(&t, 1024, 640, NULL, &p);
+	assert_stats(&p, n_stripes(640, R), 0);
+	striped(&t, 1024, 640, NULL, &p);
+	assert_stats(&p, 0, n_stripes(640, R));
+	/* The cache holds one geometry: back to full size rebuilds. */
+	striped(&t, 1280, 800, NULL, &p);
+	assert_stats(&p, n_stripes(800, R), 0);
+	/* Other stripe height, other level. */
+	struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	o.rows = 64;
+	striped(&t, 1280, 800, &o, &p);
+	assert_stats(&p, n_stripes(800, 64), 0);
+	o.level = 6;
+	striped(&t, 1280, 800, &o, &p);
+	assert_stats(&p, n_stripes(800, 64), 0);
+	striped(&t, 1280, 800, &o, &p);
+	assert_stats(&p, 0, n_stripes(800, 64));
+	/* Another frame size over the same memory: one row less, then one
+	 * column less. */
+	t.f.h = 799;
+	striped(&t, 1280, 799, &o, &p);
+	assert_stats(&p, n_stripes(799, 64), 0);
+	t.f.w = 1279;
+	striped(&t, 1279, 799, &o, &p);
+	assert_stats(&p, n_stripes(799, 64), 0);
+	striped(&t, 1279, 799, &o, &p);
+	assert_stats(&p, 0, n_stripes(799, 64));
+	assert_as_cold(&t, 1279, 799, &o, &p);
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+Test(frame, scaled_stripes_follow_their_source_rows)
+{
+	/* 1280x800 -> 1024x640: an output stripe of 32 rows is made from
+	 * source rows 40k-1 .. 40k+40 or so; a changed source row is in one
+	 * or two stripes' spans, never more, and the result is exact. */
+	struct tframe t;
+	tframe_load(&t, "page.png", 0);
+	struct dg_png p = DG_PNG_INIT;
+	const unsigned n = n_stripes(640, DG_PNG_STRIPE_ROWS);
+	striped(&t, 1024, 640, NULL, &p);
+	assert_stats(&p, n, 0);
+	static const int rows[] = {0, 39, 40, 41, 399, 400, 760, 799};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		px(&t, (int)i * 150, rows[i])[1] ^= 0x40;
+		striped(&t, 1024, 640, NULL, &p);
+		cr_assert(p.stripes_compressed >= 1 && p.stripes_compressed <= 2,
+			  "row %d: %u stripes recompressed", rows[i], p.stripes_compressed);
+		cr_assert_eq(p.stripes_compressed + p.stripes_reused, n);
+		assert_as_cold(&t, 1024, 640, NULL, &p);
+	}
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+Test(frame, zoom_between_screenshots_keeps_the_cache)
+{
+	struct tframe t;
+	tframe_load(&t, "mixed.png", 0);
+	struct dg_png p = DG_PNG_INIT, q = DG_PNG_INIT;
+	const unsigned n = n_stripes(800, DG_PNG_STRIPE_ROWS);
+	cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	size_t len = p.len;
+	uint8_t *first = malloc(len);
+	memcpy(first, p.data, len);
+
+	/* A zoom is one stream, the same as the libpng encoder's default. */
+	const int zoom[4] = {100, 120, 400, 300};
+	cr_assert_eq(dg_png_encode(&t.f, zoom, 400, 300, &p, &err), 0, "%s", err.msg);
+	assert_stats(&p, 0, 0);
+	cr_assert_eq(dg_png_encode_opts(&t.f, zoom, 400, 300, NULL, &q, &err), 0, "%s", err.msg);
+	cr_assert_eq(p.len, q.len);
+	cr_assert_arr_eq(p.data, q.data, q.len);
+	uint8_t *dec = decode(&p, 400, 300);
+	assert_same(&t, zoom, dec);
+	free(dec);
+	const int enlarge[4] = {10, 10, 50, 40};
+	cr_assert_eq(dg_png_encode(&t.f, enlarge, 200, 160, &p, &err), 0, "%s", err.msg);
+
+	/* The screen afterwards: every stripe from the cache. */
+	cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	assert_stats(&p, 0, n);
+	cr_assert_eq(p.len, len);
+	cr_assert_arr_eq(p.data, first, len);
+	/* A region that is the whole frame is the screen. */
+	const int all[4] = {0, 0, 1280, 800};
+	cr_assert_eq(dg_png_encode(&t.f, all, 1280, 800, &p, &err), 0, "%s", err.msg);
+	assert_stats(&p, 0, n);
+	cr_assert_arr_eq(p.data, first, len);
+	free(first);
+	dg_png_free(&q);
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+Test(frame, random_edits_keep_warm_and_cold_encodes_identical)
+{
+	/* Flat rectangles over noise, edited at random: after every edit the
+	 * stripes recompressed are exactly those whose rows it touched. */
+	const int W = 333, H = 250, R = 16;
+	struct tframe t;
+	tframe_alloc(&t, W, H, 12);
+	for (int k = 0; k < 30; k++) {
+		int x0 = (int)(rnd() % W), y0 = (int)(rnd() % H);
+		int w = 1 + (int)(rnd() % (unsigned)(W - x0)), h = 1 + (int)(rnd() % 40);
+		uint32_t c = rnd();
+		for (int y = y0; y < y0 + h && y < H; y++)
+			for (int x = x0; x < x0 + w; x++)
+				set_rgb(&t, x, y, c & 255, (c >> 8) & 255, (c >> 16) & 255);
+	}
+	struct dg_png p = DG_PNG_INIT;
+	struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	o.rows = R;
+	const unsigned n = n_stripes(H, R);
+	striped(&t, W, H, &o, &p);
+	for (int it = 0; it < 40; it++) {
+		int x0 = (int)(rnd() % W), y0 = (int)(rnd() % H);
+		int w = 1 + (int)(rnd() % (unsigned)(W - x0));
+		int h = 1 + (int)(rnd() % (unsigned)(it % 4 == 0 ? H - y0 : (H - y0 < 20 ? H - y0 : 20)));
+		uint8_t v = (uint8_t)(1 + rnd() % 255); /* non-zero: every pixel changes */
+		for (int y = y0; y < y0 + h; y++)
+			for (int x = x0; x < x0 + w; x++)
+				px(&t, x, y)[it % 3] ^= v;
+		unsigned touched = (unsigned)((y0 + h - 1) / R - y0 / R + 1);
+		striped(&t, W, H, &o, &p);
+		assert_stats(&p, touched, n - touched);
+		assert_as_cold(&t, W, H, &o, &p);
+	}
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+Test(frame, striped_byte_limit_at_the_boundary)
+{
+	struct tframe t;
+	tframe_load(&t, "term.png", 0);
+	struct dg_png p = DG_PNG_INIT;
+	const unsigned n = n_stripes(800, DG_PNG_STRIPE_ROWS);
+	struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &p, &err), 0, "%s", err.msg);
+	size_t exact = p.len;
+
+	/* Exactly the size: accepted, cold and warm. */
+	struct dg_png q = DG_PNG_INIT;
+	o.max_bytes = exact;
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), 0, "%s", err.msg);
+	cr_assert_eq(q.len, exact);
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), 0, "%s", err.msg);
+	assert_stats(&q, 0, n);
+
+	/* One byte less: refused warm (copying from the cache) and cold
+	 * (compressing); the failure drops the cache. */
+	o.max_bytes = exact - 1;
+	memset(&err, 0, sizeof(err));
+	int rc = dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err);
+	cr_assert_eq(rc, -E2BIG, "rc %d: %s", rc, err.msg);
+	cr_assert(strstr(err.msg, "exceeds") != NULL, "%s", err.msg);
+	cr_assert_eq(q.len, 0);
+	assert_stats(&q, 0, 0);
+	struct dg_png cold = DG_PNG_INIT;
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &cold, &err), -E2BIG);
+	cr_assert_eq(cold.len, 0);
+	dg_png_free(&cold);
+	o.max_bytes = exact;
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), 0, "%s", err.msg);
+	assert_stats(&q, n, 0);
+	cr_assert_eq(q.len, exact);
+	cr_assert_arr_eq(q.data, p.data, exact);
+
+	/* Limits below the fixed parts, and at them for one pixel. */
+	static const size_t tiny[] = {1, 64, 65};
+	for (size_t i = 0; i < sizeof(tiny) / sizeof(tiny[0]); i++) {
+		o.max_bytes = tiny[i];
+		cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), -E2BIG);
+	}
+	uint8_t pix[4] = {1, 2, 3, 4};
+	struct dg_frame one = {pix, 1, 1, 4};
+	o.max_bytes = DG_PNG_MAX_BYTES;
+	cr_assert_eq(dg_png_encode_stripes(&one, NULL, 1, 1, &o, &q, &err), 0, "%s", err.msg);
+	size_t one_len = q.len;
+	o.max_bytes = one_len;
+	cr_assert_eq(dg_png_encode_stripes(&one, NULL, 1, 1, &o, &q, &err), 0, "%s", err.msg);
+	o.max_bytes = one_len - 1;
+	cr_assert_eq(dg_png_encode_stripes(&one, NULL, 1, 1, &o, &q, &err), -E2BIG);
+
+	/* Settings out of range. */
+	o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	o.rows = 0;
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), "stripe rows 0");
+	o.rows = DG_FRAME_MAX_DIM + 1;
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err),
+		      "stripe rows 8193");
+	o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	o.level = 10;
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), "level 10");
+	o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	o.max_bytes = 0;
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), "max_bytes");
+	o.max_bytes = (size_t)DG_PNG_MAX_BYTES + 1;
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &q, &err), "max_bytes");
+	dg_png_free(&q);
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+Test(frame, hostile_geometry_refused_by_the_striped_encoder_keeps_the_cache)
+{
+	struct tframe t;
+	tframe_load(&t, "page.png", 0);
+	struct dg_png p = DG_PNG_INIT;
+	const unsigned n = n_stripes(800, DG_PNG_STRIPE_ROWS);
+	cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	size_t len = p.len;
+	uint8_t *first = malloc(len);
+	memcpy(first, p.data, len);
+
+	struct dg_frame f = t.f;
+	f.stride = 1279 * 4;
+	assert_einval(dg_png_encode_stripes(&f, NULL, 1280, 800, NULL, &p, &err),
+		      "stride 5116 is below width * 4 (5120)");
+	cr_assert_eq(p.len, 0);
+	assert_stats(&p, 0, 0);
+	f = t.f;
+	f.h = INT_MAX;
+	assert_einval(dg_png_encode_stripes(&f, NULL, 1280, 800, NULL, &p, &err), "height");
+	f = t.f;
+	f.stride = SIZE_MAX / 4;
+	assert_einval(dg_png_encode_stripes(&f, NULL, 1280, 800, NULL, &p, &err), "overflows");
+	f.stride = t.f.stride;
+	f.pixels = NULL;
+	assert_einval(dg_png_encode_stripes(&f, NULL, 1280, 800, NULL, &p, &err), "no pixels");
+	const int outside[4] = {1, 0, 1280, 800};
+	assert_einval(dg_png_encode_stripes(&t.f, outside, 1280, 800, NULL, &p, &err),
+		      "is not inside the 1280x800");
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 0, 800, NULL, &p, &err),
+		      "output size 0x800");
+	assert_einval(dg_png_encode_stripes(&t.f, NULL, 1280, 800, NULL, NULL, &err),
+		      "no output buffer");
+	cr_assert_eq(dg_png_encode_stripes(NULL, NULL, 1280, 800, NULL, &p, NULL), -EINVAL);
+
+	/* Nothing was touched: the screen comes from the cache. */
+	cr_assert_eq(dg_png_encode(&t.f, NULL, 1280, 800, &p, &err), 0, "%s", err.msg);
+	assert_stats(&p, 0, n);
+	cr_assert_eq(p.len, len);
+	cr_assert_arr_eq(p.data, first, len);
+	free(first);
+	dg_png_free(&p);
+	tframe_free(&t);
+}
+
+/* Encodes t with and without a helper thread and asserts the same bytes
+ * and the same stripe counts. */
+static void same_with_helper(struct tframe *t, int ow, int oh,
+			     const struct dg_png_stripe_opts *o, struct dg_png *with,
+			     struct dg_png *without)
+{
+	striped(t, ow, oh, o, with);
+	cr_assert_eq(dg_png_encode_stripes(&t->f, NULL, ow, oh, o, without, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(with->len, without->len, "%zu bytes with the helper, %zu without",
+		     with->len, without->len);
+	cr_assert_arr_eq(with->data, without->data, with->len, "the helper changed the bytes");
+	assert_stats(with, without->stripes_compressed, without->stripes_reused);
+}
+
+Test(frame, helper_thread_encodes_the_same_bytes)
+{
+	struct dg_png p = DG_PNG_INIT, q = DG_PNG_INIT;
+	cr_assert_eq(dg_png_start_helper(&p, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_png_start_helper(&p, &err), 0, "a second start is harmless");
+	struct dg_png_stripe_opts one_row = DG_PNG_STRIPE_OPTS_DEFAULT;
+	one_row.rows = 1; /* 800 stripes: the most contention on the counter */
+	for (size_t i = 0; i < 3; i++) {
+		struct tframe t;
+		tframe_load(&t, frames[i], 4);
+		same_with_helper(&t, 1280, 800, NULL, &p, &q);
+		same_with_helper(&t, 1280, 800, NULL, &p, &q); /* all from the cache */
+		assert_stats(&p, 0, n_stripes(800, DG_PNG_STRIPE_ROWS));
+		same_with_helper(&t, 1024, 640, NULL, &p, &q);
+		same_with_helper(&t, 1366, 768, NULL, &p, &q);
+		same_with_helper(&t, 1280, 800, &one_row, &p, &q);
+		/* Edits of every size, in both caches at once. */
+		same_with_helper(&t, 1280, 800, NULL, &p, &q);
+		for (int it = 0; it < 12; it++) {
+			int x0 = (int)(rnd() % 1280), y0 = (int)(rnd() % 800);
+			int w = 1 + (int)(rnd() % (unsigned)(1280 - x0));
+			int h = 1 + (int)(rnd() % (unsigned)(800 - y0));
+			for (int y = y0; y < y0 + h; y++)
+				for (int x = x0; x < x0 + w; x++)
+					px(&t, x, y)[0] ^= 0x10;
+			same_with_helper(&t, 1280, 800, NULL, &p, &q);
+			cr_assert(p.stripes_compressed >= 1);
+			assert_as_cold(&t, 1280, 800, NULL, &p);
+		}
+		tframe_free(&t);
+	}
+	/* Small and odd images: one stripe (the helper sits out) and a few. */
+	static const int dims[][2] = {{1, 1}, {3, 2}, {101, 33}, {7, 65}};
+	for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+		struct tframe t;
+		tframe_alloc(&t, dims[i][0], dims[i][1], 3);
+		struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+		o.rows = 4;
+		same_with_helper(&t, dims[i][0], dims[i][1], &o, &p, &q);
+		same_with_helper(&t, dims[i][0] * 3, dims[i][1] * 2, &o, &p, &q);
+		tframe_free(&t);
+	}
+	dg_png_free(&p);
+	dg_png_free(&q);
+}
+
+Test(frame, helper_thread_limits_failures_and_restart)
+{
+	struct tframe t;
+	tframe_load(&t, "page.png", 0);
+	struct dg_png p = DG_PNG_INIT;
+	assert_einval(dg_png_start_helper(NULL, &err), "no output buffer");
+	cr_assert_eq(dg_png_start_helper(&p, &err), 0, "%s", err.msg);
+	struct dg_png_stripe_opts o = DG_PNG_STRIPE_OPTS_DEFAULT;
+	striped(&t, 1280, 800, &o, &p);
+	size_t exact = p.len;
+	o.max_bytes = exact - 1;
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &p, &err), -E2BIG);
+	cr_assert_eq(p.len, 0);
+	cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800, &o, &p, &err), -E2BIG);
+	o.max_bytes = exact;
+	striped(&t, 1280, 800, &o, &p);
+	cr_assert_eq(p.len, exact);
+	assert_stats(&p, n_stripes(800, DG_PNG_STRIPE_ROWS), 0);
+	/* Limits that stop the job early, with both threads busy. */
+	for (size_t lim = 70; lim < exact; lim = lim * 3 + 1)
+		cr_assert_eq(dg_png_encode_stripes(&t.f, NULL, 1280, 800,
+						   &(struct dg_png_stripe_opts){8, 1, lim}, &p, &err),
+			     -E2BIG, "limit %zu", lim);
+	/* A zoom does not involve the helper; the cache survives it. */
+	const int zoom[4] = {10, 20, 300, 200};
+	cr_assert_eq(dg_png_encode(&t.f, zoom, 300, 200, &p, &err), 0, "%s", err.msg);
+	striped(&t, 1280, 800, NULL, &p);
+	/* Freed with its helper, then reused: a new helper, same bytes. */
+	uint8_t *first = malloc(p.len);
+	size_t len = p.len;
+	memcpy(first, p.data, len);
+	dg_png_free(&p);
+	cr_assert_eq(dg_png_start_helper(&p, &err), 0, "%s", err.msg);
+	striped(&t, 1280, 800, NULL, &p);
+	cr_assert_eq(p.len, len);
+	cr_assert_arr_eq(p.data, first, len);
+	free(first);
+	dg_png_free(&p);
 	tframe_free(&t);
 }
