@@ -119,6 +119,11 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "-AcceptCutText=0");
 	arg(b, "-SendPrimary=0");
 	arg(b, "-desktop=deskgate");
+	/* No GLX: nothing in a desktop renders with OpenGL (Chromium runs with
+	 * --disable-gpu), and without it Xvnc does not load Mesa: 15 MB PSS
+	 * instead of 67 MB for a lone server. */
+	arg(b, "-extension");
+	arg(b, "GLX");
 	/* inetd mode sends stderr to /dev/null unless a log target says so. */
 	arg(b, s->log_to_stderr ? "-Log=*:stderr:30" : "-Log=*:stderr:0");
 }
