@@ -115,8 +115,13 @@ struct dg_png_opts {
 int dg_frame_check(const struct dg_frame *f, struct dg_err *err);
 
 /* Output rows per stripe of dg_png_encode_stripes' default: the unit of
- * caching (see below; chosen with tests/bench/png.c). */
-#define DG_PNG_STRIPE_ROWS 32
+ * caching. Chosen with tests/bench/png.c among 16, 32, 50, 64 and 100 rows
+ * on 1280x800 desktop frames: re-encoding after a typed line or a changed
+ * band costs about the rows of the stripes it touches, and 16 was 10-30%
+ * faster there than 32 (and more so than taller stripes), as fast when all
+ * changed, for PNGs 2-3% bigger than at 32 (each stripe starts with an empty
+ * deflate window; about 9% over one stream). */
+#define DG_PNG_STRIPE_ROWS 16
 
 /* Settings of dg_png_encode_stripes: stripe height, zlib level, and the
  * output limit (tests lower it to reach the limit cheaply). */
@@ -167,8 +172,9 @@ int dg_png_encode(const struct dg_frame *f, const int region[4], int out_w, int 
  * dg_png_encode_opts, at opts->level without filter, leaving the cache
  * alone: alternating screenshots and zooms keeps the screen's stripes.
  *
- * Memory kept: the PNG in out->data, a copy of its compressed stripes (the
- * cache never holds more than one image), one stripe of rows, and one zlib
+ * Memory kept: the PNG in out->data; the cache: a copy of its compressed
+ * stripes (never more than one image); scratch: the stripes compressed by
+ * the last encode (at most one image), one stripe of rows, and one zlib
  * deflate state (about 270 KB). Returns as dg_png_encode, plus -EINVAL for
  * bad opts. */
 int dg_png_encode_stripes(const struct dg_frame *f, const int region[4], int out_w, int out_h,
@@ -177,11 +183,16 @@ int dg_png_encode_stripes(const struct dg_frame *f, const int region[4], int out
 
 /* Starts a helper thread for out: from then on, encodes into out that have
  * more than one stripe split the stripes (hashing and compressing) between
- * the calling thread and the helper, which sleeps between encodes. Measured
- * on 2 cores (tests/bench/png.c), a full 1280x800 frame that changed
- * everywhere encodes about 1.7x faster; stripes of a partial change split
- * too. The output is byte-identical either way. Idempotent; dg_png_free
- * stops and joins the helper.
+ * the calling thread and the helper, which sleeps between encodes. The
+ * output is byte-identical either way. Idempotent; dg_png_free stops and
+ * joins the helper.
+ *
+ * It only pays when a core is idle. Measured on this 2-core machine
+ * (tests/bench/png.c, "2 threads" rows), a 1280x800 frame that changed
+ * everywhere encoded 1.5-1.9x faster while the other core was mostly free,
+ * and no faster (0.9-1.1x) while other desktops kept it busy, which is the
+ * normal state of a machine packed with sessions. So the worker does not
+ * start it; it stays for measuring, and for hosts with cores to spare.
  *
  * Confinement: call it before a seccomp filter that forbids clone, and
  * install such a filter with TSYNC (libseccomp: SCMP_FLTATR_CTL_TSYNC, or

@@ -1166,8 +1166,12 @@ static int encode_cached(const struct dg_frame *f, int out_w, int out_h,
 	put32(out->data + IDAT_AT, (uint32_t)(2 + total + 6));
 	out->len = pos + STRIPE_TAIL;
 
-	/* Keep this image's stripes for the next encode. Without memory for
-	 * that the PNG is still good; only the cache is lost. */
+	/* Keep this image's stripes for the next encode (when all came from
+	 * the cache, the store already holds them, in the same places).
+	 * Without memory for that the PNG is still good; only the cache is
+	 * lost. */
+	if (out->stripes_compressed == 0)
+		return 0;
 	c->valid = grow((void **)&c->store, &c->store_cap, total) == 0;
 	if (c->valid)
 		memcpy(c->store, out->data + STRIPE_HEAD, total);

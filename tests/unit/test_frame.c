@@ -1031,9 +1031,11 @@ Test(frame, geometry_or_settings_change_rebuilds_the_cache)
 
 Test(frame, scaled_stripes_follow_their_source_rows)
 {
-	/* 1280x800 -> 1024x640: an output stripe of 32 rows is made from
-	 * source rows 40k-1 .. 40k+40 or so; a changed source row is in one
-	 * or two stripes' spans, never more, and the result is exact. */
+	/* 1280x800 -> 1024x640: an output stripe of R rows is made from the
+	 * 5R/4 source rows under it and a tap or two past its ends; a changed
+	 * source row is in one or two stripes' spans, never more, and the
+	 * result is exact. Rows 39..41 and 399, 400 sit at stripe edges for
+	 * R = 16 and 32. */
 	struct tframe t;
 	tframe_load(&t, "page.png", 0);
 	struct dg_png p = DG_PNG_INIT;
