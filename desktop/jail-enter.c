@@ -178,7 +178,13 @@ int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
 	if (k == (ssize_t)sizeof(report)) {
 		report.msg[sizeof(report.msg) - 1] = '\0';
 		r = dg_err_set(err, -(report.err ? report.err : EIO), "%s", report.msg);
-		kill(p, SIGKILL);
+		/* The reporter exits right after the report: the supervisor itself,
+		 * or the program, which the supervisor then reaps (SIGTERM makes sure
+		 * it does not wait for anything else). SIGKILL would orphan an
+		 * unreaped program, which lives in the jail's pid namespace but is
+		 * reparented outside it, to the host's init: the jail's init could
+		 * then not finish dying until that init reaped it. */
+		kill(p, SIGTERM);
 		waitpid(p, NULL, 0);
 		goto out;
 	}

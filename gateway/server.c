@@ -837,6 +837,9 @@ int dg_cmd_serve(int argc, char **argv)
 	info.protocols = protocols;
 	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
 	info.timeout_secs = gw.cfg.limits.handshake_seconds;
+	/* A connection that has not sent its request headers yet holds a header
+	 * table under this timeout, not timeout_secs (lws default 10 s). */
+	info.timeout_secs_ah_idle = gw.cfg.limits.handshake_seconds;
 	if (gw.cfg.tls_cert[0]) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 		info.ssl_cert_filepath = gw.cfg.tls_cert;

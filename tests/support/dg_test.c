@@ -1434,3 +1434,47 @@ int dg_test_png_size(const unsigned char *png, size_t len, int *w, int *h)
 	free(rgb);
 	return 0;
 }
+
+int dg_test_leftovers_stale(char *what, size_t what_len)
+{
+	what[0] = '\0';
+	int count = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		uint32_t slot;
+		unsigned uid = real_uid(p);
+		if (!slot_of_uid(uid, &slot) || slot_lock_holder(slot) != 0)
+			continue;
+		count++;
+		size_t l = strlen(what);
+		snprintf(what + l, what_len - l, "process %d (uid %u, slot %u free); ", (int)p, uid,
+			 (unsigned)slot);
+	}
+	if (d)
+		closedir(d);
+	static const char *const dirs[] = {
+		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
+		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
+		"/sys/fs/cgroup/unified/deskgate",
+	};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		DIR *c = opendir(dirs[i]);
+		while (c && (e = readdir(c))) {
+			unsigned slot;
+			char extra;
+			if (sscanf(e->d_name, "jail-%u%c", &slot, &extra) != 1 ||
+			    slot_lock_holder(slot) != 0)
+				continue;
+			count++;
+			size_t l = strlen(what);
+			snprintf(what + l, what_len - l, "cgroup %s/%s (slot free); ", dirs[i], e->d_name);
+		}
+		if (c)
+			closedir(c);
+	}
+	return count;
+}

@@ -158,6 +158,13 @@ int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
  * deskgate took the slot after us and nothing of it is counted. */
 int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len);
 
+/* What no live deskgate owns: processes of jail or worker uids and jail
+ * cgroups whose slot lock is free (a jail takes its slot's lock before it
+ * creates anything and releases it after everything is gone). Unlike
+ * dg_test_leftovers, it ignores the live jails of other deskgate processes
+ * on the machine. Returns a count and a description. */
+int dg_test_leftovers_stale(char *what, size_t what_len);
+
 /* The pid of a process with this comm (as in /proc/PID/comm) and real uid,
  * or -1. */
 pid_t dg_test_find_process(const char *comm, uid_t uid);
