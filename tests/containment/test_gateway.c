@@ -470,6 +470,44 @@ Test(gateway, the_gateway_process_has_no_capabilities)
 	stop_server();
 }
 
+/* ---- TLS: with a certificate configured the server speaks only HTTPS ------- */
+
+Test(gateway, tls_when_a_certificate_is_configured)
+{
+	char dir[] = "/tmp/dg-tls-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	char key[128], cert[128], extra[512], url[128];
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	struct dg_run r;
+	const char *gen[] = {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+			     "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", NULL};
+	cr_assert_eq(dg_test_run(gen, NULL, NULL, 0, 60, -1, &r), 0);
+	cr_assert_eq(r.exit_code, 0, "openssl: %s", r.err);
+	dg_run_free(&r);
+	snprintf(extra, sizeof(extra), "\"tls\": {\"cert\": \"%s\", \"key\": \"%s\"}", cert, key);
+	serve(extra);
+	char *log = dg_test_serve_log(&srv);
+	cr_assert(strstr(log, "https://") && strstr(log, "wss://"), "URLs are not https/wss: %s", log);
+	free(log);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/healthz", srv.port);
+	const char *tls[] = {"/usr/bin/curl", "-sS", "--cacert", cert, url, NULL};
+	cr_assert_eq(dg_test_run(tls, NULL, NULL, 0, 30, -1, &r), 0);
+	cr_assert_eq(r.exit_code, 0, "curl over TLS: %s", r.err);
+	cr_assert(strstr(r.out, "\"status\":\"ok\""), "healthz over TLS: %s", r.out);
+	dg_run_free(&r);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/healthz", srv.port);
+	const char *plain[] = {"/usr/bin/curl", "-sS", "--max-time", "5", url, NULL};
+	cr_assert_eq(dg_test_run(plain, NULL, NULL, 0, 30, -1, &r), 0);
+	cr_assert_neq(r.exit_code, 0, "plain HTTP was answered: %s", r.out);
+	cr_assert_null(strstr(r.out, "\"status\":\"ok\""));
+	dg_run_free(&r);
+	stop_server();
+	unlink(key);
+	unlink(cert);
+	rmdir(dir);
+}
+
 /* ---- HTTP: auth, validation, limits, ownership, metrics --------------------- */
 
 Test(gateway, http_api)
