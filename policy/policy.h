@@ -12,6 +12,7 @@
 #ifndef DG_POLICY_H
 #define DG_POLICY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,5 +84,34 @@ int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_
 /* Reads and parses the policy file at path (at most DG_POLICY_FILE_MAX bytes).
  * Returns 0 or a negative errno (-ENOENT, -EINVAL, -E2BIG, ...). */
 int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err);
+
+/* ---- URLs (policy/url.c) -------------------------------------------------
+ *
+ * Only strictly canonical http and https URLs are accepted: lowercase scheme;
+ * host as lowercase letter-digit-hyphen labels, a dotted-quad IPv4 address or
+ * a bracketed compressed IPv6 address; no userinfo; no backslash, whitespace
+ * or control characters; no percent sign or non-ASCII in the host; no
+ * trailing dot; a last label that looks numeric must be a valid dotted quad;
+ * a decimal port without leading zeros, at most 65535. Everything else is
+ * refused with a reason. The rule: never accept what a browser (the WHATWG
+ * parser) would read differently. */
+#define DG_URL_MAX 8192
+#define DG_URL_HOST_MAX 253
+
+struct dg_url {
+	bool https;
+	char host[DG_URL_HOST_MAX + 1]; /* as written: lowercase; IPv6 with brackets */
+	bool host_is_ip;
+	uint16_t port;                  /* explicit, or 80/443 from the scheme */
+	bool port_given;
+	const char *path;               /* into the caller's string: "/..." (at least "/") */
+	size_t path_len;                /* up to (not including) '?' or '#' */
+	const char *query;              /* after '?', or NULL */
+	size_t query_len;
+};
+
+/* Parses url (NUL-terminated, at most DG_URL_MAX bytes). Returns 0 or
+ * -EINVAL with the reason in err. u's pointers point into url. */
+int dg_url_parse(const char *url, struct dg_url *u, struct dg_err *err);
 
 #endif
