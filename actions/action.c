@@ -160,69 +160,13 @@ static int fail(struct pctx *c, int code, const char *where, const char *fmt, ..
 	return dg_err_set(c->err, code, "action%s: %s", where, msg);
 }
 
-/* Formats d with the fewest digits that read back as d, always with a point
- * or exponent, so "1.0 is not an integer" does not read as "1 is not". */
-static void show_real(double d, char *out, size_t out_len)
-{
-	if (!isfinite(d)) {
-		snprintf(out, out_len, "%s", isnan(d) ? "NaN" : d < 0 ? "-Infinity" : "Infinity");
-		return;
-	}
-	/* Whole numbers of ordinary size read best in full ("100.0", not
-	 * "1e+02"), which %g would not give for 1e2. */
-	if (d == trunc(d) && fabs(d) < 1e15) {
-		snprintf(out, out_len, "%.1f", d);
-		return;
-	}
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(out, out_len, "%.*g", prec, d);
-		if (strtod(out, NULL) == d)
-			break;
-	}
-	if (!strpbrk(out, ".e"))
-		strncat(out, ".0", out_len - strlen(out) - 1);
-}
 
-/* Describes a JSON value for a message: scalars as written (strings escaped
- * and cut by dg_show), containers by kind. */
-#define SHOW_VALUE_BUF (DG_SHOW_BUF + 8)
-static void show_value(const json_t *v, char *out, size_t out_len)
-{
-	char esc[DG_SHOW_BUF];
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		snprintf(out, out_len, "an object");
-		break;
-	case JSON_ARRAY:
-		snprintf(out, out_len, "an array");
-		break;
-	case JSON_STRING:
-		dg_show(json_string_value(v), json_string_length(v), esc, sizeof(esc));
-		snprintf(out, out_len, "\"%s\"", esc);
-		break;
-	case JSON_INTEGER:
-		snprintf(out, out_len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		break;
-	case JSON_REAL:
-		show_real(json_real_value(v), out, out_len);
-		break;
-	case JSON_TRUE:
-		snprintf(out, out_len, "true");
-		break;
-	case JSON_FALSE:
-		snprintf(out, out_len, "false");
-		break;
-	case JSON_NULL:
-		snprintf(out, out_len, "null");
-		break;
-	}
-}
 
 static int get_int(struct pctx *c, const char *where, const json_t *v, json_int_t *out)
 {
 	if (!json_is_integer(v)) {
-		char val[SHOW_VALUE_BUF];
-		show_value(v, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, -EINVAL, where, "%s is not an integer", val);
 	}
 	*out = json_integer_value(v);
@@ -265,8 +209,8 @@ static int get_string(struct pctx *c, const char *where, const json_t *v, const 
 		      size_t *len)
 {
 	if (!json_is_string(v)) {
-		char val[SHOW_VALUE_BUF];
-		show_value(v, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, -EINVAL, where, "%s is not a string", val);
 	}
 	*s = json_string_value(v);
@@ -317,17 +261,17 @@ static int parse_button(struct pctx *c, const json_t *v, struct dg_action *a)
 			return 0;
 		}
 	}
-	char val[SHOW_VALUE_BUF];
-	show_value(v, val, sizeof(val));
+	char val[DG_SHOW_VALUE_BUF];
+	dg_show_value(v, val, sizeof(val));
 	return fail(c, -EINVAL, ".button",
 		    "unknown button %s (allowed: left, middle, right, back, forward)", val);
 }
 
 static int parse_modifiers(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	char where[64], val[SHOW_VALUE_BUF];
+	char where[64], val[DG_SHOW_VALUE_BUF];
 	if (!json_is_array(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, -EINVAL, ".modifiers", "%s is not an array of modifier names", val);
 	}
 	size_t n = json_array_size(v);
@@ -343,7 +287,7 @@ static int parse_modifiers(struct pctx *c, const json_t *v, struct dg_action *a)
 		while (k < DG_MOD_COUNT &&
 		       !(strlen(modifiers[k].name) == len && memcmp(modifiers[k].name, s, len) == 0))
 			k++;
-		show_value(m, val, sizeof(val));
+		dg_show_value(m, val, sizeof(val));
 		if (k == DG_MOD_COUNT)
 			return fail(c, -EINVAL, where,
 				    "unknown modifier %s (allowed: ctrl, shift, alt, super, meta)", val);
@@ -356,9 +300,9 @@ static int parse_modifiers(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_path(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	char where[64], val[SHOW_VALUE_BUF];
+	char where[64], val[DG_SHOW_VALUE_BUF];
 	if (!json_is_array(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, -EINVAL, ".path", "%s is not an array of [x, y] points", val);
 	}
 	size_t n = json_array_size(v);
@@ -372,7 +316,7 @@ static int parse_path(struct pctx *c, const json_t *v, struct dg_action *a)
 		const json_t *p = json_array_get(v, i);
 		snprintf(where, sizeof(where), ".path[%zu]", i);
 		if (!json_is_array(p) || json_array_size(p) != 2) {
-			show_value(p, val, sizeof(val));
+			dg_show_value(p, val, sizeof(val));
 			return fail(c, -EINVAL, where, "%s is not an [x, y] pair", val);
 		}
 		for (int k = 0; k < 2; k++) {
@@ -458,9 +402,9 @@ static int parse_url(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_region(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	char where[64], val[SHOW_VALUE_BUF];
+	char where[64], val[DG_SHOW_VALUE_BUF];
 	if (!json_is_array(v) || json_array_size(v) != 4) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, -EINVAL, ".region", "%s is not an array [x1, y1, x2, y2]", val);
 	}
 	for (int k = 0; k < 4; k++) {
@@ -481,9 +425,9 @@ static int parse_region(struct pctx *c, const json_t *v, struct dg_action *a)
 
 static int parse_argv(struct pctx *c, const json_t *v, struct dg_action *a)
 {
-	char where[64], val[SHOW_VALUE_BUF];
+	char where[64], val[DG_SHOW_VALUE_BUF];
 	if (!json_is_array(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, -EINVAL, ".argv", "%s is not an array of strings", val);
 	}
 	size_t n = json_array_size(v);
@@ -615,7 +559,7 @@ static int parse_type(struct pctx *c, const json_t *obj, enum dg_action_type *t)
 	const json_t *v = json_object_get(obj, "type");
 	const char *s = NULL;
 	size_t len = 0;
-	char val[SHOW_VALUE_BUF];
+	char val[DG_SHOW_VALUE_BUF];
 	if (!v)
 		return fail(c, -EINVAL, ".type", "missing (what the action is: click, type, key, ...)");
 	int rc = get_string(c, ".type", v, &s, &len);
@@ -627,7 +571,7 @@ static int parse_type(struct pctx *c, const json_t *obj, enum dg_action_type *t)
 			return 0;
 		}
 	}
-	show_value(v, val, sizeof(val));
+	dg_show_value(v, val, sizeof(val));
 	return fail(c, -EINVAL, ".type", "unknown action %s", val);
 }
 
@@ -649,9 +593,9 @@ static int check_canonical_size(struct pctx *c, const struct dg_action *a)
 
 static int parse_obj(struct pctx *c, const json_t *obj, struct dg_action *a)
 {
-	char val[SHOW_VALUE_BUF], esc[DG_SHOW_BUF], allowed[256];
+	char val[DG_SHOW_VALUE_BUF], esc[DG_SHOW_BUF], allowed[256];
 	if (!json_is_object(obj)) {
-		show_value(obj, val, sizeof(val));
+		dg_show_value(obj, val, sizeof(val));
 		return fail(c, -EINVAL, "", "%s is not a JSON object", val);
 	}
 	enum dg_action_type t = DG_ACTION_N_TYPES; /* set by parse_type on success */

@@ -26,8 +26,9 @@ size_t dg_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp, const ch
  * bytes, DEL and non-ASCII as \xNN, '"' and '\\' escaped; after
  * DG_SHOW_MAX input bytes the copy ends with "...". out is always
  * NUL-terminated; DG_SHOW_BUF bytes always hold the whole result. */
-#define DG_SHOW_MAX 64
-#define DG_SHOW_BUF (DG_SHOW_MAX * 4 + 4)
-void dg_show(const char *s, size_t len, char *out, size_t out_len);
+static inline void dg_show(const char *s, size_t len, char *out, size_t out_len)
+{
+	dg_show_bytes(s, len, DG_SHOW_MAX, true, out, out_len);
+}
 
 #endif

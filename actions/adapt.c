@@ -132,53 +132,6 @@ static int afail(struct actx *c, int code, const char *where, const char *fmt, .
 	return dg_err_set(c->err, code, "%s%s: %s", c->prefix, where, msg);
 }
 
-/* Describes a JSON value for a message: scalars as written (strings escaped
- * and cut by dg_show), containers by kind. */
-#define SHOW_VALUE_BUF (DG_SHOW_BUF + 8)
-static void show_value(const json_t *v, char *out, size_t out_len)
-{
-	char esc[DG_SHOW_BUF];
-	switch (v ? json_typeof(v) : JSON_NULL) {
-	case JSON_OBJECT:
-		snprintf(out, out_len, "an object");
-		break;
-	case JSON_ARRAY:
-		snprintf(out, out_len, "an array");
-		break;
-	case JSON_STRING:
-		dg_show(json_string_value(v), json_string_length(v), esc, sizeof(esc));
-		snprintf(out, out_len, "\"%s\"", esc);
-		break;
-	case JSON_INTEGER:
-		snprintf(out, out_len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		break;
-	case JSON_REAL: {
-		double d = json_real_value(v);
-		/* Whole reals keep their point, so "3.0 is not an integer"
-		 * does not read as "3 is not an integer". */
-		if (d == trunc(d) && fabs(d) < 1e15) {
-			snprintf(out, out_len, "%.1f", d);
-			break;
-		}
-		/* The fewest digits that read back as d. */
-		for (int prec = 1; prec <= 17; prec++) {
-			snprintf(out, out_len, "%.*g", prec, d);
-			if (strtod(out, NULL) == d)
-				break;
-		}
-		break;
-	}
-	case JSON_TRUE:
-		snprintf(out, out_len, "true");
-		break;
-	case JSON_FALSE:
-		snprintf(out, out_len, "false");
-		break;
-	case JSON_NULL:
-		snprintf(out, out_len, "null");
-		break;
-	}
-}
 
 /* true when the JSON string v is exactly s (v may hold NUL). */
 static bool str_is(const json_t *v, const char *s)
@@ -191,8 +144,8 @@ static int get_string(struct actx *c, const char *where, const json_t *v, const 
 		      size_t *len)
 {
 	if (!json_is_string(v)) {
-		char val[SHOW_VALUE_BUF];
-		show_value(v, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, where, "%s is not a string", val);
 	}
 	*s = json_string_value(v);
@@ -203,8 +156,8 @@ static int get_string(struct actx *c, const char *where, const json_t *v, const 
 static int get_int(struct actx *c, const char *where, const json_t *v, json_int_t *out)
 {
 	if (!json_is_integer(v)) {
-		char val[SHOW_VALUE_BUF];
-		show_value(v, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, where, "%s is not an integer", val);
 	}
 	*out = json_integer_value(v);
@@ -278,9 +231,9 @@ static int get_coord(struct actx *c, const char *where, const json_t *v, bool ho
 /* An [x, y] pair of model coordinates. */
 static int get_pair(struct actx *c, const char *where, const json_t *v, int *x, int *y)
 {
-	char w[96], val[SHOW_VALUE_BUF];
+	char w[96], val[DG_SHOW_VALUE_BUF];
 	if (!json_is_array(v) || json_array_size(v) != 2) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, where, "%s is not an [x, y] pair", val);
 	}
 	snprintf(w, sizeof(w), "%s[0]", where);
@@ -373,10 +326,10 @@ static int anthropic_mods(struct actx *c, const json_t *v, unsigned *mods)
 #define OPENAI_KEY_ELEM_MAX ((DG_KEY_NAME_MAX + 1) * DG_CHORD_MAX)
 static int openai_keys(struct actx *c, const json_t *v, bool mods_only, struct dg_chord *chord)
 {
-	char where[64], val[SHOW_VALUE_BUF], esc[DG_SHOW_BUF], part[DG_KEY_NAME_MAX + 1];
+	char where[64], val[DG_SHOW_VALUE_BUF], esc[DG_SHOW_BUF], part[DG_KEY_NAME_MAX + 1];
 	chord->n = 0;
 	if (!json_is_array(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, ".keys", "%s is not an array of key names", val);
 	}
 	size_t n = json_array_size(v);
@@ -576,9 +529,9 @@ static int check_fields(struct actx *c, const json_t *obj, const struct fields *
 static int get_disc(struct actx *c, const json_t *obj, const char *disc, const char *what,
 		    const char **s, size_t *len)
 {
-	char val[SHOW_VALUE_BUF], where[32];
+	char val[DG_SHOW_VALUE_BUF], where[32];
 	if (!json_is_object(obj)) {
-		show_value(obj, val, sizeof(val));
+		dg_show_value(obj, val, sizeof(val));
 		return afail(c, -EINVAL, "", "%s is not a JSON object", val);
 	}
 	snprintf(where, sizeof(where), ".%s", disc);
@@ -592,13 +545,13 @@ static int get_disc(struct actx *c, const json_t *obj, const char *disc, const c
  * rounded to the nearest, 0..max_ms. */
 static int get_seconds(struct actx *c, const char *where, const json_t *v, int max_ms, int *ms)
 {
-	char val[SHOW_VALUE_BUF];
+	char val[DG_SHOW_VALUE_BUF];
 	if (!json_is_number(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, where, "%s is not a number of seconds", val);
 	}
 	double d = json_number_value(v);
-	show_value(v, val, sizeof(val));
+	dg_show_value(v, val, sizeof(val));
 	if (!(d >= 0))
 		return afail(c, -EINVAL, where, "%s seconds is negative", val);
 	/* Compare before converting: a huge value must not reach lround. */
@@ -662,12 +615,12 @@ static int anthropic_at(struct actx *c, const json_t *in, unsigned present, int 
 
 static int anthropic_region(struct actx *c, const json_t *v, json_t **out)
 {
-	char where[32], val[SHOW_VALUE_BUF];
+	char where[32], val[DG_SHOW_VALUE_BUF];
 	int r[4] = {0, 0, 0, 0};
 	json_int_t m[4] = {0, 0, 0, 0};
 	*out = NULL;
 	if (!json_is_array(v) || json_array_size(v) != 4) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, ".region", "%s is not an array [x1, y1, x2, y2]", val);
 	}
 	for (int k = 0; k < 4; k++) {
@@ -883,7 +836,7 @@ static int anthropic_block(struct actx *c, const json_t *obj, struct dg_adapted 
 	static const char *const names[] = {"id", "name", "input"};
 	struct fields f = {names, 3, "type", "tool_use", B(0) | B(1) | B(2), B(0) | B(1) | B(2)};
 	char name[DG_ADAPT_NAME_MAX] = "";
-	char val[SHOW_VALUE_BUF];
+	char val[DG_SHOW_VALUE_BUF];
 	unsigned present = 0;
 	json_t *canon = NULL;
 	snprintf(c->prefix, sizeof(c->prefix), "anthropic");
@@ -900,7 +853,7 @@ static int anthropic_block(struct actx *c, const json_t *obj, struct dg_adapted 
 		return rc;
 	const json_t *nv = json_object_get(obj, "name");
 	if (!str_is(nv, "computer")) {
-		show_value(nv, val, sizeof(val));
+		dg_show_value(nv, val, sizeof(val));
 		return afail(c, -EINVAL, ".name", "%s is not \"computer\" (deskgate is the computer "
 			     "tool only)", val);
 	}
@@ -979,10 +932,10 @@ static int openai_notches(struct actx *c, const char *where, const json_t *v, bo
 
 static int openai_path(struct actx *c, const json_t *v, json_t **out)
 {
-	char where[64], val[SHOW_VALUE_BUF], esc[DG_SHOW_BUF];
+	char where[64], val[DG_SHOW_VALUE_BUF], esc[DG_SHOW_BUF];
 	*out = NULL;
 	if (!json_is_array(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		return afail(c, -EINVAL, ".path", "%s is not an array of {x, y} points", val);
 	}
 	size_t n = json_array_size(v);
@@ -997,7 +950,7 @@ static int openai_path(struct actx *c, const json_t *v, json_t **out)
 		int x = 0, y = 0, rc;
 		snprintf(where, sizeof(where), ".path[%zu]", i);
 		if (!json_is_object(p)) {
-			show_value(p, val, sizeof(val));
+			dg_show_value(p, val, sizeof(val));
 			rc = afail(c, -EINVAL, where, "%s is not an {x, y} point", val);
 			goto fail;
 		}
@@ -1044,7 +997,7 @@ static int openai_action(struct actx *c, const json_t *in, json_t **out, char *n
 {
 	const char *s = NULL;
 	size_t len = 0;
-	char esc[DG_SHOW_BUF], val[SHOW_VALUE_BUF];
+	char esc[DG_SHOW_BUF], val[DG_SHOW_VALUE_BUF];
 	*out = NULL;
 	int rc = get_disc(c, in, "type", "what to do: click, type, keypress, screenshot, ...", &s,
 			  &len);
@@ -1102,7 +1055,7 @@ static int openai_action(struct actx *c, const json_t *in, json_t **out, char *n
 		while (b < N_OF(buttons) && !str_is(bv, buttons[b].wire))
 			b++;
 		if (b == N_OF(buttons)) {
-			show_value(bv, val, sizeof(val));
+			dg_show_value(bv, val, sizeof(val));
 			return afail(c, -EINVAL, ".button",
 				     "unknown button %s (allowed: left, right, wheel, back, forward)",
 				     val);
@@ -1175,7 +1128,7 @@ static int openai_action(struct actx *c, const json_t *in, json_t **out, char *n
 /* Copies pending_safety_checks into a->safety_checks, each check checked. */
 static int openai_safety(struct actx *c, const json_t *v, struct dg_adapted *a)
 {
-	char where[64], val[SHOW_VALUE_BUF], esc[DG_SHOW_BUF];
+	char where[64], val[DG_SHOW_VALUE_BUF], esc[DG_SHOW_BUF];
 	json_t *copy = json_array();
 	if (!copy)
 		return afail(c, -ENOMEM, "", "out of memory");
@@ -1185,7 +1138,7 @@ static int openai_safety(struct actx *c, const json_t *v, struct dg_adapted *a)
 	}
 	int rc = 0;
 	if (!json_is_array(v)) {
-		show_value(v, val, sizeof(val));
+		dg_show_value(v, val, sizeof(val));
 		rc = afail(c, -EINVAL, ".pending_safety_checks", "%s is not an array", val);
 		goto out;
 	}
@@ -1199,7 +1152,7 @@ static int openai_safety(struct actx *c, const json_t *v, struct dg_adapted *a)
 		const json_t *chk = json_array_get(v, i);
 		snprintf(where, sizeof(where), ".pending_safety_checks[%zu]", i);
 		if (!json_is_object(chk)) {
-			show_value(chk, val, sizeof(val));
+			dg_show_value(chk, val, sizeof(val));
 			rc = afail(c, -EINVAL, where, "%s is not an object", val);
 			goto out;
 		}
@@ -1273,7 +1226,7 @@ static int openai_call(struct actx *c, const json_t *obj, struct dg_adapted *a)
 					    "pending_safety_checks", "status"};
 	enum { F_ID, F_CALL_ID, F_ACTION, F_ACTIONS, F_SAFETY, F_STATUS };
 	struct fields f = {names, 6, "type", "computer_call", 0x3f, B(F_ID) | B(F_CALL_ID)};
-	char val[SHOW_VALUE_BUF];
+	char val[DG_SHOW_VALUE_BUF];
 	unsigned present = 0;
 	snprintf(c->prefix, sizeof(c->prefix), "openai");
 	/* call_id first, so that even a refused call can be answered. */
@@ -1294,7 +1247,7 @@ static int openai_call(struct actx *c, const json_t *obj, struct dg_adapted *a)
 		const json_t *st = json_object_get(obj, "status");
 		if (!str_is(st, "completed") && !str_is(st, "in_progress") &&
 		    !str_is(st, "incomplete")) {
-			show_value(st, val, sizeof(val));
+			dg_show_value(st, val, sizeof(val));
 			return afail(c, -EINVAL, ".status", "%s is not a status (completed, "
 				     "in_progress, incomplete)", val);
 		}
@@ -1321,7 +1274,7 @@ static int openai_call(struct actx *c, const json_t *obj, struct dg_adapted *a)
 	const json_t *arr = json_object_get(obj, "actions");
 	a->batched = true;
 	if (!json_is_array(arr)) {
-		show_value(arr, val, sizeof(val));
+		dg_show_value(arr, val, sizeof(val));
 		return afail(c, -EINVAL, ".actions", "%s is not an array of actions", val);
 	}
 	size_t n = json_array_size(arr);
@@ -1363,10 +1316,10 @@ static int canonical(struct actx *c, const json_t *obj, size_t len, struct dg_ad
 
 static int detect(struct actx *c, const json_t *obj, size_t len, struct dg_adapted *a)
 {
-	char val[SHOW_VALUE_BUF], esc[DG_SHOW_BUF];
+	char val[DG_SHOW_VALUE_BUF], esc[DG_SHOW_BUF];
 	snprintf(c->prefix, sizeof(c->prefix), "message");
 	if (!json_is_object(obj)) {
-		show_value(obj, val, sizeof(val));
+		dg_show_value(obj, val, sizeof(val));
 		return afail(c, -EINVAL, "", "%s is not a JSON object", val);
 	}
 	const json_t *type = json_object_get(obj, "type");

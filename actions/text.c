@@ -63,33 +63,6 @@ size_t dg_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp, const ch
 	return need;
 }
 
-void dg_show(const char *in, size_t len, char *out, size_t out_len)
-{
-	const unsigned char *s = (const unsigned char *)in;
-	size_t o = 0;
-	if (out_len == 0)
-		return;
-	out[0] = '\0';
-	for (size_t i = 0; i < len; i++) {
-		char piece[8];
-		if (i == DG_SHOW_MAX)
-			snprintf(piece, sizeof(piece), "...");
-		else if (s[i] < 0x20 || s[i] >= 0x7f)
-			snprintf(piece, sizeof(piece), "\\x%02x", s[i]);
-		else if (s[i] == '"' || s[i] == '\\')
-			snprintf(piece, sizeof(piece), "\\%c", s[i]);
-		else
-			snprintf(piece, sizeof(piece), "%c", s[i]);
-		size_t n = strlen(piece);
-		if (o + n >= out_len)
-			break;
-		memcpy(out + o, piece, n + 1);
-		o += n;
-		if (i == DG_SHOW_MAX)
-			break;
-	}
-}
-
 int dg_keysym_from_codepoint(uint32_t cp, uint32_t *keysym)
 {
 	if (cp == '\n' || cp == '\r') {

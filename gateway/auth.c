@@ -259,7 +259,7 @@ static int load_tokens_file(const char *path, struct dg_auth *a, size_t cap,
 	json_object_foreach(root, key, v) {
 		if (strcmp(key, "version") != 0 && strcmp(key, "tokens") != 0) {
 			char k[DG_SHOW_LEN(DG_SHOW_KEY_MAX)];
-			dg_show_bytes(key, DG_SHOW_KEY_MAX, true, k, sizeof(k));
+			dg_show_str(key, DG_SHOW_KEY_MAX, true, k, sizeof(k));
 			json_decref(root);
 			return dg_jfail(&c, "unknown key \"%s\" at top level", k);
 		}

@@ -36,92 +36,6 @@ int dg_jfail(const struct dg_jctx *c, const char *fmt, ...)
 	return dg_err_set(c->err, -EINVAL, "%s %s: %s", c->what, c->origin, msg);
 }
 
-void dg_show_bytes(const char *in, size_t max, bool quoted, char *out, size_t out_len)
-{
-	const unsigned char *s = (const unsigned char *)in;
-	size_t o = 0;
-	if (out_len == 0)
-		return;
-	out[0] = '\0';
-	for (size_t i = 0; s[i]; i++) {
-		char piece[8];
-		if (i == max)
-			snprintf(piece, sizeof(piece), "...");
-		else if (s[i] < 0x20 || s[i] >= 0x7f)
-			snprintf(piece, sizeof(piece), "\\x%02x", s[i]);
-		else if (quoted && (s[i] == '"' || s[i] == '\\'))
-			snprintf(piece, sizeof(piece), "\\%c", s[i]);
-		else
-			snprintf(piece, sizeof(piece), "%c", s[i]);
-		size_t n = strlen(piece);
-		if (o + n >= out_len)
-			break;
-		memcpy(out + o, piece, n + 1);
-		o += n;
-		if (i == max)
-			break;
-	}
-}
-
-/* Fewest significant digits that read back as d ("0.5", not "0.500000"). */
-static void show_real(double d, char *out, size_t out_len)
-{
-	if (!out || out_len == 0)
-		return;
-	if (!isfinite(d)) {
-		snprintf(out, out_len, "%s", isnan(d) ? "NaN" : d < 0 ? "-Infinity" : "Infinity");
-		return;
-	}
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(out, out_len, "%.*g", prec, d);
-		if (strtod(out, NULL) == d)
-			return;
-	}
-}
-
-void dg_show_value(const json_t *v, char *out, size_t out_len)
-{
-	char esc[DG_SHOW_LEN(DG_SHOW_KEY_MAX)];
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		snprintf(out, out_len, "an object");
-		break;
-	case JSON_ARRAY:
-		snprintf(out, out_len, "an array");
-		break;
-	case JSON_STRING:
-		dg_show_bytes(json_string_value(v), DG_SHOW_KEY_MAX, true, esc, sizeof(esc));
-		snprintf(out, out_len, "\"%s\"", esc);
-		break;
-	case JSON_INTEGER:
-		snprintf(out, out_len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		break;
-	case JSON_REAL:
-		/* Integral reals as "20.0", not "2e+01": the point is what makes
-		 * "is not an integer" readable. */
-		if (fabs(json_real_value(v)) < 1e15 &&
-		    json_real_value(v) == floor(json_real_value(v))) {
-			snprintf(out, out_len, "%.1f", json_real_value(v));
-			break;
-		}
-		show_real(json_real_value(v), out, out_len);
-		/* A real always shows a point, so "20.0 is not an integer" does not
-		 * read as "20 is not an integer". */
-		if (isfinite(json_real_value(v)) && !strpbrk(out, ".e"))
-			strncat(out, ".0", out_len - strlen(out) - 1);
-		break;
-	case JSON_TRUE:
-		snprintf(out, out_len, "true");
-		break;
-	case JSON_FALSE:
-		snprintf(out, out_len, "false");
-		break;
-	case JSON_NULL:
-		snprintf(out, out_len, "null");
-		break;
-	}
-}
-
 int dg_json_decode(const struct dg_jctx *c, const char *text, size_t len, size_t max,
 		   json_t **root)
 {
@@ -146,7 +60,7 @@ int dg_json_decode(const struct dg_jctx *c, const char *text, size_t len, size_t
 		if (near)
 			*near = '\0';
 		char why[DG_SHOW_LEN(JSON_ERROR_TEXT_LENGTH)];
-		dg_show_bytes(jerr.text, JSON_ERROR_TEXT_LENGTH, false, why, sizeof(why));
+		dg_show_str(jerr.text, JSON_ERROR_TEXT_LENGTH, false, why, sizeof(why));
 		return dg_jfail(c, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
 				why);
 	}
@@ -298,7 +212,7 @@ static int unknown_key(const struct dg_jctx *c, const char *prefix, const char *
 		       const char *where)
 {
 	char k[DG_SHOW_LEN(DG_SHOW_KEY_MAX)];
-	dg_show_bytes(key, DG_SHOW_KEY_MAX, true, k, sizeof(k));
+	dg_show_str(key, DG_SHOW_KEY_MAX, true, k, sizeof(k));
 	return dg_jfail(c, "unknown key \"%s%s\"%s", prefix, k, where);
 }
 
@@ -383,7 +297,7 @@ static int parse_path(const struct dg_jctx *c, const char *key, const json_t *v,
 static int readable_file(const struct dg_jctx *c, const char *key, const char *path)
 {
 	char p[DG_SHOW_LEN(256)];
-	dg_show_bytes(path, 256, true, p, sizeof(p));
+	dg_show_str(path, 256, true, p, sizeof(p));
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return dg_jfail(c, "%s: \"%s\": %s", key, p, strerror(errno));
@@ -862,7 +776,7 @@ static int sec_policies(const struct dg_jctx *c, json_t *v, struct dg_config *cf
 	json_t *item;
 	json_object_foreach(v, name, item) {
 		char k[DG_SHOW_LEN(DG_SHOW_KEY_MAX)];
-		dg_show_bytes(name, DG_SHOW_KEY_MAX, true, k, sizeof(k));
+		dg_show_str(name, DG_SHOW_KEY_MAX, true, k, sizeof(k));
 		int rc = 0;
 		if (!policy_name_ok(name))
 			rc = dg_jfail(c, "policies: \"%s\" is not a policy name; allowed: 1 to %d of "
@@ -1076,7 +990,7 @@ int dg_config_set_listen(struct dg_config *cfg, const char *addr_port, struct dg
 	struct listen_addr l;
 	char why[160];
 	char v[DG_SHOW_LEN(DG_SHOW_KEY_MAX)];
-	dg_show_bytes(addr_port ? addr_port : "", DG_SHOW_KEY_MAX, true, v, sizeof(v));
+	dg_show_str(addr_port ? addr_port : "", DG_SHOW_KEY_MAX, true, v, sizeof(v));
 	if (!addr_port || parse_listen(addr_port, &l, why, sizeof(why)))
 		return dg_err_set(err, -EINVAL, "--listen: \"%s\": %s", v,
 				  addr_port ? why : "missing");
@@ -1091,7 +1005,7 @@ static int set_path(const char *flag, char *field, const char *path, struct dg_e
 		return dg_err_set(err, -EINVAL, "%s: missing path", flag);
 	if (path_check(path, false, why, sizeof(why))) {
 		char v[DG_SHOW_LEN(DG_SHOW_KEY_MAX)];
-		dg_show_bytes(path, DG_SHOW_KEY_MAX, true, v, sizeof(v));
+		dg_show_str(path, DG_SHOW_KEY_MAX, true, v, sizeof(v));
 		return dg_err_set(err, -EINVAL, "%s: \"%s\" is %s", flag, v, why);
 	}
 	memcpy(field, path, strlen(path) + 1);

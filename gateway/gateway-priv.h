@@ -22,19 +22,12 @@ struct dg_jctx {
 /* Records "<what> <origin>: <message>" and returns -EINVAL. */
 int dg_jfail(const struct dg_jctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Copies untrusted bytes into out so they cannot forge or garble a log line:
- * control bytes and non-ASCII become \xNN, and with quoted set '"' and '\\'
- * are escaped too. Input beyond max bytes is cut and marked "...". A buffer
- * of DG_SHOW_LEN(max) bytes never truncates further. */
+/* Untrusted text in messages goes through dg_show_str / dg_show_value
+ * (policy/show.c). A buffer of DG_SHOW_LEN(max) bytes holds max bytes shown.
+ * Never show a value that may be a secret. */
 #define DG_SHOW_LEN(max) ((max) * 4 + 4)
-#define DG_SHOW_KEY_MAX 64
-void dg_show_bytes(const char *in, size_t max, bool quoted, char *out, size_t out_len);
-
-/* Describes a JSON value for a message: scalars as written (strings quoted
- * and escaped, cut at DG_SHOW_KEY_MAX), containers by kind only. Never use
- * it on a value that may be a secret. */
-#define DG_SHOW_VALUE_MAX (DG_SHOW_LEN(DG_SHOW_KEY_MAX) + 2)
-void dg_show_value(const json_t *v, char *out, size_t out_len);
+#define DG_SHOW_KEY_MAX DG_SHOW_MAX
+#define DG_SHOW_VALUE_MAX DG_SHOW_VALUE_BUF
 
 /* Decodes text strictly (duplicate keys refused, no trailing data, no NUL,
  * a non-empty object at the top). Returns 0 with *root set, or -EINVAL,

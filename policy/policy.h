@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 /* A fixed-size error message buffer, filled by the function that failed. */
 #define DG_ERR_MAX 512
 struct dg_err {
@@ -26,6 +28,18 @@ struct dg_err {
  * a negative errno value, so callers can write `return dg_err_set(...)`. */
 int dg_err_set(struct dg_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Quoting untrusted text into messages (policy/show.c): control bytes and
+ * non-ASCII as \xNN, with quoted also '"' and '\\' escaped, cut after max
+ * bytes with "...". out gets at most out_len - 1 characters. */
+#define DG_SHOW_MAX 64
+#define DG_SHOW_BUF (DG_SHOW_MAX * 4 + 4)
+#define DG_SHOW_VALUE_BUF (DG_SHOW_BUF + 8)
+void dg_show_bytes(const char *in, size_t len, size_t max, bool quoted, char *out, size_t out_len);
+void dg_show_str(const char *in, size_t max, bool quoted, char *out, size_t out_len);
+/* Describes a JSON value: scalars as written (strings quoted, escaped and
+ * cut), containers by kind ("an object"). */
+void dg_show_value(const json_t *v, char *out, size_t out_len);
 
 /* Bounds on what a policy may ask for. A value outside [MIN, MAX] is refused
  * at load time with the key's name. */
