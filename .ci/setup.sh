@@ -13,7 +13,7 @@ DG_PACKAGES=(
   tigervnc-standalone-server x11-xkb-utils xkb-data xfonts-base fonts-dejavu-core
   xterm matchbox-window-manager x11-utils chromium
   xvfb xdotool scrot
-  python3 python3-websockets iproute2 curl openssl ca-certificates
+  python3 python3-websockets iproute2 curl openssl ca-certificates nodejs
 )
 
 dg_install_missing() {
