@@ -334,7 +334,7 @@ static int parse_path(struct pctx *c, const json_t *v, struct dg_action *a)
 static int parse_text(struct pctx *c, const json_t *v, struct dg_action *a)
 {
 	const char *s = NULL;
-	size_t len, n;
+	size_t len = 0, n = 0;
 	struct dg_err e;
 	int rc = get_string(c, ".text", v, &s, &len);
 	if (rc < 0)

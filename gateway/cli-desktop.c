@@ -103,11 +103,12 @@ static int session_start(const struct session_opts *o, struct session *s)
 
 static void session_end(struct session *s)
 {
-	if (!s->started)
-		return;
-	dg_worker_stop(&s->worker);
-	dg_desktop_destroy(&s->desktop);
-	s->started = false;
+	if (s->started) {
+		dg_worker_stop(&s->worker);
+		dg_desktop_destroy(&s->desktop);
+		s->started = false;
+	}
+	dg_policy_free(&s->policy);
 }
 
 /* Writes data to path through a temporary file and rename, so a reader never

@@ -9,6 +9,7 @@
 
 #include "desktop/desktop.h"
 #include "desktop/worker-priv.h"
+#include "gateway/cli-check.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 
@@ -25,6 +26,9 @@ static const char usage_text[] =
 	"      126/127 when CMD cannot be run / was not found; 2 on a usage error.\n"
 	"  serve [--config FILE] [--listen ADDR:PORT] [--policy FILE] [--recordings DIR]\n"
 	"      the gateway: HTTP and WebSocket API for agents and viewers (see README)\n"
+	"  check --policy FILE [--url CURRENT_URL] [--size WxH] < actions.jsonl\n"
+	"      decide canonical actions (one JSON object a line) under the policy:\n"
+	"      one {\"verdict\", \"rule\", \"reason\"} line each\n"
 	"  shot [--profile xterm|browser] [--url URL] [--size WxH] [--policy FILE] -o FILE.png\n"
 	"      start a desktop, take one settled screenshot, tear everything down\n"
 	"  desktop [--profile xterm|browser] [--size WxH] [--policy FILE] --script FILE.jsonl --out DIR\n"
@@ -97,7 +101,9 @@ static int cmd_exec(int argc, char **argv)
 	struct dg_err err = {{0}};
 	if (dg_jail_cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate exec: cleaning up stale jails: %s\n", err.msg);
-	return dg_exec_run(&policy.limits, (const char *const *)argv + i, 0, 1, 2);
+	int status = dg_exec_run(&policy.limits, (const char *const *)argv + i, 0, 1, 2);
+	dg_policy_free(&policy);
+	return status;
 }
 
 struct command {
@@ -121,6 +127,7 @@ static int cmd_worker(int argc, char **argv)
 static const struct command commands[] = {
 	{"exec", cmd_exec},
 	{"serve", dg_cmd_serve},
+	{"check", dg_cmd_check},
 	{"shot", dg_cmd_shot},
 	{"desktop", dg_cmd_desktop},
 	{"worker", cmd_worker},

@@ -892,6 +892,7 @@ int dg_cmd_serve(int argc, char **argv)
 	free(gw.sessions);
 	dg_auth_free(&gw.auth);
 	dg_config_free(&gw.cfg);
+	dg_policy_free(&gw.policy);
 	printf("deskgate: stopped\n");
 	return 0;
 }

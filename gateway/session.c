@@ -159,26 +159,6 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			 DG_MODEL_DIM_MIN, DG_MODEL_DIM_MIN, DG_MODEL_DIM_MAX, DG_MODEL_DIM_MAX);
 		return -1;
 	}
-	struct dg_policy policy = gw->policy;
-	const char *pname = NULL;
-	v = json_object_get(body, "policy");
-	if (v) {
-		pname = json_string_value(v);
-		const char *path = pname ? dg_config_policy_path(&gw->cfg, pname) : NULL;
-		if (!path) {
-			snprintf(err, errlen, "no policy named \"%.40s\" in the configuration",
-				 pname ? pname : "?");
-			return -1;
-		}
-		struct dg_err perr = {{0}};
-		if (!path[0])
-			policy = gw->policy; /* "default" without a file: the built-in one */
-		else if (dg_policy_load(path, &policy, &perr) != 0) {
-			*status = 500;
-			snprintf(err, errlen, "%s", perr.msg);
-			return -1;
-		}
-	}
 	struct gw_session *s = NULL;
 	for (int i = 0; i < gw->n_sessions && !s; i++) {
 		if (!gw->sessions[i].used)
@@ -190,9 +170,36 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			 gw->n_sessions);
 		return -1;
 	}
+	/* The session holds its own reference to its policy (dg_policy_free at
+	 * its end). */
+	struct dg_policy policy;
+	dg_policy_copy(&policy, &gw->policy);
+	const char *pname = NULL;
+	v = json_object_get(body, "policy");
+	if (v) {
+		pname = json_string_value(v);
+		const char *path = pname ? dg_config_policy_path(&gw->cfg, pname) : NULL;
+		if (!path) {
+			dg_policy_free(&policy);
+			snprintf(err, errlen, "no policy named \"%.40s\" in the configuration",
+				 pname ? pname : "?");
+			return -1;
+		}
+		struct dg_err perr = {{0}};
+		/* "" is "default" without a file: the built-in one, kept. */
+		if (path[0]) {
+			dg_policy_free(&policy);
+			if (dg_policy_load(path, &policy, &perr) != 0) {
+				*status = 500;
+				snprintf(err, errlen, "%s", perr.msg);
+				return -1;
+			}
+		}
+	}
 	memset(s, 0, sizeof(*s));
 	unsigned char rnd[16];
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		dg_policy_free(&policy);
 		*status = 500;
 		snprintf(err, errlen, "no randomness for a session id");
 		return -1;
@@ -224,6 +231,7 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 					       "height", h, "limits", limits),
 				     &serr);
 	if (req < 0) {
+		dg_policy_free(&s->policy);
 		s->used = false;
 		*status = 503;
 		snprintf(err, errlen, "%s", serr.msg);
@@ -345,6 +353,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	free(s->url);
 	free(s->title);
 	free(s->exec_buf);
+	dg_policy_free(&s->policy);
 	gw->m.sessions_ended++;
 	memset(s, 0, sizeof(*s));
 }

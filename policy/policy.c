@@ -21,18 +21,11 @@
 #include <jansson.h>
 
 #include "policy/policy.h"
-
-/* What one parse carries around: where the text came from (for messages) and
- * where the first error goes. */
-struct pctx {
-	const char *origin;
-	struct dg_err *err;
-};
+#include "policy/policy-priv.h"
 
 /* Records "policy <origin>: <message>" and returns -EINVAL: every content
  * error is the operator's to fix, so they share one code. */
-static int fail(struct pctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct pctx *c, const char *fmt, ...)
+int dg_policy_fail(struct pctx *c, const char *fmt, ...)
 {
 	char msg[DG_ERR_MAX];
 	va_list ap;
@@ -41,6 +34,7 @@ static int fail(struct pctx *c, const char *fmt, ...)
 	va_end(ap);
 	return dg_err_set(c->err, -EINVAL, "policy %s: %s", c->origin, msg);
 }
+#define fail dg_policy_fail
 
 /* Copies untrusted bytes (keys, jansson's "near '...'" excerpts) into out so
  * they cannot forge or garble a log line: control bytes and non-ASCII become
@@ -277,6 +271,14 @@ struct section {
 
 static const struct section sections[] = {
 	{ "limits", parse_limits },
+	{ "default", dg_rules_parse_default },
+	{ "actions", dg_rules_parse_actions },
+	{ "urls", dg_rules_parse_urls },
+	{ "regions", dg_rules_parse_regions },
+	{ "keys", dg_rules_parse_keys },
+	{ "text", dg_rules_parse_text },
+	{ "egress", dg_rules_parse_egress },
+	{ "budgets", dg_rules_parse_budgets },
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 
@@ -343,7 +345,7 @@ static int parse_root(struct pctx *c, const json_t *root, struct dg_policy *p)
 		if (rc)
 			return rc;
 	}
-	return 0;
+	return dg_rules_finish(c, p, json_object_get(root, "default") != NULL);
 }
 
 int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_policy *p,
@@ -378,7 +380,25 @@ int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_
 	json_decref(root);
 	if (rc == 0)
 		*p = next;
+	else
+		dg_policy_free(&next);
 	return rc;
+}
+
+void dg_policy_copy(struct dg_policy *dst, const struct dg_policy *src)
+{
+	*dst = *src;
+	if (src->rules)
+		atomic_fetch_add(&src->rules->refs, 1);
+}
+
+void dg_policy_free(struct dg_policy *p)
+{
+	if (!p || !p->rules)
+		return;
+	if (atomic_fetch_sub(&p->rules->refs, 1) == 1)
+		dg_rules_destroy(p->rules);
+	p->rules = NULL;
 }
 
 /* Reads at most DG_POLICY_FILE_MAX + 1 bytes: one more than allowed is

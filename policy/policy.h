@@ -82,9 +82,18 @@ struct dg_limits {
 	uint64_t scratch_mb;
 };
 
+/* The rule sections, compiled (policy/policy-priv.h); NULL when the policy
+ * has none (the built-in default, or a file of only "version" and
+ * "limits"): such a policy allows every action, as before rules existed. */
+struct dg_rules;
+
+/* Copying a struct dg_policy by value shares its rules without a reference:
+ * use dg_policy_copy for a copy that outlives the original, and
+ * dg_policy_free when done with one that came from parse, load or copy. */
 struct dg_policy {
 	int version;
 	struct dg_limits limits;
+	struct dg_rules *rules;
 };
 
 /* Fills p with the built-in default policy. */
@@ -98,6 +107,71 @@ int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_
 /* Reads and parses the policy file at path (at most DG_POLICY_FILE_MAX bytes).
  * Returns 0 or a negative errno (-ENOENT, -EINVAL, -E2BIG, ...). */
 int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err);
+
+/* Note for both: on success *p is overwritten without releasing what it
+ * held; call dg_policy_free first when it holds a loaded policy. */
+
+/* dst becomes a copy of src holding its own reference to src's rules. */
+void dg_policy_copy(struct dg_policy *dst, const struct dg_policy *src);
+
+/* Drops p's reference to its rules (freed with the last one) and sets
+ * p->rules to NULL; limits stay. Safe on a default or already freed policy. */
+void dg_policy_free(struct dg_policy *p);
+
+/* ---- Decisions (policy/decide.c) -------------------------------------------
+ *
+ * Ordered by restriction: when several checks have an opinion, the largest
+ * verdict wins (deny > ask > allow), and among equal verdicts the first
+ * check in the order urls, regions, keys, text, budgets, actions (the most
+ * specific first) names the rule. The semantics of each section are
+ * documented in policy/rules.c. */
+enum dg_verdict {
+	DG_VERDICT_ALLOW = 0,
+	DG_VERDICT_ASK = 1,
+	DG_VERDICT_DENY = 2,
+};
+
+/* "allow", "ask", "deny"; NULL outside the enum. */
+const char *dg_verdict_name(enum dg_verdict v);
+
+struct dg_action;
+
+/* What the caller knows about the session when it decides an action. The
+ * counts are of actions already performed, not including the one decided:
+ * the caller counts what it ran (a sliding one-minute window for
+ * actions_last_minute). */
+struct dg_decide_ctx {
+	const char *url;              /* the page the worker reports, or NULL */
+	int screen_w, screen_h;
+	int pointer_x, pointer_y;     /* where the pointer is (mouse_down/up without
+					 x, y; type, key, hold_key) */
+	uint64_t actions_last_minute;
+	uint64_t actions_total;
+	uint64_t exec_total;
+};
+
+#define DG_DECISION_RULE_MAX 320
+#define DG_DECISION_REASON_MAX 512
+struct dg_decision {
+	enum dg_verdict verdict;
+	char rule[DG_DECISION_RULE_MAX];     /* stable name: "actions.ask[0]", "default", ... */
+	char reason[DG_DECISION_REASON_MAX]; /* for humans */
+};
+
+/* Decides the canonical action a (from dg_action_parse). Never allocates.
+ * Returns 0, or -EINVAL for a caller bug (NULL argument, a type outside
+ * the enum), in which case d says deny with rule "internal". */
+int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
+		     const struct dg_decide_ctx *ctx, struct dg_decision *d);
+
+/* Decides one URL against the "urls" section alone (navigations and the
+ * browser's requests): refused by dg_url_parse -> deny, rule
+ * "urls.canonical"; otherwise deny/ask/allow lists, then default. */
+int dg_policy_decide_url(const struct dg_policy *p, const char *url, struct dg_decision *d);
+
+/* Whether the "egress" section allows host:port (host lowercase, as
+ * dg_url_parse gives it). A policy without rules allows none. */
+bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16_t port);
 
 /* ---- URLs (policy/url.c) -------------------------------------------------
  *

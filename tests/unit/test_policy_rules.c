@@ -1,0 +1,512 @@
+/* Policy rule sections (issue #5): the issue's full example loads, and every
+ * rule kind is decided right at its edges: region borders, label-boundary
+ * wildcards, path '*' vs '**', default ports, chord wildcards, precedence,
+ * text length and regexes, budgets; loading errors name the place; and the
+ * `deskgate check` loop, through dg_check_stream (the command is wired into
+ * the deskgate binary by the lead). */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actions/actions.h"
+#include "gateway/cli-check.h"
+#include "policy/policy.h"
+
+#define ORIGIN "/test/policy.json"
+
+/* The issue's full example, verbatim. */
+static const char example[] =
+	"{\n"
+	"  \"version\": 1,\n"
+	"  \"default\": \"deny\",\n"
+	"  \"actions\": {\"allow\": [\"screenshot\", \"move\", \"click\", \"drag\", \"scroll\", "
+	"\"type\", \"key\", \"navigate\", \"back\", \"forward\", \"reload\", \"wait\", \"zoom\", "
+	"\"cursor_position\"], \"ask\": [\"exec\"], \"deny\": []},\n"
+	"  \"urls\": {\"allow\": [\"https://example.com/**\", \"https://*.wikipedia.org/**\"], "
+	"\"deny\": [\"https://*.wikipedia.org/wiki/Special:*\"], \"ask\": []},\n"
+	"  \"regions\": [{\"name\": \"top-bar\", \"rect\": [0, 0, 1280, 40], \"url\": \"**\", "
+	"\"actions\": [\"click\", \"type\"], \"verdict\": \"deny\", \"reason\": \"window controls "
+	"are off limits\"}],\n"
+	"  \"keys\": {\"deny\": [\"ctrl+alt+*\", \"super+*\"], \"ask\": [\"ctrl+Return\"]},\n"
+	"  \"text\": {\"max_length\": 4000, \"deny\": [\"BEGIN [A-Z ]*PRIVATE KEY\"]},\n"
+	"  \"egress\": {\"allow\": [\"example.com:443\", \"*.wikipedia.org:443\"]},\n"
+	"  \"budgets\": {\"actions_per_minute\": 300, \"max_actions\": 10000, \"max_exec\": 100},\n"
+	"  \"limits\": {\"memory_mb\": 2048, \"pids\": 512, \"cpus\": 1.0, \"session_seconds\": "
+	"3600, \"exec_seconds\": 60, \"output_bytes\": 1048576, \"scratch_mb\": 512}\n"
+	"}\n";
+
+static struct dg_policy pol;
+static struct dg_err err;
+static struct dg_decision dec;
+static struct dg_decide_ctx ctx;
+
+static int parse(const char *text)
+{
+	memset(&err, 0, sizeof(err));
+	dg_policy_free(&pol);
+	dg_policy_default(&pol);
+	return dg_policy_parse(text, strlen(text), ORIGIN, &pol, &err);
+}
+
+/* Parses a policy made of the example's "default" and the given sections. */
+static int parsef(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int parsef(const char *fmt, ...)
+{
+	char body[4096], text[4200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	snprintf(text, sizeof(text), "{\"version\": 1, \"default\": \"deny\"%s%s}",
+		 body[0] ? ", " : "", body);
+	return parse(text);
+}
+
+static void setup(void)
+{
+	dg_policy_default(&pol);
+	ctx = (struct dg_decide_ctx){ .screen_w = 1280, .screen_h = 800, .pointer_x = 640,
+				      .pointer_y = 400, .url = "https://example.com/" };
+	cr_assert_eq(parse(example), 0, "%s", err.msg);
+}
+
+static void teardown(void)
+{
+	dg_policy_free(&pol);
+}
+
+TestSuite(rules, .init = setup, .fini = teardown);
+
+/* Decides one canonical action (JSON) with the current ctx. */
+static enum dg_verdict decide(const char *json)
+{
+	struct dg_action a;
+	struct dg_err e = { { 0 } };
+	cr_assert_eq(dg_action_parse(json, strlen(json), ctx.screen_w, ctx.screen_h, &a, &e), 0,
+		     "%s: %s", json, e.msg);
+	cr_assert_eq(dg_policy_decide(&pol, &a, &ctx, &dec), 0);
+	dg_action_free(&a);
+	return dec.verdict;
+}
+
+#define expect(json, want, want_rule)                                                      \
+	do {                                                                               \
+		enum dg_verdict v_ = decide(json);                                         \
+		cr_assert_eq(v_, (want), "%s: %s by %s (%s), expected %s by %s", json,     \
+			     dg_verdict_name(v_), dec.rule, dec.reason,                    \
+			     dg_verdict_name(want), want_rule);                            \
+		cr_assert_str_eq(dec.rule, want_rule, "%s: rule %s (%s)", json, dec.rule, \
+				 dec.reason);                                              \
+	} while (0)
+
+#define ALLOW DG_VERDICT_ALLOW
+#define ASK DG_VERDICT_ASK
+#define DENY DG_VERDICT_DENY
+
+#define refused_with(text, want_msg)                                                       \
+	do {                                                                               \
+		cr_assert_eq(parsef("%s", text), -EINVAL, "accepted: %s", text);           \
+		cr_assert(strstr(err.msg, want_msg), "message \"%s\" lacks \"%s\"", err.msg, \
+			  want_msg);                                                       \
+		cr_assert(strncmp(err.msg, "policy " ORIGIN ": ", strlen(ORIGIN) + 9) == 0, \
+			  "no origin: %s", err.msg);                                       \
+	} while (0)
+
+/* ---- the example ----------------------------------------------------------- */
+
+Test(rules, full_example_loads)
+{
+	cr_assert_not_null(pol.rules);
+	cr_assert_eq(pol.limits.memory_mb, 2048);
+	cr_assert_eq(pol.limits.scratch_mb, 512);
+	cr_assert(dg_policy_egress_allows(&pol, "example.com", 443));
+	cr_assert(dg_policy_egress_allows(&pol, "en.wikipedia.org", 443));
+	cr_assert_not(dg_policy_egress_allows(&pol, "example.com", 80));
+	cr_assert_not(dg_policy_egress_allows(&pol, "wikipedia.org", 443));
+	cr_assert_not(dg_policy_egress_allows(&pol, "evilexample.com", 443));
+}
+
+Test(rules, action_types)
+{
+	expect("{\"type\":\"screenshot\"}", ALLOW, "actions.allow[0]");
+	expect("{\"type\":\"exec\",\"argv\":[\"ls\"]}", ASK, "actions.ask[0]");
+	/* Not listed: the default. */
+	expect("{\"type\":\"mouse_down\",\"x\":600,\"y\":600}", DENY, "default");
+	expect("{\"type\":\"hold_key\",\"keys\":\"a\",\"ms\":10}", DENY, "default");
+}
+
+Test(rules, no_rules_allows_everything_but_bad_urls)
+{
+	dg_policy_free(&pol);
+	dg_policy_default(&pol);
+	expect("{\"type\":\"exec\",\"argv\":[\"ls\"]}", ALLOW, "default");
+	expect("{\"type\":\"navigate\",\"url\":\"javascript:alert(1)\"}", DENY, "urls.canonical");
+	cr_assert_eq(parse("{\"version\": 1, \"limits\": {\"pids\": 64}}"), 0);
+	cr_assert_null(pol.rules);
+}
+
+/* ---- URLs ------------------------------------------------------------------ */
+
+#define NAVOK "\"actions\": {\"allow\": [\"navigate\"]}, "
+#define NAV(u) "{\"type\":\"navigate\",\"url\":\"" u "\"}"
+
+Test(rules, url_label_boundary_wildcards)
+{
+	expect(NAV("https://en.wikipedia.org/wiki/Main_Page"), ALLOW, "urls.allow[1] https://*.wikipedia.org/**");
+	expect(NAV("https://a.b.wikipedia.org/"), ALLOW, "urls.allow[1] https://*.wikipedia.org/**");
+	expect(NAV("https://wikipedia.org/"), DENY, "default");
+	expect(NAV("https://evilwikipedia.org/"), DENY, "default");
+	expect(NAV("https://wikipedia.org.evil.com/"), DENY, "default");
+	expect(NAV("https://en.wikipedia.org.evil.com/"), DENY, "default");
+	expect(NAV("https://example.com/"), ALLOW, "urls.allow[0] https://example.com/**");
+	expect(NAV("https://evilexample.com/"), DENY, "default");
+	expect(NAV("https://example.com.evil.com/"), DENY, "default");
+	expect(NAV("https://www.example.com/"), DENY, "default");
+}
+
+Test(rules, url_path_star_vs_double_star)
+{
+	const char *special = "urls.deny[0] https://*.wikipedia.org/wiki/Special:*";
+	expect(NAV("https://en.wikipedia.org/wiki/Special:Random"), DENY, special);
+	expect(NAV("https://en.wikipedia.org/wiki/Special:"), DENY, special);
+	/* '*' stops at '/': the allow ** rule decides. */
+	expect(NAV("https://en.wikipedia.org/wiki/Special:Foo/bar"), ALLOW,
+	       "urls.allow[1] https://*.wikipedia.org/**");
+	/* An escaped ':' is read as the server reads it. */
+	expect(NAV("https://en.wikipedia.org/wiki/Special%3ARandom"), DENY, special);
+	/* The query is not part of the path. */
+	expect(NAV("https://en.wikipedia.org/wiki/Special:Random?x=/y"), DENY, special);
+
+	cr_assert_eq(parsef(NAVOK "\"urls\": {\"allow\": [\"https://a.com/x/*/z\", \"https://b.com/**/z\"]}"),
+		     0, "%s", err.msg);
+	expect(NAV("https://a.com/x/y/z"), ALLOW, "urls.allow[0] https://a.com/x/*/z");
+	expect(NAV("https://a.com/x//z"), ALLOW, "urls.allow[0] https://a.com/x/*/z");
+	expect(NAV("https://a.com/x/y/w/z"), DENY, "default");
+	expect(NAV("https://b.com/z"), DENY, "default");
+	expect(NAV("https://b.com//z"), ALLOW, "urls.allow[1] https://b.com/**/z");
+	expect(NAV("https://b.com/y/w/z"), ALLOW, "urls.allow[1] https://b.com/**/z");
+	expect(NAV("https://b.com/y/w/zz"), DENY, "default");
+}
+
+Test(rules, url_default_ports_and_schemes)
+{
+	cr_assert_eq(parsef(NAVOK "\"urls\": {\"allow\": [\"https://a.com/**\", \"http://b.com:8080/**\", "
+			    "\"http://c.com/**\"]}"), 0, "%s", err.msg);
+	expect(NAV("https://a.com/"), ALLOW, "urls.allow[0] https://a.com/**");
+	expect(NAV("https://a.com:8443/"), DENY, "default");
+	expect(NAV("http://a.com/"), DENY, "default");
+	expect(NAV("http://b.com:8080/x"), ALLOW, "urls.allow[1] http://b.com:8080/**");
+	expect(NAV("http://b.com/x"), DENY, "default");
+	expect(NAV("http://c.com/"), ALLOW, "urls.allow[2] http://c.com/**");
+	expect(NAV("http://c.com:443/"), DENY, "default");
+	expect(NAV("https://c.com/"), DENY, "default");
+}
+
+Test(rules, url_refused_by_the_checker)
+{
+	expect(NAV("data:text/html,hi"), DENY, "urls.canonical");
+	expect(NAV("javascript:alert(1)"), DENY, "urls.canonical");
+	expect(NAV("file:///etc/passwd"), DENY, "urls.canonical");
+	expect(NAV("https://EXAMPLE.com/"), DENY, "urls.canonical");
+	expect(NAV("https://user@example.com/"), DENY, "urls.canonical");
+	cr_assert(strlen(dec.reason) > 0);
+	cr_assert_eq(dg_policy_decide_url(&pol, "https://example.com/a", &dec), 0);
+	cr_assert_eq(dec.verdict, ALLOW);
+	cr_assert_eq(dg_policy_decide_url(&pol, "blob:https://example.com/x", &dec), 0);
+	cr_assert_eq(dec.verdict, DENY);
+	cr_assert_str_eq(dec.rule, "urls.canonical");
+}
+
+Test(rules, url_ask_vs_deny_precedence)
+{
+	cr_assert_eq(parsef(NAVOK "\"urls\": {\"allow\": [\"**\"], \"ask\": [\"https://a.com/**\"], "
+			    "\"deny\": [\"https://a.com/secret/**\"]}"), 0, "%s", err.msg);
+	expect(NAV("https://a.com/secret/x"), DENY, "urls.deny[0] https://a.com/secret/**");
+	expect(NAV("https://a.com/open"), ASK, "urls.ask[0] https://a.com/**");
+	expect(NAV("https://b.com/"), ALLOW, "urls.allow[0] **");
+	/* Across sections the most restrictive wins: without "navigate" in
+	 * actions.allow the type gets the default, deny, over the URL's allow. */
+	cr_assert_eq(parsef("\"urls\": {\"allow\": [\"**\"]}"), 0, "%s", err.msg);
+	expect(NAV("https://b.com/"), DENY, "default");
+}
+
+/* ---- regions --------------------------------------------------------------- */
+
+#define CLICK(x, y) "{\"type\":\"click\",\"x\":" #x ",\"y\":" #y "}"
+
+Test(rules, region_borders)
+{
+	/* rect [0, 0, 1280, 40]: rows 0..39 inside, 40 outside. */
+	expect(CLICK(0, 0), DENY, "regions[top-bar]");
+	expect(CLICK(1279, 0), DENY, "regions[top-bar]");
+	expect(CLICK(0, 39), DENY, "regions[top-bar]");
+	expect(CLICK(1279, 39), DENY, "regions[top-bar]");
+	expect(CLICK(0, 40), ALLOW, "actions.allow[2]");
+	cr_assert_str_eq(decide(CLICK(5, 5)) == DENY ? dec.reason : "", "window controls are off limits");
+	/* Only the listed types: move and scroll are not. */
+	expect("{\"type\":\"move\",\"x\":5,\"y\":5}", ALLOW, "actions.allow[1]");
+
+	cr_assert_eq(parsef("\"actions\": {\"allow\": [\"click\", \"drag\", \"type\", \"key\", "
+			    "\"mouse_down\"]}, \"regions\": [{\"name\": \"box\", \"rect\": [100, 200, "
+			    "10, 20], \"verdict\": \"ask\"}]"), 0, "%s", err.msg);
+	/* x = rect.x inside, x = rect.x + w outside; each edge. */
+	expect(CLICK(100, 200), ASK, "regions[box]");
+	expect(CLICK(109, 219), ASK, "regions[box]");
+	expect(CLICK(110, 200), ALLOW, "actions.allow[0]");
+	expect(CLICK(99, 200), ALLOW, "actions.allow[0]");
+	expect(CLICK(100, 199), ALLOW, "actions.allow[0]");
+	expect(CLICK(100, 220), ALLOW, "actions.allow[0]");
+	/* A drag with any point inside. */
+	expect("{\"type\":\"drag\",\"path\":[[0,0],[105,210],[500,500]]}", ASK, "regions[box]");
+	expect("{\"type\":\"drag\",\"path\":[[0,0],[110,220]]}", ALLOW, "actions.allow[1]");
+	/* Keyboard and mouse_down without x, y act at the pointer. */
+	ctx.pointer_x = 100;
+	ctx.pointer_y = 219;
+	expect("{\"type\":\"type\",\"text\":\"hi\"}", ASK, "regions[box]");
+	expect("{\"type\":\"key\",\"keys\":\"a\"}", ASK, "regions[box]");
+	expect("{\"type\":\"mouse_down\"}", ASK, "regions[box]");
+	expect("{\"type\":\"mouse_down\",\"x\":0,\"y\":0}", ALLOW, "actions.allow[4]");
+	ctx.pointer_y = 220;
+	expect("{\"type\":\"type\",\"text\":\"hi\"}", ALLOW, "actions.allow[2]");
+}
+
+Test(rules, region_scoped_to_url)
+{
+	cr_assert_eq(parsef("\"actions\": {\"allow\": [\"click\"]}, \"regions\": [{\"name\": \"pay\", "
+			    "\"rect\": [0, 0, 100, 100], \"url\": \"https://*.bank.com/pay/**\", "
+			    "\"verdict\": \"deny\"}]"), 0, "%s", err.msg);
+	ctx.url = "https://www.bank.com/pay/now";
+	expect(CLICK(50, 50), DENY, "regions[pay]");
+	ctx.url = "https://www.bank.com/about";
+	expect(CLICK(50, 50), ALLOW, "actions.allow[0]");
+	ctx.url = "https://example.com/";
+	expect(CLICK(50, 50), ALLOW, "actions.allow[0]");
+	/* Unknown or refused current URL: the region applies. */
+	ctx.url = NULL;
+	expect(CLICK(50, 50), DENY, "regions[pay]");
+	ctx.url = "javascript:1";
+	expect(CLICK(50, 50), DENY, "regions[pay]");
+}
+
+/* ---- keys ------------------------------------------------------------------ */
+
+#define KEY(k) "{\"type\":\"key\",\"keys\":\"" k "\"}"
+
+Test(rules, chord_wildcards)
+{
+	expect(KEY("ctrl+alt+Delete"), DENY, "keys.deny[0] ctrl+alt+*");
+	expect(KEY("ctrl+alt+t"), DENY, "keys.deny[0] ctrl+alt+*");
+	expect(KEY("Control_R+Alt_R+t"), DENY, "keys.deny[0] ctrl+alt+*");
+	expect(KEY("alt+ctrl+shift+t"), DENY, "keys.deny[0] ctrl+alt+*");
+	expect(KEY("ctrl+alt"), DENY, "keys.deny[0] ctrl+alt+*");
+	expect(KEY("ctrl+t"), ALLOW, "actions.allow[6]");
+	expect(KEY("alt+t"), ALLOW, "actions.allow[6]");
+	expect(KEY("super+l"), DENY, "keys.deny[1] super+*");
+	expect(KEY("Super_R+l"), DENY, "keys.deny[1] super+*");
+	/* Decided: "super+*" also matches Super alone (a launcher on most
+	 * desktops). */
+	expect(KEY("super"), DENY, "keys.deny[1] super+*");
+	expect(KEY("Super_R"), DENY, "keys.deny[1] super+*");
+	/* Every chord of a sequence is decided. */
+	expect(KEY("a b super+l"), DENY, "keys.deny[1] super+*");
+}
+
+Test(rules, chord_exact_and_extra_modifiers)
+{
+	expect(KEY("ctrl+Return"), ASK, "keys.ask[0] ctrl+Return");
+	expect(KEY("Control_R+Return"), ASK, "keys.ask[0] ctrl+Return");
+	/* Added modifiers do not escape a rule. */
+	expect(KEY("ctrl+shift+Return"), ASK, "keys.ask[0] ctrl+Return");
+	/* Other keys do. */
+	expect(KEY("Return"), ALLOW, "actions.allow[6]");
+	expect(KEY("ctrl+KP_Enter"), ALLOW, "actions.allow[6]");
+	/* deny beats ask: ctrl+alt+Return is both. */
+	expect(KEY("ctrl+alt+Return"), DENY, "keys.deny[0] ctrl+alt+*");
+	expect(KEY("ctrl+Return super"), DENY, "keys.deny[1] super+*");
+}
+
+Test(rules, keys_allowlist)
+{
+	cr_assert_eq(parsef("\"actions\": {\"allow\": [\"key\"]}, \"keys\": {\"allow\": [\"ctrl+c\", "
+			    "\"Return\", \"*\"], \"deny\": [\"ctrl+q\"]}"), 0, "%s", err.msg);
+	expect(KEY("ctrl+q"), DENY, "keys.deny[0] ctrl+q");
+	expect(KEY("ctrl+c"), ALLOW, "keys.allow[0] ctrl+c");
+	cr_assert_eq(parsef("\"actions\": {\"allow\": [\"key\"]}, \"keys\": {\"allow\": [\"ctrl+c\"]}"),
+		     0, "%s", err.msg);
+	expect(KEY("ctrl+c"), ALLOW, "keys.allow[0] ctrl+c");
+	expect(KEY("ctrl+v"), DENY, "default");
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+Test(rules, text_max_length_boundary)
+{
+	char *json = malloc(4100 + 64);
+	cr_assert_not_null(json);
+	int n = sprintf(json, "{\"type\":\"type\",\"text\":\"");
+	memset(json + n, 'a', 4000);
+	strcpy(json + n + 4000, "\"}");
+	expect(json, ALLOW, "actions.allow[5]");
+	memset(json + n, 'a', 4001);
+	strcpy(json + n + 4001, "\"}");
+	expect(json, DENY, "text.max_length");
+	free(json);
+	/* Characters, not bytes: 4000 two-byte characters pass. */
+	char *big = malloc(8100);
+	n = sprintf(big, "{\"type\":\"type\",\"text\":\"");
+	for (int i = 0; i < 4000; i++)
+		n += sprintf(big + n, "\xc3\xa9");
+	strcpy(big + n, "\"}");
+	expect(big, ALLOW, "actions.allow[5]");
+	free(big);
+}
+
+Test(rules, text_regex_deny)
+{
+	expect("{\"type\":\"type\",\"text\":\"-----BEGIN RSA PRIVATE KEY-----\"}", DENY, "text.deny[0]");
+	expect("{\"type\":\"type\",\"text\":\"x BEGIN PRIVATE KEY\"}", DENY, "text.deny[0]");
+	expect("{\"type\":\"type\",\"text\":\"begin rsa private key\"}", ALLOW, "actions.allow[5]");
+	/* Text only: a key action is not text. */
+	expect(KEY("B"), ALLOW, "actions.allow[6]");
+}
+
+/* ---- budgets ----------------------------------------------------------------- */
+
+Test(rules, budgets_at_the_boundary)
+{
+	/* The counts are of actions already run in the sliding minute. */
+	ctx.actions_last_minute = 299;
+	expect(CLICK(5, 500), ALLOW, "actions.allow[2]");
+	ctx.actions_last_minute = 300;
+	expect(CLICK(5, 500), DENY, "budgets.actions_per_minute");
+	/* The window slides: older actions drop out and the count falls. */
+	ctx.actions_last_minute = 299;
+	expect(CLICK(5, 500), ALLOW, "actions.allow[2]");
+	ctx.actions_total = 9999;
+	expect(CLICK(5, 500), ALLOW, "actions.allow[2]");
+	ctx.actions_total = 10000;
+	expect(CLICK(5, 500), DENY, "budgets.max_actions");
+	ctx.actions_total = 0;
+	ctx.exec_total = 99;
+	expect("{\"type\":\"exec\",\"argv\":[\"ls\"]}", ASK, "actions.ask[0]");
+	ctx.exec_total = 100;
+	expect("{\"type\":\"exec\",\"argv\":[\"ls\"]}", DENY, "budgets.max_exec");
+	expect(CLICK(5, 500), ALLOW, "actions.allow[2]");
+}
+
+/* ---- loading errors ------------------------------------------------------------ */
+
+Test(rules, load_errors_name_the_place)
+{
+	refused_with("\"urls\": {\"alow\": []}", "unknown key \"urls.alow\"");
+	refused_with("\"urls\": {\"allow\": [\"https://a.com/\", \"ftp://a.com/\"]}", "urls.allow[1]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://a.com\"]}", "urls.deny[0]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://a*.com/\"]}", "urls.deny[0]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://A.com/\"]}", "urls.deny[0]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://*.1.2.3.4/\"]}", "urls.deny[0]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://a.com:0/\"]}", "urls.deny[0]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://a.com/?q\"]}", "urls.deny[0]: ");
+	refused_with("\"urls\": {\"deny\": [\"https://a.com/a/../b\"]}", "urls.deny[0]: ");
+	refused_with("\"actions\": {\"allow\": [\"clik\"]}", "actions.allow[0]: unknown action \"clik\"");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 0, 10], \"verdict\": \"deny\"}]",
+		     "regions[0].rect: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [-1, 0, 5, 10], \"verdict\": \"deny\"}]",
+		     "regions[0].rect: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 5], \"verdict\": \"deny\"}]",
+		     "regions[0].rect: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [16000, 0, 500, 10], \"verdict\": \"deny\"}]",
+		     "regions[0].rect: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 5, 5], \"verdict\": \"allow\"}]",
+		     "regions[0].verdict: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 5, 5], \"verdict\": \"deny\", "
+		     "\"color\": 1}]", "unknown key \"regions[0].color\"");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 5, 5], \"verdict\": \"deny\"}, "
+		     "{\"name\": \"r\", \"rect\": [0, 0, 5, 5], \"verdict\": \"deny\"}]",
+		     "regions[1].name: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 5, 5], \"verdict\": \"deny\", "
+		     "\"actions\": [\"navigate\"]}]", "regions[0].actions[0]: ");
+	refused_with("\"keys\": {\"deny\": [\"ctrl+Retrun\"]}", "keys.deny[0]: \"ctrl+Retrun\": unknown key");
+	refused_with("\"keys\": {\"ask\": [\"a\", \"*+a\"]}", "keys.ask[1]: ");
+	refused_with("\"keys\": {\"ask\": [\"ctrl++\"]}", "keys.ask[0]: ");
+	refused_with("\"text\": {\"deny\": [\"a(\"]}", "text.deny[0]: bad regular expression");
+	refused_with("\"text\": {\"deny\": [\"(a)\\\\1\"]}", "text.deny[0]: back-references");
+	refused_with("\"text\": {\"max_length\": -1}", "text.max_length: ");
+	refused_with("\"text\": {\"maxlength\": 5}", "unknown key \"text.maxlength\"");
+	refused_with("\"egress\": {\"allow\": [\"example.com\"]}", "egress.allow[0]: ");
+	refused_with("\"egress\": {\"allow\": [\"example.com:99999\"]}", "egress.allow[0]: ");
+	refused_with("\"budgets\": {\"max_actions\": 1.5}", "budgets.max_actions: ");
+	refused_with("\"budgets\": {\"per_minute\": 1}", "unknown key \"budgets.per_minute\"");
+	/* "default" is required once there are rules, and must be a verdict. */
+	cr_assert_eq(parse("{\"version\": 1, \"actions\": {\"allow\": [\"click\"]}}"), -EINVAL);
+	cr_assert(strstr(err.msg, "missing key \"default\""), "%s", err.msg);
+	cr_assert_eq(parse("{\"version\": 1, \"default\": \"maybe\"}"), -EINVAL);
+	cr_assert(strstr(err.msg, "default: \"maybe\""), "%s", err.msg);
+	/* Nothing of a refused policy stays (and LeakSanitizer sees no leak). */
+	cr_assert_null(pol.rules);
+}
+
+Test(rules, copies_share_and_free)
+{
+	struct dg_policy a, b;
+	dg_policy_copy(&a, &pol);
+	dg_policy_copy(&b, &a);
+	dg_policy_free(&pol);
+	cr_assert_null(pol.rules);
+	ctx.url = NULL;
+	struct dg_action act;
+	struct dg_err e;
+	cr_assert_eq(dg_action_parse(KEY("super+l"), strlen(KEY("super+l")), 1280, 800, &act, &e), 0);
+	cr_assert_eq(dg_policy_decide(&a, &act, &ctx, &dec), 0);
+	cr_assert_eq(dec.verdict, DENY);
+	dg_policy_free(&a);
+	cr_assert_eq(dg_policy_decide(&b, &act, &ctx, &dec), 0);
+	cr_assert_eq(dec.verdict, DENY);
+	dg_policy_free(&b);
+	dg_policy_free(&b);
+	dg_action_free(&act);
+	cr_assert_eq(dg_policy_decide(NULL, &act, &ctx, &dec), -EINVAL);
+	cr_assert_eq(dec.verdict, DENY);
+}
+
+/* ---- deskgate check -------------------------------------------------------------- */
+
+Test(rules, check_stream)
+{
+	const char *in_text =
+		"{\"type\":\"click\",\"x\":5,\"y\":5}\n"
+		"\n"
+		"{\"type\":\"clik\"}\n"
+		"not json\n"
+		"{\"type\":\"navigate\",\"url\":\"https://en.wikipedia.org/wiki/Special:Random\"}\n"
+		"{\"type\":\"exec\",\"argv\":[\"ls\"]}\n"
+		"{\"type\":\"key\",\"keys\":\"super\"}\n"
+		"{\"type\":\"navigate\",\"url\":\"https://example.com/\"}";
+	FILE *in = fmemopen((void *)in_text, strlen(in_text), "r");
+	char *out_text = NULL;
+	size_t out_len = 0;
+	FILE *out = open_memstream(&out_text, &out_len);
+	cr_assert(in && out);
+	cr_assert_eq(dg_check_stream(&pol, "https://example.com/", 1280, 800, in, out), 0);
+	fclose(in);
+	fclose(out);
+	const char *lines[] = {
+		"{\"verdict\":\"deny\",\"rule\":\"regions[top-bar]\",\"reason\":\"window controls are off limits\"}",
+		"{\"error\":",
+		"{\"error\":",
+		"{\"verdict\":\"deny\",\"rule\":\"urls.deny[0] https://*.wikipedia.org/wiki/Special:*\",",
+		"{\"verdict\":\"ask\",\"rule\":\"actions.ask[0]\",",
+		"{\"verdict\":\"deny\",\"rule\":\"keys.deny[1] super+*\",",
+		"{\"verdict\":\"allow\",\"rule\":\"urls.allow[0] https://example.com/**\",",
+	};
+	char *save = NULL, *line = strtok_r(out_text, "\n", &save);
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		cr_assert_not_null(line, "line %zu missing", i);
+		cr_assert(strncmp(line, lines[i], strlen(lines[i])) == 0, "line %zu: %s", i, line);
+		line = strtok_r(NULL, "\n", &save);
+	}
+	cr_assert_null(line, "extra line: %s", line);
+	free(out_text);
+}
