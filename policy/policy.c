@@ -36,38 +36,6 @@ int dg_policy_fail(struct pctx *c, const char *fmt, ...)
 }
 #define fail dg_policy_fail
 
-/* Copies untrusted bytes (keys, jansson's "near '...'" excerpts) into out so
- * they cannot forge or garble a log line: control bytes and non-ASCII become
- * \xNN, and with quoted set '"' and '\\' are escaped too. Input beyond max
- * bytes is cut and marked with "...". out is always NUL-terminated; a buffer
- * of SHOW_LEN(max) bytes never truncates further. */
-#define SHOW_LEN(max) ((max) * 4 + 4)
-#define SHOW_KEY_MAX 64
-static void show_bytes(const char *in, size_t max, bool quoted, char *out, size_t out_len)
-{
-	const unsigned char *s = (const unsigned char *)in;
-	size_t o = 0;
-	out[0] = '\0';
-	for (size_t i = 0; s[i]; i++) {
-		char piece[8];
-		if (i == max)
-			snprintf(piece, sizeof(piece), "...");
-		else if (s[i] < 0x20 || s[i] >= 0x7f)
-			snprintf(piece, sizeof(piece), "\\x%02x", s[i]);
-		else if (quoted && (s[i] == '"' || s[i] == '\\'))
-			snprintf(piece, sizeof(piece), "\\%c", s[i]);
-		else
-			snprintf(piece, sizeof(piece), "%c", s[i]);
-		size_t n = strlen(piece);
-		if (o + n >= out_len)
-			break;
-		memcpy(out + o, piece, n + 1);
-		o += n;
-		if (i == max)
-			break;
-	}
-}
-
 /* Formats d with the fewest significant digits that read back as d, so a
  * message shows "0.01" rather than "0.010000000000000000208". */
 static void show_real(double d, char *out, size_t out_len)
@@ -83,43 +51,6 @@ static void show_real(double d, char *out, size_t out_len)
 	}
 }
 
-/* Describes a JSON value for a message: scalars as they would be written
- * (a real always shows a point or exponent, so "128.0 is not an integer"
- * does not read as "128 is not an integer"), containers by kind only. */
-#define SHOW_VALUE_MAX (SHOW_LEN(SHOW_KEY_MAX) + 2)
-static void show_value(const json_t *v, char *out, size_t out_len)
-{
-	char esc[SHOW_LEN(SHOW_KEY_MAX)];
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		snprintf(out, out_len, "an object");
-		break;
-	case JSON_ARRAY:
-		snprintf(out, out_len, "an array");
-		break;
-	case JSON_STRING:
-		show_bytes(json_string_value(v), SHOW_KEY_MAX, true, esc, sizeof(esc));
-		snprintf(out, out_len, "\"%s\"", esc);
-		break;
-	case JSON_INTEGER:
-		snprintf(out, out_len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		break;
-	case JSON_REAL:
-		show_real(json_real_value(v), out, out_len);
-		if (isfinite(json_real_value(v)) && !strpbrk(out, ".e"))
-			strncat(out, ".0", out_len - strlen(out) - 1);
-		break;
-	case JSON_TRUE:
-		snprintf(out, out_len, "true");
-		break;
-	case JSON_FALSE:
-		snprintf(out, out_len, "false");
-		break;
-	case JSON_NULL:
-		snprintf(out, out_len, "null");
-		break;
-	}
-}
 
 /* ---- limits ------------------------------------------------------------ */
 
@@ -181,8 +112,8 @@ static size_t limit_index(const char *key)
 static int parse_limit(struct pctx *c, const struct limit_field *f, const json_t *v,
 		       struct dg_limits *l)
 {
-	char val[SHOW_VALUE_MAX], lo[32], hi[32];
-	show_value(v, val, sizeof(val));
+	char val[DG_SHOW_VALUE_BUF], lo[32], hi[32];
+	dg_show_value(v, val, sizeof(val));
 	char *dst = (char *)l + f->offset;
 
 	if (f->real) {
@@ -224,8 +155,8 @@ static int parse_limit(struct pctx *c, const struct limit_field *f, const json_t
 static int parse_limits(struct pctx *c, const json_t *v, struct dg_policy *p)
 {
 	if (!json_is_object(v)) {
-		char val[SHOW_VALUE_MAX];
-		show_value(v, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, "limits: %s is not an object", val);
 	}
 	bool given[N_LIMIT_FIELDS] = { false };
@@ -234,8 +165,8 @@ static int parse_limits(struct pctx *c, const json_t *v, struct dg_policy *p)
 	json_object_foreach((json_t *)v, key, item) {
 		size_t i = limit_index(key);
 		if (i == N_LIMIT_FIELDS) {
-			char k[SHOW_LEN(SHOW_KEY_MAX)];
-			show_bytes(key, SHOW_KEY_MAX, true, k, sizeof(k));
+			char k[DG_SHOW_BUF];
+			dg_show_str(key, DG_SHOW_MAX, true, k, sizeof(k));
 			return fail(c, "unknown key \"limits.%s\"", k);
 		}
 		int rc = parse_limit(c, &limit_fields[i], item, &p->limits);
@@ -292,8 +223,8 @@ static int parse_version(struct pctx *c, const json_t *root, struct dg_policy *p
 		return fail(c, "missing required key \"version\" (this build reads version %d)",
 			    DG_POLICY_VERSION);
 	if (!json_is_integer(v) || json_integer_value(v) != DG_POLICY_VERSION) {
-		char val[SHOW_VALUE_MAX];
-		show_value(v, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
 		return fail(c, "version: %s is not supported; allowed: the integer %d", val,
 			    DG_POLICY_VERSION);
 	}
@@ -320,8 +251,8 @@ void dg_policy_default(struct dg_policy *p)
 static int parse_root(struct pctx *c, const json_t *root, struct dg_policy *p)
 {
 	if (!json_is_object(root)) {
-		char val[SHOW_VALUE_MAX];
-		show_value(root, val, sizeof(val));
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(root, val, sizeof(val));
 		return fail(c, "the top level is %s; a policy is an object", val);
 	}
 	int rc = parse_version(c, root, p);
@@ -337,8 +268,8 @@ static int parse_root(struct pctx *c, const json_t *root, struct dg_policy *p)
 		while (i < N_SECTIONS && strcmp(sections[i].key, key) != 0)
 			i++;
 		if (i == N_SECTIONS) {
-			char k[SHOW_LEN(SHOW_KEY_MAX)];
-			show_bytes(key, SHOW_KEY_MAX, true, k, sizeof(k));
+			char k[DG_SHOW_BUF];
+			dg_show_str(key, DG_SHOW_MAX, true, k, sizeof(k));
 			return fail(c, "unknown key \"%s\" at top level", k);
 		}
 		rc = sections[i].parse(c, v, p);
@@ -368,8 +299,8 @@ int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_
 	json_error_t jerr;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		char why[SHOW_LEN(JSON_ERROR_TEXT_LENGTH)];
-		show_bytes(jerr.text, JSON_ERROR_TEXT_LENGTH, false, why, sizeof(why));
+		char why[JSON_ERROR_TEXT_LENGTH * 4 + 4];
+		dg_show_str(jerr.text, JSON_ERROR_TEXT_LENGTH, false, why, sizeof(why));
 		return fail(&c, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
 			    why);
 	}
