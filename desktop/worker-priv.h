@@ -31,6 +31,11 @@
  * toolkit's double-click interval, long enough that the presses get
  * distinct server timestamps. */
 #define DG_WORKER_CLICK_GAP_MS 15
+/* Keysyms outside the keymap primed before their first use in the browser
+ * (see prime() in worker.c), and the pause that lets the browser follow. */
+#define DG_WORKER_PRIMED_MAX 256
+#define DG_WORKER_PRIME_PAUSE_MS 40
+#define DG_KEYSYM_CONTROL_L 0xffe3
 /* Longest wait for the browser's answer on the page's URL and title. */
 #define DG_WORKER_REFRESH_MAX_MS 2000
 /* Longest navigation the worker waits for before settling anyway. */

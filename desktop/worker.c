@@ -51,6 +51,8 @@ struct worker {
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
+	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
+	int n_primed;
 	enum dg_profile profile;
 	int width, height;
 	/* framebuffer bookkeeping */
@@ -238,6 +240,44 @@ static void scroll(struct worker *w, const struct dg_action *a)
 	modifiers(w, a->modifiers, false);
 }
 
+/* Xvnc maps a keysym that is not in its keymap (é, 漢, 😀) onto a spare
+ * keycode when it is first pressed, and sends the press right after the
+ * keymap change. Chromium can read that first press with its old keymap and
+ * drop the character. So, in the browser, the first use of such a keysym is
+ * primed: pressed with Control held (which inserts no text), then a pause
+ * for the browser to take the new keymap, then typed for real. xterm reads
+ * the keymap change before the key and needs none of this. */
+static bool needs_priming(struct worker *w, uint32_t ks)
+{
+	if (w->profile != DG_PROFILE_BROWSER || (ks >= 0x20 && ks <= 0x7e) || (ks & 0xff00) == 0xff00)
+		return false;
+	for (int i = 0; i < w->n_primed; i++) {
+		if (w->primed[i] == ks)
+			return false;
+	}
+	return true;
+}
+
+static void prime(struct worker *w, const uint32_t *ks, size_t n)
+{
+	bool any = false;
+	for (size_t i = 0; i < n; i++) {
+		if (!needs_priming(w, ks[i]))
+			continue;
+		key(w, DG_KEYSYM_CONTROL_L, true);
+		key(w, ks[i], true);
+		key(w, ks[i], false);
+		key(w, DG_KEYSYM_CONTROL_L, false);
+		if (w->n_primed < DG_WORKER_PRIMED_MAX)
+			w->primed[w->n_primed++] = ks[i];
+		else
+			w->primed[ks[i] % DG_WORKER_PRIMED_MAX] = ks[i];
+		any = true;
+	}
+	if (any)
+		gap(w, DG_WORKER_PRIME_PAUSE_MS);
+}
+
 static int type_text(struct worker *w, const struct dg_action *a, struct dg_err *err)
 {
 	size_t max = a->text_len + 1, n = 0;
@@ -245,6 +285,8 @@ static int type_text(struct worker *w, const struct dg_action *a, struct dg_err 
 	if (!ks)
 		return dg_err_set(err, -ENOMEM, "out of memory");
 	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
+	if (r == 0)
+		prime(w, ks, n);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		key(w, ks[i], true);
 		key(w, ks[i], false);
