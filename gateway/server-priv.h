@@ -79,6 +79,8 @@ struct request {
 	long long t0;
 	double total_ms;
 	json_t *last_result;  /* the worker's result of the last action run */
+	bool refused;         /* the policy said deny or ask: decision holds why */
+	struct dg_decision decision;
 	unsigned char *zoom_png; /* a zoom's answer: not the session's screen */
 	size_t zoom_len;
 	struct conn *agent;   /* who asked (NULL once gone) */
@@ -118,13 +120,17 @@ struct gw_session {
 	int cursor_x, cursor_y;
 	char *url, *title;
 	long long created_ms, last_activity_ms;
-	unsigned long n_actions, n_errors;
+	unsigned long n_actions, n_errors, n_exec, n_refused;
+	/* actions decided in each of the last 60 seconds, for the policy's
+	 * actions_per_minute budget */
+	unsigned minute_count[60];
+	long long minute_stamp[60];
 	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create;
 };
 
 struct gw_metrics {
 	unsigned long sessions_created, sessions_ended, http_requests, http_errors;
-	unsigned long actions[DG_ACTION_N_TYPES][2]; /* [type][ok, failed] */
+	unsigned long actions[DG_ACTION_N_TYPES][4]; /* [type][ok, failed, denied, asked] */
 	unsigned long auth_failures, protocol_errors;
 	double action_ms_sum;
 	unsigned long action_ms_count;

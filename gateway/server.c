@@ -278,12 +278,14 @@ static int metrics_reply(struct conn *c)
 	    G->m.sessions_ended);
 	OUT("# HELP deskgate_actions_total Actions by type and outcome.\n"
 	    "# TYPE deskgate_actions_total counter\n");
+	static const char *const verdicts[4] = {"allow", "allow", "deny", "ask"};
+	static const char *const outcomes[4] = {"ok", "failed", "refused", "refused"};
 	for (int t = 0; t < DG_ACTION_N_TYPES; t++) {
-		for (int ok = 0; ok < 2; ok++) {
-			if (G->m.actions[t][ok])
-				OUT("deskgate_actions_total{type=\"%s\",verdict=\"allow\",outcome=\"%s\"} %lu\n",
-				    dg_action_type_name((enum dg_action_type)t), ok ? "failed" : "ok",
-				    G->m.actions[t][ok]);
+		for (int k = 0; k < 4; k++) {
+			if (G->m.actions[t][k])
+				OUT("deskgate_actions_total{type=\"%s\",verdict=\"%s\",outcome=\"%s\"} %lu\n",
+				    dg_action_type_name((enum dg_action_type)t), verdicts[k], outcomes[k],
+				    G->m.actions[t][k]);
 		}
 	}
 	static const double bounds[] = {5, 10, 20, 30, 50, 100, 200, 500, 1000, 2000, 5000};

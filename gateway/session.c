@@ -464,7 +464,16 @@ static void answer(struct gw_session *s, struct request *r)
 		json_object_set_new(j, "ok", json_boolean(!r->failed));
 		if (r->error)
 			json_object_set_new(j, "error", json_string(r->error));
-		json_object_set_new(j, "verdict", json_string("allow"));
+		if (r->refused) {
+			json_object_set_new(j, "verdict", json_string(dg_verdict_name(r->decision.verdict)));
+			json_object_set_new(j, "rule", json_string(r->decision.rule));
+			json_object_set_new(j, "reason", json_string(r->decision.reason));
+			json_object_set_new(j, "action", json_incref(json_object_get(
+								 r->ad.actions[r->index], "type")));
+			json_object_del(j, "frame");
+		} else {
+			json_object_set_new(j, "verdict", json_string("allow"));
+		}
 		json_object_set_new(j, "total_ms", json_real(ms));
 		bool frame = json_object_get(j, "frame") && (r->zoom_png || s->png);
 		dg_gw_ws_send_json(c, j);
@@ -479,6 +488,11 @@ static void answer(struct gw_session *s, struct request *r)
 	o.ok = !r->failed;
 	o.done = r->failed ? r->index : r->ad.n;
 	o.error = r->error;
+	if (r->refused) {
+		o.verdict = dg_verdict_name(r->decision.verdict);
+		o.rule = r->decision.rule;
+		o.reason = r->decision.reason;
+	}
 	o.png = r->zoom_png ? r->zoom_png : s->png;
 	o.png_len = r->zoom_png ? r->zoom_len : s->png_len;
 	o.url = s->profile == DG_PROFILE_BROWSER ? s->url : NULL;
@@ -571,16 +585,76 @@ static void start_exec(struct gw_session *s, json_t *action)
 }
 
 /* Runs the current request's next action. */
+static uint64_t actions_last_minute(struct gw_session *s, long long now_s)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < 60; i++) {
+		if (now_s - s->minute_stamp[i] < 60)
+			n += s->minute_count[i];
+	}
+	return n;
+}
+
+/* The policy decides every action before the desktop sees it (the action
+ * layer of #5). Returns true when it may run. */
+static bool allowed(struct gw_session *s, struct request *r, json_t *action)
+{
+	struct dg_action a;
+	struct dg_err err = {{0}};
+	if (dg_action_parse_obj(action, s->width, s->height, &a, &err) != 0) {
+		r->refused = true;
+		r->decision.verdict = DG_VERDICT_DENY;
+		snprintf(r->decision.rule, sizeof(r->decision.rule), "schema");
+		snprintf(r->decision.reason, sizeof(r->decision.reason), "%s", err.msg);
+		return false;
+	}
+	long long now_s = dg_gw_now_ms() / 1000;
+	struct dg_decide_ctx ctx = {
+		.url = s->url && s->url[0] ? s->url : NULL,
+		.screen_w = s->width,
+		.screen_h = s->height,
+		.pointer_x = s->cursor_x,
+		.pointer_y = s->cursor_y,
+		.actions_last_minute = actions_last_minute(s, now_s),
+		.actions_total = s->n_actions,
+		.exec_total = s->n_exec,
+	};
+	dg_policy_decide(&s->policy, &a, &ctx, &r->decision);
+	dg_action_free(&a);
+	if (r->decision.verdict == DG_VERDICT_ALLOW) {
+		int slot = (int)(now_s % 60);
+		if (s->minute_stamp[slot] != now_s) {
+			s->minute_stamp[slot] = now_s;
+			s->minute_count[slot] = 0;
+		}
+		s->minute_count[slot]++;
+		return true;
+	}
+	/* No approval queue yet: an action that needs one is not run. */
+	r->refused = true;
+	return false;
+}
+
 static void run_step(struct gw_session *s)
 {
 	struct request *r = s->cur;
 	json_t *action = r->ad.actions[r->index];
 	const char *type = json_string_value(json_object_get(action, "type"));
 	int t = dg_action_type_from_name(type ? type : "");
+	touch(s);
+	if (!allowed(s, r, action)) {
+		s->n_refused++;
+		if (t >= 0)
+			s->gw->m.actions[t][r->decision.verdict == DG_VERDICT_ASK ? 3 : 2]++;
+		r->failed = true;
+		finish_request(s);
+		return;
+	}
 	s->n_actions++;
 	if (t >= 0)
 		s->gw->m.actions[t][0]++;
-	touch(s);
+	if (t == DG_ACTION_EXEC)
+		s->n_exec++;
 	if (t == DG_ACTION_EXEC) {
 		start_exec(s, action);
 		return;

@@ -1231,6 +1231,59 @@ static void healthy(struct dg_ws *ws, const char *after)
 }
 
 /* An Anthropic block refused: a tool_result with is_error and the reason. */
+/* ---- the policy decides every action before the desktop sees it ------------ */
+
+static void refused(struct dg_ws *ws, const char *action, const char *verdict, const char *rule)
+{
+	json_t *j = send_recv(ws, action, NULL, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "result", "%s", action);
+	cr_assert(json_is_false(json_object_get(j, "ok")), "%s was not refused", action);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "verdict")), verdict, "%s", action);
+	const char *r = json_string_value(json_object_get(j, "rule"));
+	cr_assert(r && strstr(r, rule), "%s: rule %s, expected %s", action, r ? r : "(none)", rule);
+	cr_assert(json_string_value(json_object_get(j, "reason")), "%s: no reason", action);
+	cr_assert_null(json_object_get(j, "frame"), "a refused action shows no new screen");
+	json_decref(j);
+}
+
+Test(gateway, the_policy_decides_each_action)
+{
+	char *policy = dg_test_write_tmp("policy.json",
+		"{\"version\": 1, \"default\": \"deny\","
+		" \"actions\": {\"allow\": [\"screenshot\", \"click\", \"key\", \"type\"],"
+		" \"ask\": [\"exec\"]},"
+		" \"regions\": [{\"name\": \"top-bar\", \"rect\": [0, 0, 1280, 40], \"actions\": [\"click\"],"
+		" \"verdict\": \"deny\", \"reason\": \"window controls are off limits\"}],"
+		" \"keys\": {\"deny\": [\"super+*\"]},"
+		" \"text\": {\"max_length\": 10, \"deny\": [\"BEGIN [A-Z ]*PRIVATE KEY\"]}}\n");
+	char extra[512];
+	snprintf(extra, sizeof(extra), "\"policy\": \"%s\"", policy);
+	serve(extra);
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}");
+	struct dg_ws *ws = agent(&s, DG_TEST_AGENT_TOKEN);
+	act_ok0(ws, "{\"type\":\"click\",\"x\":600,\"y\":400}");
+	refused(ws, "{\"type\":\"click\",\"x\":600,\"y\":39}", "deny", "regions[top-bar]");
+	act_ok0(ws, "{\"type\":\"click\",\"x\":600,\"y\":40}");
+	refused(ws, "{\"type\":\"key\",\"keys\":\"super+l\"}", "deny", "keys.deny");
+	refused(ws, "{\"type\":\"type\",\"text\":\"0123456789A\"}", "deny", "text.max_length");
+	refused(ws, "{\"type\":\"type\",\"text\":\"BEGIN RSA PRIVATE KEY\"}", "deny", "text");
+	refused(ws, "{\"type\":\"move\",\"x\":1,\"y\":1}", "deny", "default");
+	refused(ws, "{\"type\":\"exec\",\"argv\":[\"true\"]}", "ask", "actions.ask");
+	/* The Anthropic answer says why, with the current screen. */
+	char *t = anth(ws, "toolu_pol", "{\"action\":\"left_click\",\"coordinate\":[5,5]}", true, 1280, 800);
+	cr_assert(strstr(t, "window controls are off limits") && strstr(t, "regions[top-bar]"), "%s", t);
+	free(t);
+	act_ok0(ws, "{\"type\":\"screenshot\"}");
+	dg_ws_close(ws);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sessions/%s", s.id);
+	json_decref(http("DELETE", path, DG_TEST_AGENT_TOKEN, NULL, 200));
+	json_decref(s.j);
+	stop_server();
+	dg_test_rm_tmp(policy);
+}
+
 static void anth_refused(struct dg_ws *ws, const char *input, const char *needle)
 {
 	char *t = anth(ws, "toolu_bad", input, true, 1280, 800);
