@@ -36,6 +36,9 @@
 #define DG_WORKER_PRIMED_MAX 256
 #define DG_WORKER_PRIME_PAUSE_MS 40
 #define DG_KEYSYM_CONTROL_L 0xffe3
+/* After a page load, how long settling waits for the first screen update
+ * (the paint of the new page) before it accepts an unchanged screen. */
+#define DG_WORKER_PAINT_WAIT_MS 500
 /* Longest wait for the browser's answer on the page's URL and title. */
 #define DG_WORKER_REFRESH_MAX_MS 2000
 /* Longest navigation the worker waits for before settling anyway. */

@@ -51,6 +51,7 @@ struct worker {
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
+	bool await_paint;        /* settling after a page load: see advance() */
 	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
 	int n_primed;
 	enum dg_profile profile;
@@ -438,6 +439,7 @@ static void settle(struct worker *w)
 	w->t_injected = now_ms();
 	w->settle_from = w->t_injected;
 	w->phase = PHASE_SETTLE;
+	w->await_paint = false;
 }
 
 /* ---- browser actions ---------------------------------------------------- */
@@ -631,6 +633,7 @@ static int advance(struct worker *w)
 	case PHASE_LOAD:
 		if (w->phase == PHASE_LOAD && !dg_cdp_loading(w->cdp)) {
 			settle(w);
+			w->await_paint = true;
 			return 0;
 		}
 		if (t < w->nav_deadline)
@@ -640,13 +643,20 @@ static int advance(struct worker *w)
 		return 0;
 	case PHASE_SETTLE: {
 		long long quiet_from = w->last_update > w->settle_from ? w->last_update : w->settle_from;
-		if (t - quiet_from >= DG_SETTLE_QUIET_MS || t - w->t_injected >= DG_SETTLE_MAX_MS) {
+		/* The browser reports a load a frame or more before it paints the
+		 * page: after a load, wait (bounded) for a first update. */
+		bool painted = !w->await_paint || w->last_update > w->settle_from ||
+			       t - w->settle_from >= DG_WORKER_PAINT_WAIT_MS;
+		if ((painted && t - quiet_from >= DG_SETTLE_QUIET_MS) ||
+		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
 			settled(w);
 			return 0;
 		}
-		long long a = quiet_from + DG_SETTLE_QUIET_MS - t;
+		long long a = painted ? quiet_from + DG_SETTLE_QUIET_MS - t
+				      : w->settle_from + DG_WORKER_PAINT_WAIT_MS - t;
 		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;
-		return (int)(a < b ? a : b);
+		long long next = a < b ? a : b;
+		return (int)(next > 0 ? next : 0);
 	}
 	case PHASE_REFRESH:
 		if (t < w->nav_deadline)

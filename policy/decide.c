@@ -400,12 +400,11 @@ int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
 	struct winner w = { -1, NULL, NULL };
 	struct dg_err urlerr;
 	if (!r) {
+		/* A policy without rules (the built-in default, a file of only
+		 * "limits") allows every action: what the desktop may reach is then
+		 * bounded by the jail alone, whose browser has no way out until the
+		 * egress proxy exists. A rule section brings the URL checker in. */
 		w = (struct winner){ DG_VERDICT_ALLOW, "default", "the policy has no rules" };
-		/* Even without rules a URL the checker refuses is refused. */
-		struct dg_url u;
-		if (a->type == DG_ACTION_NAVIGATE && (!a->url || dg_url_parse(a->url, &u, &urlerr)))
-			w = (struct winner){ DG_VERDICT_DENY, "urls.canonical",
-					     a->url ? urlerr.msg : "no URL" };
 		finish(d, &w);
 		return 0;
 	}
@@ -438,12 +437,6 @@ int dg_policy_decide_url(const struct dg_policy *p, const char *url, struct dg_d
 	struct dg_err urlerr;
 	if (!p->rules) {
 		w = (struct winner){ DG_VERDICT_ALLOW, "default", "the policy has no rules" };
-		/* Even without rules a URL the checker refuses is refused. */
-		struct dg_url u;
-		if (!url || dg_url_parse(url, &u, &urlerr) != 0) {
-			w = (struct winner){ DG_VERDICT_DENY, "urls.canonical",
-					     url ? urlerr.msg : "no URL" };
-		}
 		finish(d, &w);
 		return 0;
 	}

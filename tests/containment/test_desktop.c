@@ -217,19 +217,24 @@ static void navigate_test_page(struct desk *k)
 }
 
 /* Maps a screen point to the page's client coordinates: the page starts
- * below the browser's own toolbar. */
+ * below the browser's own toolbar. The load event can come a frame before
+ * the page is painted: look again, briefly, until the red page shows. */
 static int toolbar_height(struct desk *k)
 {
-	struct image img;
-	json_t *res = act(k, "{\"type\":\"screenshot\"}", &img);
-	json_decref(res);
 	int top = -1;
-	for (int y = 0; y < img.h && top < 0; y++) {
-		const unsigned char *p = img.rgb + 3 * (y * img.w + img.w / 4);
-		if (p[0] > 0xb0 && p[1] < 0x30 && p[2] < 0x30)
-			top = y;
+	for (int tries = 0; tries < 40 && top < 0; tries++) {
+		if (tries)
+			usleep(50000);
+		struct image img;
+		json_t *res = act(k, "{\"type\":\"screenshot\"}", &img);
+		json_decref(res);
+		for (int y = 0; y < img.h && top < 0; y++) {
+			const unsigned char *p = img.rgb + 3 * (y * img.w + img.w / 4);
+			if (p[0] > 0xb0 && p[1] < 0x30 && p[2] < 0x30)
+				top = y;
+		}
+		free(img.rgb);
 	}
-	free(img.rgb);
 	cr_assert_geq(top, 0, "the red test page is not on screen");
 	return top;
 }
