@@ -31,6 +31,8 @@
  * toolkit's double-click interval, long enough that the presses get
  * distinct server timestamps. */
 #define DG_WORKER_CLICK_GAP_MS 15
+/* Longest wait for Xvnc to answer the sync request between clicks. */
+#define DG_WORKER_SYNC_MAX_MS 200
 /* Keysyms outside the keymap primed before their first use in the browser
  * (see prime() in worker.c), and the pause that lets the browser follow. */
 #define DG_WORKER_PRIMED_MAX 256

@@ -177,13 +177,28 @@ static void chord(struct worker *w, const struct dg_chord *c, bool down)
 		key(w, c->keysyms[down ? i : c->n - 1 - i], down);
 }
 
+static void pump_rfb(struct worker *w);
+
 /* Lets time pass between the clicks of a multi-click: applications drop
- * a press whose server timestamp equals the previous one's. The worker
- * blocks for these few milliseconds; it serves one session. */
+ * a press whose server timestamp equals the previous one's. Xvnc handles a
+ * client's messages in order, so the answer to a full 1x1 update request
+ * sent after the first click proves that click was processed; then the
+ * pause gives the next press a later timestamp even when Xvnc was busy.
+ * The worker blocks for these few milliseconds; it serves one session. */
 static void gap(struct worker *w, int ms)
 {
-	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, TRUE))
+	uint64_t before = w->updates;
+	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, FALSE))
 		die("the desktop is gone");
+	long long deadline = now_ms() + DG_WORKER_SYNC_MAX_MS;
+	while (w->updates == before && now_ms() < deadline) {
+		if (w->vnc->buffered == 0) {
+			struct pollfd p = {w->vnc->sock, POLLIN, 0};
+			if (poll(&p, 1, (int)(deadline - now_ms())) <= 0)
+				continue;
+		}
+		pump_rfb(w);
+	}
 	struct timespec ts = {0, (long)ms * 1000000};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
