@@ -126,8 +126,8 @@ BROWSER_STEPS = [
     ([{"type": "click", "x": 640, "y": 250, "button": "left"},
       {"type": "keypress", "keys": ["CTRL", "SHIFT", "K"]}], "key:", ()),
     ([{"type": "scroll", "x": 640, "y": 400, "scroll_x": 0, "scroll_y": 300}], "wheel:", ()),
-    ([{"type": "drag", "path": [{"x": 500, "y": 250}, {"x": 750, "y": 313}]}], "drag:", ()),
     ([{"type": "double_click", "x": 320, "y": 200}], "dblclick:", ()),
+    ([{"type": "drag", "path": [{"x": 500, "y": 250}, {"x": 750, "y": 313}]}], "drag:", ()),
     ([{"type": "move", "x": 10, "y": 10}, {"type": "wait"}], None,
      ({"id": "cu_sc_1", "code": "malicious_instructions", "message": "check the page"},)),
     # an unknown key: the call is refused as a whole, before anything runs

@@ -967,8 +967,8 @@ Test(gateway, python_clients_anthropic_and_openai)
 	cr_assert_eq(json_array_size(lines), 10);
 	static const char *const titles[] = {
 		"ready",          "click:640,400,b0,d1,shift", "text:hi openai",
-		"key:ctrl+shift+", "wheel:1,0",                 "drag:500,250-750,313",
-		"dblclick:320,200", "dblclick:320,200",         "dblclick:320,200",
+		"key:ctrl+shift+", "wheel:1,0",                 "dblclick:320,200",
+		"drag:500,250-750,313", "drag:500,250-750,313", "drag:500,250-750,313",
 	};
 	for (size_t i = 0; i < 9; i++) {
 		json_t *l = openai_line(lines, i, "browser");
