@@ -811,7 +811,8 @@ Test(gateway, c_client_anthropic_loop_xterm_and_browser)
 	anth0(ws, "toolu_14", "{\"action\":\"left_click\",\"coordinate\":[200,440]}", 1024, 640);
 	anth0(ws, "toolu_15", "{\"action\":\"type\",\"text\":\"hello from C \\u00e9t\\u00e9\"}", 1024,
 	      640);
-	t = wait_title(ws, old, "text:");
+	/* The page sees the keys one by one: wait for the whole text. */
+	t = wait_title(ws, old, "text:hello from C \xc3\xa9t\xc3\xa9");
 	cr_assert_str_eq(t, "text:hello from C \xc3\xa9t\xc3\xa9");
 	free(t);
 	free(old);

@@ -41,88 +41,12 @@ static void append(char **buf, size_t *len, const char *data, size_t n)
 int dg_test_run(const char *const *argv, const char *const *envp, const char *stdin_data,
 		size_t stdin_len, double timeout_s, int extra_fd, struct dg_run *r)
 {
-	int in[2], out[2], err[2];
+	struct dg_proc p;
 	memset(r, 0, sizeof(*r));
-	r->out = calloc(1, 1);
-	r->err = calloc(1, 1);
-	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
-		return -errno;
-	double start = dg_test_now();
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		dup2(err[1], 2);
-		if (extra_fd >= 0)
-			fcntl(extra_fd, F_SETFD, 0);
-		signal(SIGPIPE, SIG_DFL);
-		execve(argv[0], (char *const *)argv, envp ? (char *const *)envp : environ);
-		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	close(err[1]);
-	size_t off = 0;
-	if (!stdin_data || stdin_len == 0) {
-		close(in[1]);
-		in[1] = -1;
-	} else {
-		fcntl(in[1], F_SETFL, O_NONBLOCK);
-	}
-	int open_fds = 2;
-	while (open_fds > 0 || in[1] >= 0) {
-		double left = timeout_s - (dg_test_now() - start);
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			r->timed_out = 1;
-			break;
-		}
-		struct pollfd p[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in[1], POLLOUT, 0}};
-		int n = poll(p, 3, (int)(left * 1000) + 1);
-		if (n < 0 && errno != EINTR)
-			break;
-		char buf[65536];
-		for (int i = 0; i < 2; i++) {
-			if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t k = read(p[i].fd, buf, sizeof(buf));
-			if (k > 0) {
-				if (i == 0)
-					append(&r->out, &r->out_len, buf, (size_t)k);
-				else
-					append(&r->err, &r->err_len, buf, (size_t)k);
-			} else if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
-				close(p[i].fd);
-				if (i == 0)
-					out[0] = -1;
-				else
-					err[0] = -1;
-				open_fds--;
-			}
-		}
-		if (in[1] >= 0 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t k = write(in[1], stdin_data + off, stdin_len - off);
-			if (k > 0)
-				off += (size_t)k;
-			if (off >= stdin_len || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-				close(in[1]);
-				in[1] = -1;
-			}
-		}
-	}
-	if (out[0] >= 0)
-		close(out[0]);
-	if (err[0] >= 0)
-		close(err[0]);
-	if (in[1] >= 0)
-		close(in[1]);
-	waitpid(pid, &r->status, 0);
-	r->seconds = dg_test_now() - start;
-	r->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
-	return 0;
+	int rc = dg_test_start(argv, envp, stdin_data, stdin_len, extra_fd, &p);
+	if (rc)
+		return rc;
+	return dg_test_finish(&p, timeout_s, r);
 }
 
 void dg_run_free(struct dg_run *r)
