@@ -137,8 +137,7 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *  --user-data-dir          a fresh profile in the jail's tmpfs home
  *  --proxy-server, --proxy-bypass-list=<-loopback>
  *                           every request, loopback included, goes to the
- *                           policy proxy (an unused port until it exists:
- *                           requests fail rather than go anywhere)
+ *                           egress proxy's listener in the jail's namespace
  *  --host-resolver-rules    Chromium itself resolves no name
  *  --disable-quic, --webrtc-ip-handling-policy, --force-webrtc-ip-handling-policy
  *                           no UDP paths around the proxy
@@ -161,7 +160,7 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--test-type");
 	arg(b, "--remote-debugging-pipe");
 	arg(b, "--user-data-dir=" DG_JAIL_HOME "/.chromium");
-	arg(b, "--proxy-server=http://127.0.0.1:9");
+	arg(b, "--proxy-server=" DG_JAIL_EGRESS_URL);
 	arg(b, "--proxy-bypass-list=<-loopback>");
 	arg(b, "--host-resolver-rules=MAP * ~NOTFOUND");
 	arg(b, "--disable-quic");
@@ -188,6 +187,30 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 		arg(b, "--log-level=3");
 	arg(b, s->start_url ? s->start_url : "about:blank");
 }
+
+/* Chromium's managed policy for strict desktops (see dg_desktop_spec). The
+ * browser enforces it in its own navigation code, beneath the page and
+ * independent of the DevTools guard, so a missed CDP event cannot open a
+ * file: or data: page. URLBlocklist "*" with an allowlist of exactly http
+ * and https (about:blank for new tabs); javascript: needs its own entry.
+ * DownloadRestrictions 3 blocks every download; AllowFileSelectionDialogs
+ * false makes every <input type=file> and save dialog fail. */
+static const char chromium_policy[] =
+	"{\n"
+	"  \"URLBlocklist\": [\"*\", \"javascript://*\"],\n"
+	"  \"URLAllowlist\": [\"http://*\", \"https://*\", \"about:blank\"],\n"
+	"  \"DownloadRestrictions\": 3,\n"
+	"  \"AllowFileSelectionDialogs\": false,\n"
+	"  \"PromptForDownloadLocation\": false,\n"
+	"  \"PrintingEnabled\": false,\n"
+	"  \"PasswordManagerEnabled\": false,\n"
+	"  \"AutofillAddressEnabled\": false,\n"
+	"  \"AutofillCreditCardEnabled\": false,\n"
+	"  \"ExternalProtocolDialogShowAlwaysOpenCheckbox\": false\n"
+	"}\n";
+static const struct dg_jail_file chromium_files[] = {
+	{"chromium/policies/managed/deskgate.json", chromium_policy},
+};
 
 static void close_fd(int *fd)
 {
@@ -268,7 +291,11 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 						       .env_extra = display_env};
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
-				  .wait_ready = true};
+				  .wait_ready = true, .egress = true};
+	if (spec->profile == DG_PROFILE_BROWSER && spec->strict) {
+		js.etc_files = chromium_files;
+		js.n_etc_files = 1;
+	}
 	if ((r = dg_jail_start(&js, &d->jail, err)))
 		goto out;
 	d->profile = spec->profile;

@@ -58,6 +58,26 @@ struct dg_jail_prog {
 	const char *cwd;                  /* inside the jail; NULL: home */
 };
 
+/* A file generated in the jail's /etc (path relative to it, [a-z0-9._-/]
+ * only, missing directories created): fixed text chosen by the caller,
+ * never the host's, e.g. Chromium's managed policy. */
+#define DG_JAIL_FILES_MAX 4
+#define DG_JAIL_FILE_PATH_MAX 128
+#define DG_JAIL_FILE_TEXT_MAX (64 * 1024)
+struct dg_jail_file {
+	const char *path;
+	const char *text;
+};
+
+/* The egress listener: with spec->egress, the starter creates a TCP socket
+ * listening on DG_JAIL_EGRESS_ADDR:DG_JAIL_EGRESS_PORT inside the jail's
+ * network namespace before any program runs, and keeps it (j->egress_fd) for
+ * the egress proxy to serve. It is the only way out of the jail. */
+#define DG_JAIL_EGRESS_ADDR "127.0.0.1"
+#define DG_JAIL_EGRESS_PORT 3128
+#define DG_JAIL_EGRESS_URL "http://127.0.0.1:3128"
+#define DG_JAIL_EGRESS_BACKLOG 128
+
 /* progs[0] is the main program: the jail ends when it exits, with its
  * status. With wait_ready, progs[0] gets one more descriptor, number
  * DG_JAIL_READY_FD, and progs[1..] start only once it wrote a line there:
@@ -67,6 +87,9 @@ struct dg_jail_spec {
 	const struct dg_jail_prog *progs;
 	int n_progs;
 	bool wait_ready;
+	const struct dg_jail_file *etc_files;
+	int n_etc_files;
+	bool egress;
 };
 
 /* A running jail. Owned by the process that started it: only that process
@@ -77,6 +100,8 @@ struct dg_jail {
 	uint32_t slot;      /* host uid/gid = DG_JAIL_ID_BASE + slot */
 	int lock_fd;        /* flock held on the slot for the jail's life */
 	int life_fd;        /* write end of a pipe init watches: closed = parent gone */
+	int egress_fd;      /* with spec->egress: the listener in the jail's network
+			     * namespace (owned; hand it to the proxy); else -1 */
 	void *cgroup;       /* struct dg_cgroup *, owned */
 	bool reaped;
 	int status;         /* wait status of init once reaped */
@@ -144,6 +169,12 @@ struct dg_desktop_spec {
 	int width, height;
 	const struct dg_limits *limits;
 	const char *start_url;   /* browser: first page; NULL: about:blank */
+	/* browser: Chromium's managed policy refuses every navigation to a
+	 * scheme other than http and https (data:, file:, javascript:, blob:,
+	 * chrome:, external protocols), every download and every file dialog.
+	 * The gateway sets it whenever the session's policy has rules; without
+	 * it (a rules-less policy: everything allowed) data: pages work. */
+	bool strict;
 	bool log_to_stderr;      /* the desktop's programs log to our stderr */
 };
 
@@ -190,6 +221,11 @@ struct dg_worker {
 	struct dg_ipc_reader *rd;  /* owned */
 	long long next_id;
 	char *ready;               /* the READY message (JSON), once received */
+	/* Decides the browser's requests in the blocking helpers below
+	 * (dg_worker_wait_ready, dg_worker_act); NULL: the built-in default.
+	 * Borrowed: must outlive the worker. Set it after dg_worker_start,
+	 * which clears the struct. */
+	const struct dg_policy *policy;
 };
 
 /* The deskgate binary that runs workers: /proc/self/exe unless a program
@@ -224,6 +260,15 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
 		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err);
 
+/* Decides a DG_MSG_REQUEST (a browser request the worker holds) under
+ * policy (NULL: the built-in default) with dg_policy_decide_url, ask
+ * counting as deny, and sends the verdict. d gets the decision; with
+ * request non-NULL, *request gets the parsed message (caller frees).
+ * Returns 0, -EPROTO for a malformed message, or a send error. */
+int dg_worker_answer_request(struct dg_worker *w, const struct dg_policy *policy,
+			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
+			     struct dg_err *err);
+
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);
 
@@ -249,9 +294,12 @@ struct dg_spawner {
 int dg_spawner_start(struct dg_spawner *sp, bool verbose, struct dg_err *err);
 
 /* Sends a request (req is stolen; a "req" number is added and returned, > 0):
- *   {"op":"create","session":ID,"profile":P,"width":W,"height":H,"limits":{...}}
- *      -> {"req":N,"ok":true,"session":ID,"slot":S,"start_ms":T} + the worker's
- *         channel (see dg_worker_*), or {"req":N,"ok":false,"error":...}
+ *   {"op":"create","session":ID,"profile":P,"width":W,"height":H,"limits":{...},
+ *    "strict":BOOL (optional, dg_desktop_spec.strict)}
+ *      -> {"req":N,"ok":true,"session":ID,"slot":S,"start_ms":T} + two
+ *         descriptors: the worker's channel (see dg_worker_*) and the egress
+ *         listener in the jail's network namespace (for the egress proxy);
+ *         or {"req":N,"ok":false,"error":...}
  *   {"op":"destroy","session":ID} -> {"req":N,"ok":true}
  *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
  *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result

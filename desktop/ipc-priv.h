@@ -22,11 +22,15 @@ enum dg_msg_type {
 	DG_MSG_RESULT = 3, /* worker -> owner: the outcome of one action (JSON) */
 	DG_MSG_FRAME = 4,  /* worker -> owner: a PNG, right after the RESULT it belongs to */
 	DG_MSG_EVENT = 5,  /* worker -> owner: something happened on its own (JSON) */
-	DG_MSG_TYPE_MAX = 5,
+	DG_MSG_REQUEST = 6, /* worker -> owner: a browser request held for a verdict:
+			     * {"req":N,"url":U,"method":M,"resource":R,"target":T} */
+	DG_MSG_VERDICT = 7, /* owner -> worker: {"req":N,"allow":BOOL} */
+	DG_MSG_TYPE_MAX = 7,
 };
 
 #define DG_IPC_HEADER 8
-#define DG_IPC_JSON_MAX (1024u * 1024)        /* ACTION, READY, RESULT, EVENT */
+#define DG_IPC_JSON_MAX (1024u * 1024)        /* ACTION, READY, RESULT, EVENT, REQUEST */
+#define DG_IPC_VERDICT_MAX 256                /* VERDICT */
 #define DG_IPC_FRAME_MAX (48u * 1024 * 1024)  /* a PNG of the largest desktop */
 
 /* The cap for a message type, or 0 for an unknown type. */

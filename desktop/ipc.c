@@ -17,7 +17,10 @@ size_t dg_ipc_max(uint32_t type)
 	case DG_MSG_READY:
 	case DG_MSG_RESULT:
 	case DG_MSG_EVENT:
+	case DG_MSG_REQUEST:
 		return DG_IPC_JSON_MAX;
+	case DG_MSG_VERDICT:
+		return DG_IPC_VERDICT_MAX;
 	case DG_MSG_FRAME:
 		return DG_IPC_FRAME_MAX;
 	default:

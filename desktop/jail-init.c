@@ -242,7 +242,7 @@ static int confine_self(struct dg_jail_child *c, struct dg_err *err)
 	if (sethostname(DG_JAIL_HOSTNAME, strlen(DG_JAIL_HOSTNAME)) != 0 ||
 	    setdomainname("", 0) != 0)
 		return dg_err_set(err, -errno, "jail: sethostname: %s", strerror(errno));
-	if ((r = dg_jail_mount_root(c->spec->limits, err)))
+	if ((r = dg_jail_mount_root(c->spec, err)))
 		return r;
 	if ((r = dg_jail_set_rlimits(c->spec->limits, err)))
 		return r;

@@ -30,7 +30,7 @@ static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", 
  * X11 and Chromium configuration, alternatives symlinks) and nothing that
  * names the host's users, secrets or network. */
 static const char *const etc_entries[] = {
-	"alternatives", "ca-certificates", "chromium",  "debian_version",
+	"alternatives", "ca-certificates", "chromium/master_preferences", "debian_version",
 	"fonts",        "gai.conf",        "gtk-3.0",   "inputrc",     "ld.so.cache",
 	"ld.so.conf",   "ld.so.conf.d",    "locale.alias", "localtime", "magic",
 	"mime.types",   "os-release",      "protocols", "python3",     "python3.11",
@@ -198,7 +198,22 @@ static int setup_system_dirs(const char *root, struct dg_err *err)
 	return 0;
 }
 
-static int setup_etc(const char *root, struct dg_err *err)
+/* Creates the directories leading to path (below an existing base). */
+static int make_parents(const char *path, size_t base_len, struct dg_err *err)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *s = dir + base_len + 1; (s = strchr(s, '/')) != NULL; s++) {
+		*s = '\0';
+		int r = make_dir(dir, 0755, err);
+		*s = '/';
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int setup_etc(const char *root, const struct dg_jail_spec *spec, struct dg_err *err)
 {
 	char etc[PATH_MAX], path[PATH_MAX];
 	int r;
@@ -212,7 +227,15 @@ static int setup_etc(const char *root, struct dg_err *err)
 			return r;
 	}
 	for (size_t i = 0; i < sizeof(etc_entries) / sizeof(etc_entries[0]); i++) {
-		if ((r = mirror_entry(root, "etc", etc_entries[i], err)))
+		if ((r = path_join(path, sizeof(path), etc, etc_entries[i], err)) ||
+		    (r = make_parents(path, strlen(etc), err)) ||
+		    (r = mirror_entry(root, "etc", etc_entries[i], err)))
+			return r;
+	}
+	for (int i = 0; i < spec->n_etc_files; i++) {
+		if ((r = path_join(path, sizeof(path), etc, spec->etc_files[i].path, err)) ||
+		    (r = make_parents(path, strlen(etc), err)) ||
+		    (r = write_file(path, spec->etc_files[i].text, err)))
 			return r;
 	}
 	return remount_ro(etc, err);
@@ -371,8 +394,9 @@ static int loopback_up(struct dg_err *err)
 	return r;
 }
 
-int dg_jail_mount_root(const struct dg_limits *lim, struct dg_err *err)
+int dg_jail_mount_root(const struct dg_jail_spec *spec, struct dg_err *err)
 {
+	const struct dg_limits *lim = spec->limits;
 	const char *root = DG_JAIL_STAGE;
 	int r;
 	/* Nothing mounted below may propagate back to the host. */
@@ -381,7 +405,7 @@ int dg_jail_mount_root(const struct dg_limits *lim, struct dg_err *err)
 	if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755," DG_JAIL_ROOT_SIZE) != 0)
 		return fail(err, "mount root tmpfs", root);
 	if ((r = setup_skeleton(root, err)) || (r = setup_system_dirs(root, err)) ||
-	    (r = setup_etc(root, err)) || (r = setup_proc(root, err)) ||
+	    (r = setup_etc(root, spec, err)) || (r = setup_proc(root, err)) ||
 	    (r = setup_dev(root, err)) || (r = setup_scratch(root, lim, err)))
 		return r;
 	char dev[PATH_MAX];

@@ -64,7 +64,7 @@ int dg_jail_env_build(const struct dg_jail_prog *prog, struct dg_jail_env *env,
 
 /* Inside the jail's new namespaces: builds the root filesystem and pivots
  * into it. Returns 0 or a negative errno with err naming the mount. */
-int dg_jail_mount_root(const struct dg_limits *lim, struct dg_err *err);
+int dg_jail_mount_root(const struct dg_jail_spec *spec, struct dg_err *err);
 
 /* Pieces of init shared with dg_jail_enter (jail-enter.c). */
 int dg_jail_become_user(struct dg_err *err);

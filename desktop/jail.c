@@ -6,9 +6,12 @@
  * slot whose lock is free but whose cgroup exists was left by a dead owner.
  * Lock files are never unlinked, which keeps the claim free of races.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -166,15 +171,81 @@ static int clone_init(struct dg_jail_child *child, pid_t *pid, struct dg_err *er
 	return 0;
 }
 
-/* Everything between clone and "go": uid/gid maps and the cgroup. */
-static int prepare_child(struct dg_jail *j, struct dg_err *err)
+/* Creates the egress listener inside the network namespace of pid: enters
+ * it, brings lo up (init does too, later; either order works), binds, and
+ * returns to our own namespace. The socket stays in the namespace it was
+ * created in, so the proxy serves jail connections from the host side.
+ * Returns the listening descriptor or a negative errno. The caller is
+ * single-threaded while this runs (setns changes the calling thread only). */
+static int egress_listen(pid_t pid, struct dg_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0)
+		return dg_err_set(err, -errno, "jail: open /proc/self/ns/net: %s", strerror(errno));
+	int ns = open(path, O_RDONLY | O_CLOEXEC);
+	if (ns < 0) {
+		int e = errno;
+		close(self);
+		return dg_err_set(err, -e, "jail: open %s: %s", path, strerror(e));
+	}
+	int fd = -1, r = 0;
+	if (setns(ns, CLONE_NEWNET) != 0) {
+		r = dg_err_set(err, -errno, "jail: entering %s: %s", path, strerror(errno));
+		goto out;
+	}
+	int ifd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo");
+	if (ifd < 0 || ioctl(ifd, SIOCGIFFLAGS, &ifr) != 0 ||
+	    (ifr.ifr_flags |= IFF_UP | IFF_RUNNING, ioctl(ifd, SIOCSIFFLAGS, &ifr) != 0)) {
+		r = dg_err_set(err, -errno, "jail: bringing up lo in %s: %s", path, strerror(errno));
+	} else {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DG_JAIL_EGRESS_PORT)};
+		inet_pton(AF_INET, DG_JAIL_EGRESS_ADDR, &sa.sin_addr);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+		    listen(fd, DG_JAIL_EGRESS_BACKLOG) != 0)
+			r = dg_err_set(err, -errno, "jail: egress listener on %s:%d in %s: %s",
+				       DG_JAIL_EGRESS_ADDR, DG_JAIL_EGRESS_PORT, path, strerror(errno));
+	}
+	if (ifd >= 0)
+		close(ifd);
+	if (setns(self, CLONE_NEWNET) != 0) {
+		/* Staying in the jail's namespace would be worse than dying. */
+		fprintf(stderr, "deskgate: cannot return to the host network namespace: %s\n",
+			strerror(errno));
+		abort();
+	}
+out:
+	close(ns);
+	close(self);
+	if (r) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Everything between clone and "go": uid/gid maps, the cgroup and the
+ * egress listener (before any program can try to connect). */
+static int prepare_child(struct dg_jail *j, const struct dg_jail_spec *spec, struct dg_err *err)
 {
 	uint32_t host_id = DG_JAIL_ID_BASE + j->slot;
 	int r;
 	if ((r = write_map(j->pid, "uid_map", DG_JAIL_INNER_UID, host_id, err)) ||
-	    (r = write_map(j->pid, "gid_map", DG_JAIL_INNER_GID, host_id, err)))
+	    (r = write_map(j->pid, "gid_map", DG_JAIL_INNER_GID, host_id, err)) ||
+	    (r = dg_cgroup_attach(j->cgroup, j->pid, err)))
 		return r;
-	return dg_cgroup_attach(j->cgroup, j->pid, err);
+	if (spec->egress) {
+		if ((r = egress_listen(j->pid, err)) < 0)
+			return r;
+		j->egress_fd = r;
+	}
+	return 0;
 }
 
 static int create_cgroup(struct dg_jail *j, const struct dg_limits *lim, struct dg_err *err)
@@ -201,6 +272,7 @@ static void jail_reset(struct dg_jail *j)
 	j->pidfd = -1;
 	j->lock_fd = -1;
 	j->life_fd = -1;
+	j->egress_fd = -1;
 }
 
 int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_err *err)
@@ -216,6 +288,21 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 		if (p->n_pass_fds < 0 || p->n_pass_fds > DG_JAIL_PASS_FDS_MAX)
 			return dg_err_set(err, -EINVAL, "jail: %d descriptors to pass (at most %d)",
 					  p->n_pass_fds, DG_JAIL_PASS_FDS_MAX);
+	}
+	if (spec->n_etc_files < 0 || spec->n_etc_files > DG_JAIL_FILES_MAX)
+		return dg_err_set(err, -EINVAL, "jail: %d files for /etc (at most %d)",
+				  spec->n_etc_files, DG_JAIL_FILES_MAX);
+	for (int i = 0; i < spec->n_etc_files; i++) {
+		const struct dg_jail_file *f = &spec->etc_files[i];
+		size_t n = f->path ? strlen(f->path) : 0;
+		bool ok = n > 0 && n <= DG_JAIL_FILE_PATH_MAX && f->path[0] != '/' &&
+			  f->text && strlen(f->text) <= DG_JAIL_FILE_TEXT_MAX &&
+			  !strstr(f->path, "..") && !strstr(f->path, "//") && f->path[n - 1] != '/';
+		for (size_t k = 0; ok && k < n; k++)
+			ok = strchr("abcdefghijklmnopqrstuvwxyz0123456789._-/", f->path[k]) != NULL;
+		if (!ok)
+			return dg_err_set(err, -EINVAL, "jail: bad /etc file %d (a relative path of "
+					  "[a-z0-9._-/], text at most %d bytes)", i, DG_JAIL_FILE_TEXT_MAX);
 	}
 	/* Large (the environment storage): kept off the stack. */
 	struct dg_jail_child *child = calloc(1, sizeof(*child));
@@ -251,7 +338,7 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 	close(go[0]);
 	close(rep[1]);
 	go[0] = rep[1] = -1;
-	if ((r = prepare_child(j, err)))
+	if ((r = prepare_child(j, spec, err)))
 		goto fail;
 	if (write(go[1], "g", 1) != 1) {
 		r = dg_err_set(err, -errno, "jail: starting init: %s", strerror(errno));
@@ -342,7 +429,9 @@ int dg_jail_destroy(struct dg_jail *j)
 		close(j->lock_fd);
 	if (j->life_fd >= 0)
 		close(j->life_fd);
-	j->pidfd = j->lock_fd = j->life_fd = -1;
+	if (j->egress_fd >= 0)
+		close(j->egress_fd);
+	j->pidfd = j->lock_fd = j->life_fd = j->egress_fd = -1;
 	return r;
 }
 

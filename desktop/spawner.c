@@ -165,6 +165,7 @@ static void op_create(struct spawner *sp, json_t *req)
 		.height = (int)json_integer_value(h),
 		.limits = &s->limits.limits,
 		.log_to_stderr = sp->verbose,
+		.strict = json_is_true(json_object_get(req, "strict")),
 	};
 	long long t0 = now_ms();
 	if (dg_desktop_start(&spec, &s->desktop, &err) != 0)
@@ -178,11 +179,14 @@ static void op_create(struct spawner *sp, json_t *req)
 	json_t *r = json_pack("{s:O?, s:b, s:s, s:i, s:I}", "req", json_object_get(req, "req"),
 			      "ok", 1, "session", id, "slot", (int)s->desktop.jail.slot,
 			      "start_ms", (json_int_t)(now_ms() - t0));
-	int fd = s->worker.ctl;
-	reply(sp, r, &fd, 1);
-	/* The gateway talks to the worker now; the spawner keeps only the pid. */
+	int fds[2] = {s->worker.ctl, s->desktop.jail.egress_fd};
+	reply(sp, r, fds, 2);
+	/* The gateway talks to the worker and hands the listener to the egress
+	 * proxy now; the spawner keeps only the pids. */
 	close(s->worker.ctl);
 	s->worker.ctl = -1;
+	close(s->desktop.jail.egress_fd);
+	s->desktop.jail.egress_fd = -1;
 }
 
 static void op_destroy(struct spawner *sp, json_t *req)

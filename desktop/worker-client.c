@@ -118,7 +118,7 @@ int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, si
 	int r = dg_ipc_read(w->ctl, w->rd, err);
 	if (r != 1)
 		return r;
-	if (w->rd->type == DG_MSG_ACTION)
+	if (w->rd->type == DG_MSG_ACTION || w->rd->type == DG_MSG_VERDICT)
 		return dg_err_set(err, -EPROTO, "worker: sent an owner-only message");
 	*type = w->rd->type;
 	*data = w->rd->buf;
@@ -126,12 +126,55 @@ int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, si
 	return 1;
 }
 
-/* Waits for the next message, bounded by deadline (ms, monotonic). */
+int dg_worker_answer_request(struct dg_worker *w, const struct dg_policy *policy,
+			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
+			     struct dg_err *err)
+{
+	json_t *m = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *req = json_object_get(m, "req"), *url = json_object_get(m, "url");
+	if (!json_is_object(m) || !json_is_integer(req) || !json_is_string(url)) {
+		json_decref(m);
+		return dg_err_set(err, -EPROTO, "worker: malformed request message");
+	}
+	struct dg_policy def;
+	if (!policy) {
+		dg_policy_default(&def);
+		policy = &def;
+	}
+	dg_policy_decide_url(policy, json_string_value(url), d);
+	if (d->verdict == DG_VERDICT_ASK) {
+		/* Nobody can approve a browser request while the page waits. */
+		d->verdict = DG_VERDICT_DENY;
+		snprintf(d->reason, sizeof(d->reason), "%s",
+			 "the policy asks for approval, and browser requests cannot wait for one");
+	}
+	char msg[96];
+	int n = snprintf(msg, sizeof(msg), "{\"req\":%lld,\"allow\":%s}",
+			 (long long)json_integer_value(req),
+			 d->verdict == DG_VERDICT_ALLOW ? "true" : "false");
+	if (request)
+		*request = m;
+	else
+		json_decref(m);
+	int r = dg_ipc_send(w->ctl, DG_MSG_VERDICT, msg, (size_t)n);
+	if (r)
+		return dg_err_set(err, r, "worker: sending a verdict: %s", strerror(-r));
+	return 0;
+}
+
+/* Waits for the next message, bounded by deadline (ms, monotonic). The
+ * browser's requests are decided here, under w->policy, as they come. */
 static int recv_wait(struct dg_worker *w, long long deadline, uint32_t *type, const uint8_t **data,
 		     size_t *len, struct dg_err *err)
 {
 	for (;;) {
 		int r = dg_worker_recv(w, type, data, len, err);
+		if (r == 1 && *type == DG_MSG_REQUEST) {
+			struct dg_decision d;
+			if ((r = dg_worker_answer_request(w, w->policy, *data, *len, &d, NULL, err)))
+				return r;
+			continue;
+		}
 		if (r != 0)
 			return r;
 		long long left = deadline - now_ms();

@@ -24,6 +24,7 @@
 #include "actions/actions.h"
 #include "actions/frame-priv.h"
 #include "desktop/cdp-priv.h"
+#include "desktop/guard-priv.h"
 #include "desktop/desktop.h"
 #include "desktop/ipc-priv.h"
 #include "desktop/seccomp-priv.h"
@@ -50,6 +51,7 @@ struct worker {
 	int ctl;
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
+	struct dg_guard *guard;  /* browser: the policy's browser layer */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
 	bool await_paint;        /* settling after a page load: see advance() */
 	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
@@ -816,14 +818,31 @@ static void cdp_pump(struct worker *w, struct pollfd p[2])
 		die("the browser closed its DevTools pipe: %s", err.msg);
 }
 
+static int guard_emit(void *arg, uint32_t type, const char *json)
+{
+	struct worker *w = arg;
+	return dg_ipc_send(w->ctl, type, json, strlen(json));
+}
+
+static void cdp_event(void *arg, const char *method, const char *session, json_t *params)
+{
+	struct worker *w = arg;
+	dg_guard_event(w->guard, method, session, params);
+}
+
 static void browser_start(struct worker *w)
 {
 	struct dg_err err = {{0}};
 	w->cdp = dg_cdp_new(DG_WORKER_FD_CDP_OUT, DG_WORKER_FD_CDP_IN);
-	if (!w->cdp || dg_cdp_start(w->cdp, NULL, NULL, &err))
-		die("DevTools: %s", w->cdp ? err.msg : "out of memory");
+	w->guard = w->cdp ? dg_guard_new(w->cdp, guard_emit, w) : NULL;
+	if (!w->guard)
+		die("DevTools: out of memory");
+	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
+	if (dg_cdp_start(w->cdp, NULL, NULL, &err) || dg_guard_start(w->guard, &err))
+		die("DevTools: %s", err.msg);
 	long long deadline = now_ms() + DG_WORKER_FIRST_FRAME_MS;
-	while (!dg_cdp_ready(w->cdp)) {
+	/* READY only once the first page is guarded: attached, Fetch on. */
+	while (!dg_cdp_ready(w->cdp) || dg_guard_pending_setups(w->guard) > 0) {
 		long long left = deadline - now_ms();
 		if (left <= 0)
 			die("the browser did not answer DevTools within %d ms", DG_WORKER_FIRST_FRAME_MS);
@@ -864,8 +883,10 @@ static void loop(struct worker *w)
 			pump_rfb(w);
 			continue;
 		}
+		/* The channel is read in every phase: verdicts on the browser's
+		 * requests arrive while an action (a navigation) waits for them. */
 		struct pollfd p[4] = {
-			{w->ctl, w->phase == PHASE_IDLE ? POLLIN : 0, 0},
+			{w->ctl, POLLIN, 0},
 			{w->vnc->sock, POLLIN, 0},
 			{-1, 0, 0},
 			{-1, 0, 0},
@@ -890,9 +911,15 @@ static void loop(struct worker *w)
 				_exit(0); /* the owner closed the channel: the session is over */
 			if (r < 0)
 				die("control channel: %s", err.msg);
-			if (r == 1) {
-				if (w->rd.type != DG_MSG_ACTION)
-					die("protocol error: message type %u from the owner", w->rd.type);
+			if (r == 1 && w->rd.type == DG_MSG_VERDICT && w->guard) {
+				if (dg_guard_verdict(w->guard, (const char *)w->rd.buf, w->rd.len, &err))
+					die("protocol error: %s", err.msg);
+			} else if (r == 1) {
+				/* One action at a time: the owner sends the next only after
+				 * the result of this one. */
+				if (w->rd.type != DG_MSG_ACTION || w->phase != PHASE_IDLE)
+					die("protocol error: message type %u from the owner%s", w->rd.type,
+					    w->phase != PHASE_IDLE ? " during an action" : "");
 				on_action(w, (const char *)w->rd.buf, w->rd.len);
 			}
 		}

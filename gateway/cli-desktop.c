@@ -86,15 +86,17 @@ static int session_start(const struct session_opts *o, struct session *s)
 	if (dg_jail_cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate %s: cleaning up stale jails: %s\n", o->cmd, err.msg);
 	struct dg_desktop_spec spec = {.profile = o->profile, .width = o->width, .height = o->height,
-				       .limits = &s->policy.limits, .log_to_stderr = o->verbose};
+				       .limits = &s->policy.limits, .log_to_stderr = o->verbose,
+				       .strict = s->policy.rules != NULL};
 	if (dg_desktop_start(&spec, &s->desktop, &err) != 0) {
 		fprintf(stderr, "deskgate %s: starting the %s desktop: %s\n", o->cmd,
 			dg_profile_name(o->profile), err.msg);
 		return DG_EXIT_FAILED;
 	}
 	s->started = true;
-	if (dg_worker_start(&s->desktop, &s->worker, &err) != 0 ||
-	    dg_worker_wait_ready(&s->worker, DG_WORKER_READY_MS, &err) != 0) {
+	int r = dg_worker_start(&s->desktop, &s->worker, &err);
+	s->worker.policy = &s->policy;
+	if (r != 0 || dg_worker_wait_ready(&s->worker, DG_WORKER_READY_MS, &err) != 0) {
 		fprintf(stderr, "deskgate %s: starting the worker: %s\n", o->cmd, err.msg);
 		return DG_EXIT_FAILED;
 	}

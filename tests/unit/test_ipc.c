@@ -114,6 +114,7 @@ Test(ipc, oversized_messages_are_refused_without_allocating)
 		{DG_MSG_READY, DG_IPC_JSON_MAX + 1},  {DG_MSG_RESULT, DG_IPC_JSON_MAX + 1},
 		{DG_MSG_EVENT, DG_IPC_JSON_MAX + 1},  {DG_MSG_FRAME, DG_IPC_FRAME_MAX + 1},
 		{DG_MSG_RESULT, 0xffffffffu},         {DG_MSG_FRAME, 0xffffffffu},
+		{DG_MSG_REQUEST, DG_IPC_JSON_MAX + 1},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct dg_worker w;

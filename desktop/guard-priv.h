@@ -1,0 +1,79 @@
+/* guard: the browser layer of the policy, inside the worker.
+ *
+ * Every target of the browser is attached to before it runs: the guard
+ * turns on auto-attach with waitForDebuggerOnStart (flattened) at the
+ * browser and again in every attached session, so pages, popups,
+ * out-of-process iframes, dedicated, shared and service workers are all
+ * held at their first instruction. In each it enables the Fetch domain for
+ * every URL at the request stage (and, in pages, file chooser interception)
+ * and only when the browser acknowledged all of that does it let the target
+ * run (Runtime.runIfWaitingForDebugger). A target the guard cannot track
+ * (table full, a setup command failed) is never resumed: it stays frozen.
+ *
+ * Each paused request goes to the owner as a DG_MSG_REQUEST; the owner
+ * decides it with the session's policy and answers with a DG_MSG_VERDICT;
+ * the guard then continues the request or fails it with BlockedByClient.
+ * Redirects pause again as new requests, so each hop is decided. Downloads
+ * are denied at the browser (Browser.setDownloadBehavior) and reported.
+ * WebSocket handshakes do not pass through Fetch; the egress proxy decides
+ * them (CONNECT), as it decides every connection.
+ *
+ * Everything here is driven by hostile DevTools messages: each string is
+ * bounded and checked before it is kept or forwarded; a request whose URL is
+ * too long or not text is failed at once without asking (and reported).
+ *
+ * Used only by the worker's single thread.
+ */
+#ifndef DG_GUARD_PRIV_H
+#define DG_GUARD_PRIV_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "desktop/cdp-priv.h"
+
+#define DG_GUARD_TARGETS_MAX 256  /* attached sessions tracked at once */
+#define DG_GUARD_PAUSED_MAX 1024  /* requests awaiting the owner's verdict */
+#define DG_GUARD_URL_MAX 8192     /* bytes of a request URL forwarded (DG_URL_MAX) */
+#define DG_GUARD_TYPE_MAX 32      /* bytes of a target or resource type kept */
+#define DG_GUARD_METHOD_MAX 16    /* bytes of an HTTP method kept */
+
+struct dg_guard_stats {
+	uint64_t targets;         /* sessions attached and set up */
+	uint64_t targets_frozen;  /* attached but never resumed (full, or setup failed) */
+	uint64_t requests;        /* requests paused */
+	uint64_t allowed, blocked;
+	uint64_t refused_locally; /* failed without asking: bad URL */
+	uint64_t downloads;       /* downloads the browser was told to deny */
+	uint64_t file_choosers;   /* file choosers intercepted */
+	uint64_t stale_verdicts;  /* verdicts for requests no longer paused */
+};
+
+struct dg_guard;
+
+/* emit: sends one message (type DG_MSG_REQUEST or DG_MSG_EVENT, JSON text)
+ * to the owner; returns 0 or a negative errno. */
+typedef int (*dg_guard_emit_fn)(void *arg, uint32_t type, const char *json);
+
+/* The guard sends its commands through c (which it does not own). */
+struct dg_guard *dg_guard_new(struct dg_cdp *c, dg_guard_emit_fn emit, void *arg);
+void dg_guard_free(struct dg_guard *g);
+
+/* Turns on auto-attach at the browser and denies downloads. Call once the
+ * client is started, before the first navigation. */
+int dg_guard_start(struct dg_guard *g, struct dg_err *err);
+
+/* Every DevTools event goes here (the client's event callback). */
+void dg_guard_event(struct dg_guard *g, const char *method, const char *session, json_t *params);
+
+/* The owner's DG_MSG_VERDICT: {"req":N,"allow":BOOL}. Returns 0, or -EPROTO
+ * for a malformed message (the owner broke the protocol). */
+int dg_guard_verdict(struct dg_guard *g, const char *json, size_t len, struct dg_err *err);
+
+/* Whether every attached target finished its setup (tests, readiness). */
+int dg_guard_pending_setups(const struct dg_guard *g);
+int dg_guard_n_paused(const struct dg_guard *g);
+void dg_guard_stats(const struct dg_guard *g, struct dg_guard_stats *s);
+
+#endif

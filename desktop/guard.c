@@ -1,0 +1,395 @@
+/* The browser layer of the policy: see guard-priv.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desktop/guard-priv.h"
+#include "desktop/ipc-priv.h"
+
+struct target {
+	bool used;
+	unsigned gen;            /* bumped at each reuse: stale callbacks are ignored */
+	char session[DG_CDP_ID_MAX + 1];
+	char type[DG_GUARD_TYPE_MAX + 1];
+	int setup_pending;       /* setup commands not answered yet */
+	bool failed;             /* a required setup command failed: never resumed */
+	bool waiting;            /* the browser holds it for us */
+};
+
+struct paused {
+	bool used;
+	uint64_t req;
+	unsigned target_gen;
+	int target;
+	char request_id[DG_CDP_ID_MAX + 1];
+};
+
+/* Completion context of one setup command. */
+struct setup_ref {
+	struct dg_guard *g;
+	int target;
+	unsigned gen;
+	bool required;
+	const char *what;
+};
+
+struct dg_guard {
+	struct dg_cdp *cdp;
+	dg_guard_emit_fn emit;
+	void *emit_arg;
+	struct target targets[DG_GUARD_TARGETS_MAX];
+	struct paused paused[DG_GUARD_PAUSED_MAX];
+	int n_paused;
+	uint64_t next_req;
+	unsigned next_gen;
+	struct dg_guard_stats st;
+};
+
+/* A string from the browser we may keep: printable ASCII, at most max bytes. */
+static bool short_text(const json_t *v, size_t max)
+{
+	if (!json_is_string(v))
+		return false;
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v);
+	if (n == 0 || n > max || strlen(s) != n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	}
+	return true;
+}
+
+static void emit_json(struct dg_guard *g, uint32_t type, json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (s)
+		g->emit(g->emit_arg, type, s);
+	free(s);
+	json_decref(j);
+}
+
+/* Tells the owner something the guard did on its own (for the recordings). */
+static void report(struct dg_guard *g, const char *kind, const char *verdict, const char *reason,
+		   const char *url)
+{
+	json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s}", "event", "guard", "kind", kind, "verdict",
+			       verdict, "rule", "browser", "reason", reason);
+	if (ev && url)
+		json_object_set_new(ev, "url", json_string(url));
+	emit_json(g, DG_MSG_EVENT, ev);
+}
+
+struct dg_guard *dg_guard_new(struct dg_cdp *c, dg_guard_emit_fn emit, void *arg)
+{
+	struct dg_guard *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->cdp = c;
+	g->emit = emit;
+	g->emit_arg = arg;
+	g->next_req = 1;
+	return g;
+}
+
+void dg_guard_free(struct dg_guard *g)
+{
+	free(g);
+}
+
+static json_t *auto_attach_params(void)
+{
+	return json_pack("{s:b, s:b, s:b}", "autoAttach", 1, "waitForDebuggerOnStart", 1, "flatten", 1);
+}
+
+int dg_guard_start(struct dg_guard *g, struct dg_err *err)
+{
+	int r = dg_cdp_send(g->cdp, "Browser.setDownloadBehavior",
+			    json_pack("{s:s, s:b}", "behavior", "deny", "eventsEnabled", 1), NULL, NULL,
+			    NULL, err);
+	if (r)
+		return r;
+	return dg_cdp_send(g->cdp, "Target.setAutoAttach", auto_attach_params(), NULL, NULL, NULL, err);
+}
+
+static int target_find(struct dg_guard *g, const char *session)
+{
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		if (g->targets[i].used && strcmp(g->targets[i].session, session) == 0)
+			return i;
+	}
+	return -1;
+}
+
+static void maybe_resume(struct dg_guard *g, int i)
+{
+	struct target *t = &g->targets[i];
+	if (t->setup_pending > 0 || t->failed)
+		return;
+	g->st.targets++;
+	if (!t->waiting)
+		return;
+	t->waiting = false;
+	dg_cdp_send(g->cdp, "Runtime.runIfWaitingForDebugger", NULL, t->session, NULL, NULL, NULL);
+}
+
+static void setup_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)result;
+	struct setup_ref *ref = arg;
+	struct dg_guard *g = ref->g;
+	if (status == -ECANCELED || !g) {
+		free(ref);
+		return;
+	}
+	struct target *t = &g->targets[ref->target];
+	if (t->used && t->gen == ref->gen) {
+		t->setup_pending--;
+		if (status != 0 && ref->required && !t->failed) {
+			t->failed = true;
+			g->st.targets_frozen++;
+			char why[DG_ERR_MAX];
+			snprintf(why, sizeof(why), "a %s target stays frozen: %s failed (%s)", t->type,
+				 ref->what, error_message ? error_message : strerror(-status));
+			report(g, "target", "deny", why, NULL);
+		}
+		maybe_resume(g, ref->target);
+	}
+	free(ref);
+}
+
+static void setup_cmd(struct dg_guard *g, int i, const char *method, json_t *params, bool required)
+{
+	struct target *t = &g->targets[i];
+	struct setup_ref *ref = malloc(sizeof(*ref));
+	if (!ref) {
+		json_decref(params);
+		t->failed = t->failed || required;
+		return;
+	}
+	*ref = (struct setup_ref){g, i, t->gen, required, method};
+	struct dg_err err = {{0}};
+	if (dg_cdp_send(g->cdp, method, params, t->session, setup_done, ref, &err) != 0) {
+		free(ref);
+		if (required && !t->failed) {
+			t->failed = true;
+			g->st.targets_frozen++;
+			report(g, "target", "deny", "a target stays frozen: its setup could not be sent",
+			       NULL);
+		}
+		return;
+	}
+	t->setup_pending++;
+}
+
+static bool type_is(const char *type, const char *const *list)
+{
+	for (; *list; list++) {
+		if (strcmp(type, *list) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Target.attachedToTarget: a new session, held until set up. */
+static void on_attached(struct dg_guard *g, json_t *params)
+{
+	json_t *sid = json_object_get(params, "sessionId");
+	json_t *info = json_object_get(params, "targetInfo");
+	json_t *type = json_object_get(info, "type");
+	if (!short_text(sid, DG_CDP_ID_MAX) || !short_text(type, DG_GUARD_TYPE_MAX)) {
+		report(g, "target", "deny", "Target.attachedToTarget without a usable sessionId or type",
+		       NULL);
+		return;
+	}
+	int i = target_find(g, json_string_value(sid));
+	if (i >= 0)
+		return; /* told twice: already set up */
+	for (int k = 0; k < DG_GUARD_TARGETS_MAX && i < 0; k++) {
+		if (!g->targets[k].used)
+			i = k;
+	}
+	if (i < 0) {
+		g->st.targets_frozen++;
+		report(g, "target", "deny", "too many targets: a new one stays frozen", NULL);
+		return;
+	}
+	struct target *t = &g->targets[i];
+	memset(t, 0, sizeof(*t));
+	t->used = true;
+	t->gen = ++g->next_gen;
+	snprintf(t->session, sizeof(t->session), "%s", json_string_value(sid));
+	snprintf(t->type, sizeof(t->type), "%s", json_string_value(type));
+	t->waiting = json_is_true(json_object_get(params, "waitingForDebugger"));
+	static const char *const fetching[] = {"page", "iframe", "worker", "shared_worker",
+					       "service_worker", NULL};
+	static const char *const pages[] = {"page", "iframe", NULL};
+	if (type_is(t->type, fetching)) {
+		setup_cmd(g, i, "Fetch.enable",
+			  json_pack("{s:[{s:s, s:s}]}", "patterns", "urlPattern", "*", "requestStage",
+				    "Request"),
+			  true);
+		/* Children (iframes in other processes, workers) attach through
+		 * their parent's session. */
+		setup_cmd(g, i, "Target.setAutoAttach", auto_attach_params(), strcmp(t->type, "page") == 0 ||
+										    strcmp(t->type, "iframe") == 0);
+	}
+	if (type_is(t->type, pages)) {
+		setup_cmd(g, i, "Page.enable", NULL, false);
+		setup_cmd(g, i, "Page.setInterceptFileChooserDialog", json_pack("{s:b}", "enabled", 1),
+			  false);
+	}
+	maybe_resume(g, i);
+}
+
+static void drop_paused(struct dg_guard *g, int k)
+{
+	g->paused[k].used = false;
+	g->n_paused--;
+}
+
+static void on_detached(struct dg_guard *g, json_t *params)
+{
+	json_t *sid = json_object_get(params, "sessionId");
+	if (!short_text(sid, DG_CDP_ID_MAX))
+		return;
+	int i = target_find(g, json_string_value(sid));
+	if (i < 0)
+		return;
+	for (int k = 0; k < DG_GUARD_PAUSED_MAX; k++) {
+		if (g->paused[k].used && g->paused[k].target == i &&
+		    g->paused[k].target_gen == g->targets[i].gen)
+			drop_paused(g, k);
+	}
+	g->targets[i].used = false;
+}
+
+static void fail_request(struct dg_guard *g, const char *session, const char *request_id)
+{
+	dg_cdp_send(g->cdp, "Fetch.failRequest",
+		    json_pack("{s:s, s:s}", "requestId", request_id, "errorReason", "BlockedByClient"),
+		    session, NULL, NULL, NULL);
+}
+
+static void on_paused(struct dg_guard *g, const char *session, json_t *params)
+{
+	json_t *rid = json_object_get(params, "requestId");
+	json_t *req = json_object_get(params, "request");
+	json_t *url = json_object_get(req, "url");
+	json_t *method = json_object_get(req, "method");
+	json_t *rtype = json_object_get(params, "resourceType");
+	if (!short_text(rid, DG_CDP_ID_MAX))
+		return; /* nothing to answer with: the request stays paused */
+	g->st.requests++;
+	int i = session ? target_find(g, session) : -1;
+	const char *why = NULL;
+	if (i < 0)
+		why = "a paused request on a session the guard does not know";
+	else if (!json_is_string(url) || json_string_length(url) > DG_GUARD_URL_MAX)
+		why = "a request URL longer than 8192 bytes";
+	else if (strlen(json_string_value(url)) != json_string_length(url))
+		why = "a request URL with a NUL byte";
+	else if (g->n_paused >= DG_GUARD_PAUSED_MAX)
+		why = "too many requests waiting for a verdict";
+	if (why) {
+		g->st.refused_locally++;
+		g->st.blocked++;
+		fail_request(g, session, json_string_value(rid));
+		report(g, "request", "deny", why, NULL);
+		return;
+	}
+	int k = 0;
+	while (g->paused[k].used)
+		k++;
+	struct paused *p = &g->paused[k];
+	p->used = true;
+	p->req = g->next_req++;
+	p->target = i;
+	p->target_gen = g->targets[i].gen;
+	snprintf(p->request_id, sizeof(p->request_id), "%s", json_string_value(rid));
+	g->n_paused++;
+	json_t *m = json_pack("{s:I, s:s, s:s, s:s, s:s}", "req", (json_int_t)p->req, "url",
+			      json_string_value(url), "method",
+			      short_text(method, DG_GUARD_METHOD_MAX) ? json_string_value(method) : "?",
+			      "resource",
+			      short_text(rtype, DG_GUARD_TYPE_MAX) ? json_string_value(rtype) : "Other",
+			      "target", g->targets[i].type);
+	emit_json(g, DG_MSG_REQUEST, m);
+}
+
+void dg_guard_event(struct dg_guard *g, const char *method, const char *session, json_t *params)
+{
+	if (strcmp(method, "Target.attachedToTarget") == 0) {
+		on_attached(g, params);
+	} else if (strcmp(method, "Target.detachedFromTarget") == 0) {
+		on_detached(g, params);
+	} else if (strcmp(method, "Fetch.requestPaused") == 0) {
+		on_paused(g, session, params);
+	} else if (strcmp(method, "Browser.downloadWillBegin") == 0) {
+		g->st.downloads++;
+		json_t *url = json_object_get(params, "url");
+		report(g, "download", "deny", "downloads are denied",
+		       json_is_string(url) && json_string_length(url) <= DG_GUARD_URL_MAX ?
+			       json_string_value(url) : NULL);
+	} else if (strcmp(method, "Page.fileChooserOpened") == 0) {
+		g->st.file_choosers++;
+		report(g, "file_chooser", "deny", "file choosers are intercepted and never shown", NULL);
+	}
+}
+
+int dg_guard_verdict(struct dg_guard *g, const char *text, size_t len, struct dg_err *err)
+{
+	json_t *m = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *req = json_object_get(m, "req"), *allow = json_object_get(m, "allow");
+	if (!json_is_object(m) || !json_is_integer(req) || !json_is_boolean(allow)) {
+		json_decref(m);
+		return dg_err_set(err, -EPROTO, "guard: malformed verdict");
+	}
+	uint64_t n = (uint64_t)json_integer_value(req);
+	bool ok = json_is_true(allow);
+	json_decref(m);
+	for (int k = 0; k < DG_GUARD_PAUSED_MAX; k++) {
+		struct paused *p = &g->paused[k];
+		if (!p->used || p->req != n)
+			continue;
+		struct target *t = &g->targets[p->target];
+		if (t->used && t->gen == p->target_gen) {
+			if (ok)
+				dg_cdp_send(g->cdp, "Fetch.continueRequest",
+					    json_pack("{s:s}", "requestId", p->request_id), t->session,
+					    NULL, NULL, NULL);
+			else
+				fail_request(g, t->session, p->request_id);
+		}
+		if (ok)
+			g->st.allowed++;
+		else
+			g->st.blocked++;
+		drop_paused(g, k);
+		return 0;
+	}
+	g->st.stale_verdicts++;
+	return 0;
+}
+
+int dg_guard_pending_setups(const struct dg_guard *g)
+{
+	int n = 0;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		if (g->targets[i].used && !g->targets[i].failed)
+			n += g->targets[i].setup_pending;
+	}
+	return n;
+}
+
+int dg_guard_n_paused(const struct dg_guard *g)
+{
+	return g->n_paused;
+}
+
+void dg_guard_stats(const struct dg_guard *g, struct dg_guard_stats *s)
+{
+	*s = g->st;
+}
