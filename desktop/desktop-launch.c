@@ -138,7 +138,8 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *  --proxy-server, --proxy-bypass-list=<-loopback>
  *                           every request, loopback included, goes to the
  *                           egress proxy's listener in the jail's namespace
- *  --host-resolver-rules    Chromium itself resolves no name
+ *  --host-resolver-rules    Chromium itself resolves no name (the proxy's
+ *                           address excepted: the rules apply to IP literals too)
  *  --disable-quic, --webrtc-ip-handling-policy, --force-webrtc-ip-handling-policy
  *                           no UDP paths around the proxy
  *  --disable-background-networking, --disable-component-update, --disable-sync,
@@ -162,7 +163,7 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--user-data-dir=" DG_JAIL_HOME "/.chromium");
 	arg(b, "--proxy-server=" DG_JAIL_EGRESS_URL);
 	arg(b, "--proxy-bypass-list=<-loopback>");
-	arg(b, "--host-resolver-rules=MAP * ~NOTFOUND");
+	arg(b, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE " DG_JAIL_EGRESS_ADDR);
 	arg(b, "--disable-quic");
 	arg(b, "--webrtc-ip-handling-policy=disable_non_proxied_udp");
 	arg(b, "--force-webrtc-ip-handling-policy");
@@ -291,7 +292,7 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 						       .env_extra = display_env};
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
-				  .wait_ready = true, .egress = true};
+				  .wait_ready = true, .egress = spec->egress};
 	if (spec->profile == DG_PROFILE_BROWSER && spec->strict) {
 		js.etc_files = chromium_files;
 		js.n_etc_files = 1;

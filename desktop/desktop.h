@@ -175,6 +175,10 @@ struct dg_desktop_spec {
 	 * The gateway sets it whenever the session's policy has rules; without
 	 * it (a rules-less policy: everything allowed) data: pages work. */
 	bool strict;
+	/* Create the egress listener (dg_jail_spec.egress): set by the spawner,
+	 * whose gateway runs the proxy. Without it the jail has no listener at
+	 * all and every connection is refused at once. */
+	bool egress;
 	bool log_to_stderr;      /* the desktop's programs log to our stderr */
 };
 
@@ -262,10 +266,11 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 
 /* Decides a DG_MSG_REQUEST (a browser request the worker holds) under
  * policy (NULL: the built-in default) with dg_policy_decide_url, ask
- * counting as deny, and sends the verdict. d gets the decision; with
+ * counting as deny, and sends the verdict on ctl (the worker's channel).
+ * d gets the decision; with
  * request non-NULL, *request gets the parsed message (caller frees).
  * Returns 0, -EPROTO for a malformed message, or a send error. */
-int dg_worker_answer_request(struct dg_worker *w, const struct dg_policy *policy,
+int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
 			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
 			     struct dg_err *err);
 

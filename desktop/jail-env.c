@@ -39,14 +39,15 @@ static int add(struct dg_jail_env *env, const char *name, const char *value, str
 	return 0;
 }
 
-/* NAME=value with NAME in [A-Z_][A-Z0-9_]*; the value is not interpreted. */
+/* NAME=value with NAME in [A-Za-z_][A-Za-z0-9_]* (lowercase for http_proxy,
+ * the only spelling curl reads); the value is not interpreted. */
 static int valid_extra(const char *e)
 {
 	const char *eq = strchr(e, '=');
 	if (!eq || eq == e)
 		return 0;
 	for (const char *p = e; p < eq; p++) {
-		if (!(isupper((unsigned char)*p) || *p == '_' || (p > e && isdigit((unsigned char)*p))))
+		if (!(isalpha((unsigned char)*p) || *p == '_' || (p > e && isdigit((unsigned char)*p))))
 			return 0;
 	}
 	return 1;

@@ -166,6 +166,7 @@ static void op_create(struct spawner *sp, json_t *req)
 		.limits = &s->limits.limits,
 		.log_to_stderr = sp->verbose,
 		.strict = json_is_true(json_object_get(req, "strict")),
+		.egress = true,
 	};
 	long long t0 = now_ms();
 	if (dg_desktop_start(&spec, &s->desktop, &err) != 0)
@@ -288,8 +289,13 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 	int in[2], out[2], errp[2];
 	if (!argv || pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC))
 		_exit(1);
+	/* The egress proxy is the only way out; both spellings, since curl
+	 * reads only the lowercase http_proxy. */
+	static const char *const proxy_env[] = {
+		"http_proxy=" DG_JAIL_EGRESS_URL, "HTTP_PROXY=" DG_JAIL_EGRESS_URL,
+		"https_proxy=" DG_JAIL_EGRESS_URL, "HTTPS_PROXY=" DG_JAIL_EGRESS_URL, NULL};
 	struct dg_jail_prog prog = {.argv = argv, .stdin_fd = in[0], .stdout_fd = out[1],
-				    .stderr_fd = errp[1]};
+				    .stderr_fd = errp[1], .env_extra = proxy_env};
 	long long t0 = now_ms();
 	pid_t sup;
 	int r = dg_jail_enter(&s->desktop.jail, &prog, lim, &sup, &err);

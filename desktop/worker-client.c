@@ -126,7 +126,7 @@ int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, si
 	return 1;
 }
 
-int dg_worker_answer_request(struct dg_worker *w, const struct dg_policy *policy,
+int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
 			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
 			     struct dg_err *err)
 {
@@ -156,7 +156,7 @@ int dg_worker_answer_request(struct dg_worker *w, const struct dg_policy *policy
 		*request = m;
 	else
 		json_decref(m);
-	int r = dg_ipc_send(w->ctl, DG_MSG_VERDICT, msg, (size_t)n);
+	int r = dg_ipc_send(ctl, DG_MSG_VERDICT, msg, (size_t)n);
 	if (r)
 		return dg_err_set(err, r, "worker: sending a verdict: %s", strerror(-r));
 	return 0;
@@ -171,7 +171,7 @@ static int recv_wait(struct dg_worker *w, long long deadline, uint32_t *type, co
 		int r = dg_worker_recv(w, type, data, len, err);
 		if (r == 1 && *type == DG_MSG_REQUEST) {
 			struct dg_decision d;
-			if ((r = dg_worker_answer_request(w, w->policy, *data, *len, &d, NULL, err)))
+			if ((r = dg_worker_answer_request(w->ctl, w->policy, *data, *len, &d, NULL, err)))
 				return r;
 			continue;
 		}

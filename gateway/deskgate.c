@@ -10,6 +10,7 @@
 #include "desktop/desktop.h"
 #include "desktop/worker-priv.h"
 #include "gateway/cli-check.h"
+#include "gateway/cli-record.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 
@@ -34,6 +35,14 @@ static const char usage_text[] =
 	"  desktop [--profile xterm|browser] [--size WxH] [--policy FILE] --script FILE.jsonl --out DIR\n"
 	"      run canonical actions (one JSON object a line) on a fresh desktop; write\n"
 	"      DIR/results.jsonl and a screenshot per action\n"
+	"  verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR\n"
+	"      check a recording's hash chain, frames and seal; exit 0 only when all hold\n"
+	"  replay --policy FILE [--json] RECORDING_DIR\n"
+	"      re-decide a recording's actions under FILE; print the verdicts that change\n"
+	"  test --policy FILE [--live] SCRIPT.jsonl\n"
+	"      run a policy test script (steps with expected verdicts); exit 1 on a failure\n"
+	"  key --state-dir DIR [--create]\n"
+	"      print the public key that verifies recordings' seals (PEM)\n"
 	"  help\n"
 	"      this text\n";
 
@@ -130,6 +139,10 @@ static const struct command commands[] = {
 	{"check", dg_cmd_check},
 	{"shot", dg_cmd_shot},
 	{"desktop", dg_cmd_desktop},
+	{"verify", dg_cmd_verify},
+	{"replay", dg_cmd_replay},
+	{"test", dg_cmd_test},
+	{"key", dg_cmd_key},
 	{"worker", cmd_worker},
 	{"help", cmd_help},
 	{"--help", cmd_help},

@@ -108,7 +108,10 @@ int dg_cmd_serve(int argc, char **argv);
  *       "max_observers": 8,            watchers of one session (0: none)
  *       "handshake_seconds": 10,       a connection must finish its HTTP request
  *                                      or WebSocket upgrade within this time
- *       "actions_per_second": 50       per session; above it actions are refused
+ *       "actions_per_second": 50,      per session; above it actions are refused
+ *       "approval_seconds": 120        an action the policy asks about waits this
+ *                                      long for a viewer's or admin's approval;
+ *                                      then it is refused
  *     }
  *   }
  *
@@ -154,6 +157,9 @@ int dg_cmd_serve(int argc, char **argv);
 #define DG_GW_HANDSHAKE_SECONDS_DEFAULT 10
 #define DG_GW_HANDSHAKE_SECONDS_MIN 1
 #define DG_GW_HANDSHAKE_SECONDS_MAX 300
+#define DG_GW_APPROVAL_SECONDS_DEFAULT 120
+#define DG_GW_APPROVAL_SECONDS_MIN 1
+#define DG_GW_APPROVAL_SECONDS_MAX (24 * 3600)
 #define DG_GW_ACTIONS_PER_SECOND_DEFAULT 50
 #define DG_GW_ACTIONS_PER_SECOND_MIN 1
 #define DG_GW_ACTIONS_PER_SECOND_MAX 100000
@@ -169,6 +175,7 @@ struct dg_gw_limits {
 	uint32_t max_observers;
 	uint32_t handshake_seconds;
 	uint32_t actions_per_second;
+	uint32_t approval_seconds;
 };
 
 enum dg_role {

@@ -13,6 +13,7 @@
 
 #include "actions/actions.h"
 #include "desktop/desktop.h"
+#include "desktop/egress-priv.h"
 #include "desktop/ipc-priv.h"
 #include "gateway/gateway.h"
 
@@ -25,6 +26,7 @@
 #define DG_MODEL_DIM_MIN 64
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
+#define DG_APPROVAL_ID_BYTES 16          /* random bytes of an approval id (hex in URLs) */
 
 struct gw;
 struct gw_session;
@@ -81,6 +83,8 @@ struct request {
 	json_t *last_result;  /* the worker's result of the last action run */
 	bool refused;         /* the policy said deny or ask: decision holds why */
 	struct dg_decision decision;
+	bool approved;        /* the current action ran on a human's approval */
+	char approved_by[DG_TOKEN_NAME_MAX + 1];
 	unsigned char *zoom_png; /* a zoom's answer: not the session's screen */
 	size_t zoom_len;
 	struct conn *agent;   /* who asked (NULL once gone) */
@@ -121,17 +125,33 @@ struct gw_session {
 	char *url, *title;
 	long long created_ms, last_activity_ms;
 	unsigned long n_actions, n_errors, n_exec, n_refused;
+	unsigned long n_requests, n_requests_blocked; /* the browser's, decided here */
+	int egress_fd;         /* the jail's egress listener until the proxy has it; -1 */
+	bool egress_added;     /* the proxy serves the session's listener */
 	/* actions decided in each of the last 60 seconds, for the policy's
 	 * actions_per_minute budget */
 	unsigned minute_count[60];
 	long long minute_stamp[60];
-	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create;
+	/* An action the policy asked about waits here for a human (at most one:
+	 * the session runs one action at a time). Bound to the hash of that
+	 * exact action and session, single-use, expiring. */
+	struct {
+		bool pending;
+		char id[2 * DG_APPROVAL_ID_BYTES + 1];
+		unsigned char hash[DG_SHA256_LEN];
+		long long created_ms, expires_ms;
+		unsigned char *png;   /* the screen when it asked (owned) */
+		size_t png_len;
+	} appr;
+	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval;
 };
 
 struct gw_metrics {
 	unsigned long sessions_created, sessions_ended, http_requests, http_errors;
 	unsigned long actions[DG_ACTION_N_TYPES][4]; /* [type][ok, failed, denied, asked] */
 	unsigned long auth_failures, protocol_errors;
+	unsigned long requests[2];   /* the browser's requests: [allowed, blocked] */
+	unsigned long egress[2];     /* proxy connections: [allowed, denied] */
 	double action_ms_sum;
 	unsigned long action_ms_count;
 	unsigned long action_ms_buckets[12];
@@ -145,6 +165,8 @@ struct gw {
 	struct dg_policy policy;
 	struct dg_spawner spawner;
 	struct lws *spawner_wsi;
+	struct dg_egress egress;      /* the proxy for every session's way out */
+	struct lws *egress_wsi;
 	struct gw_session *sessions; /* cfg.limits.max_sessions of them */
 	int n_sessions;
 	struct gw_metrics m;
@@ -177,6 +199,24 @@ void dg_gw_worker_closed(struct gw_session *s);
 int dg_gw_exec_readable(struct gw_session *s);
 void dg_gw_exec_closed(struct gw_session *s);
 void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds);
+/* A decision of the browser or egress layer (ev stolen): to observers and,
+ * later, the recording. */
+void dg_gw_session_decision(struct gw_session *s, json_t *ev);
+
+/* Approvals (session.c): the pending ones as JSON (GET /v1/approvals);
+ * answering one: 0, or -ENOENT (no such pending approval), -ESTALE (the
+ * action it was for is no longer the one waiting). */
+json_t *dg_gw_approvals_json(struct gw *gw);
+struct gw_session *dg_gw_approval_find(struct gw *gw, const char *id);
+int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const char *who,
+			  char *err, size_t errlen);
+
+/* egress-link.c: the session's listener goes to the proxy once the desktop
+ * exists (attach) and is withdrawn at its end (detach, idempotent); the
+ * proxy's events reach their session. */
+void dg_gw_egress_attach(struct gw_session *s);
+void dg_gw_egress_detach(struct gw_session *s);
+void dg_gw_egress_event(struct gw *gw, json_t *ev);
 bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);
 void *dg_gw_raw_tag(struct gw_session *s, int kind);
 void dg_gw_raw_untag(void *tag);

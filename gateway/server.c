@@ -302,6 +302,15 @@ static int metrics_reply(struct conn *c)
 	    G->m.action_ms_sum / 1000, G->m.action_ms_count);
 	OUT("# TYPE deskgate_http_requests_total counter\ndeskgate_http_requests_total %lu\n",
 	    G->m.http_requests);
+	OUT("# HELP deskgate_browser_requests_total The browser's requests, decided by the policy.\n"
+	    "# TYPE deskgate_browser_requests_total counter\n"
+	    "deskgate_browser_requests_total{verdict=\"allow\"} %lu\n"
+	    "deskgate_browser_requests_total{verdict=\"deny\"} %lu\n",
+	    G->m.requests[0], G->m.requests[1]);
+	OUT("# HELP deskgate_egress_total Connections through the egress proxy, decided.\n"
+	    "# TYPE deskgate_egress_total counter\n"
+	    "deskgate_egress_total{verdict=\"allow\"} %lu\ndeskgate_egress_total{verdict=\"deny\"} %lu\n",
+	    G->m.egress[0], G->m.egress[1]);
 	OUT("# TYPE deskgate_errors_total counter\n"
 	    "deskgate_errors_total{kind=\"http\"} %lu\ndeskgate_errors_total{kind=\"auth\"} %lu\n"
 	    "deskgate_errors_total{kind=\"protocol\"} %lu\n",
@@ -325,6 +334,55 @@ static int route_http(struct conn *c)
 	int r = route(c, raw, raw_len);
 	free(raw);
 	return r;
+}
+
+/* GET /v1/approvals, GET /v1/approvals/{id}/frame, POST /v1/approvals/{id}
+ * with {"decision": "approve"|"deny"}: viewers and admins only, never an
+ * agent (nothing inside a session can approve its own actions). */
+static int route_approvals(struct conn *c, const char *path, const char *raw, size_t raw_len)
+{
+	if (!dg_auth_may(&c->who, DG_PERM_APPROVE, NULL))
+		return reply_error(c, 403, "forbidden", "approvals need a viewer or admin token");
+	if (strcmp(path, "/v1/approvals") == 0) {
+		if (c->method != 'G')
+			return reply_error(c, 405, "method_not_allowed", "GET");
+		return reply_json(c, 200, json_pack("{s:o}", "approvals", dg_gw_approvals_json(G)));
+	}
+	const char *rest = path + 14;
+	size_t n = strspn(rest, "0123456789abcdef");
+	if (n != 2 * DG_APPROVAL_ID_BYTES || (rest[n] && strcmp(rest + n, "/frame") != 0))
+		return reply_error(c, 404, "not_found", "no such approval");
+	char id[2 * DG_APPROVAL_ID_BYTES + 1];
+	memcpy(id, rest, n);
+	id[n] = '\0';
+	if (rest[n]) {
+		struct gw_session *s = dg_gw_approval_find(G, id);
+		if (c->method != 'G')
+			return reply_error(c, 405, "method_not_allowed", "GET");
+		if (!s || !s->appr.png)
+			return reply_error(c, 404, "not_found", "no pending approval with a screen");
+		return write_http(c->wsi, 200, "image/png", (const char *)s->appr.png, s->appr.png_len);
+	}
+	if (c->method != 'P')
+		return reply_error(c, 405, "method_not_allowed", "POST");
+	json_t *body = raw_len ? json_loadb(raw, raw_len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	const char *d = json_string_value(json_object_get(body, "decision"));
+	bool approve = d && strcmp(d, "approve") == 0;
+	if (!json_is_object(body) || json_object_size(body) != 1 || !d ||
+	    (!approve && strcmp(d, "deny") != 0)) {
+		json_decref(body);
+		return reply_error(c, 400, "bad_request", "the body must be {\"decision\": \"approve\"} "
+							 "or {\"decision\": \"deny\"}");
+	}
+	json_decref(body);
+	char err[DG_ERR_MAX];
+	int r = dg_gw_approval_answer(G, id, approve, c->who.name, err, sizeof(err));
+	if (r == -ENOENT)
+		return reply_error(c, 404, "not_found", "%s", err);
+	if (r != 0)
+		return reply_error(c, 409, "conflict", "%s", err);
+	return reply_json(c, 200, json_pack("{s:s, s:s, s:s}", "id", id, "decision",
+					    approve ? "approved" : "denied", "by", c->who.name));
 }
 
 static int route(struct conn *c, const char *raw, size_t raw_len)
@@ -375,6 +433,8 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 		}
 		return reply_error(c, 405, "method_not_allowed", "GET or POST");
 	}
+	if (strcmp(path, "/v1/approvals") == 0 || strncmp(path, "/v1/approvals/", 14) == 0)
+		return route_approvals(c, path, raw, raw_len);
 	char id[DG_SESSION_ID_MAX + 2];
 	const char *tail = session_path(path, id, sizeof(id));
 	if (tail && *tail == '\0') {
@@ -609,7 +669,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
 /* Adopted descriptors: the spawner's channel, workers' channels and exec
  * result channels. Their opaque pointer says which. */
-enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC };
+enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS };
 struct raw_tag {
 	enum raw_kind kind;
 	struct gw_session *s;
@@ -626,6 +686,30 @@ struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque)
 }
 
 static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL};
+static struct raw_tag egress_tag = {RAW_EGRESS, NULL};
+
+/* The egress proxy's events: decisions and closed connections, each for a
+ * session's observers and recording. A proxy that went away takes every
+ * session's way out with it: the gateway stops rather than run sessions
+ * whose listeners nobody serves. */
+static void egress_readable(void)
+{
+	for (;;) {
+		json_t *ev = NULL;
+		struct dg_err err = {{0}};
+		int r = dg_egress_recv(&G->egress, &ev, &err);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			lwsl_err("deskgate: the egress proxy is gone (%s); stopping\n", err.msg);
+			G->stopping = true;
+			lws_cancel_service(G->ctx);
+			return;
+		}
+		dg_gw_egress_event(G, ev);
+		json_decref(ev);
+	}
+}
 
 static void spawner_readable(void)
 {
@@ -659,6 +743,10 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			spawner_readable();
 			return 0;
 		}
+		if (t->kind == RAW_EGRESS) {
+			egress_readable();
+			return 0;
+		}
 		if (t->kind == RAW_WORKER)
 			return dg_gw_worker_readable(t->s) < 0 ? -1 : 0;
 		if (t->kind == RAW_EXEC)
@@ -667,15 +755,18 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (!t)
 			return 0;
-		if (t->kind == RAW_SPAWNER) {
-			G->spawner_wsi = NULL;
+		if (t->kind == RAW_SPAWNER || t->kind == RAW_EGRESS) {
+			if (t->kind == RAW_SPAWNER)
+				G->spawner_wsi = NULL;
+			else
+				G->egress_wsi = NULL;
 			G->stopping = true;
 		} else if (t->kind == RAW_WORKER) {
 			dg_gw_worker_closed(t->s);
 		} else if (t->kind == RAW_EXEC) {
 			dg_gw_exec_closed(t->s);
 		}
-		if (t->kind != RAW_SPAWNER)
+		if (t->kind != RAW_SPAWNER && t->kind != RAW_EGRESS)
 			free(t);
 		return 0;
 	default:
@@ -686,7 +777,7 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 void dg_gw_raw_untag(void *tag)
 {
 	struct raw_tag *t = tag;
-	if (t && t->kind != RAW_SPAWNER)
+	if (t && t->kind != RAW_SPAWNER && t->kind != RAW_EGRESS)
 		t->s = NULL;
 }
 
@@ -770,8 +861,19 @@ int dg_cmd_serve(int argc, char **argv)
 	G = &gw;
 	struct dg_err err = {{0}};
 	const char *config = NULL, *listen = NULL, *policy = NULL, *recordings = NULL;
+	const char *resolve[DG_EGRESS_OVERRIDES_MAX];
+	int n_resolve = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		if (strcmp(a, "--test-resolve") == 0 && i + 1 < argc) {
+			if (n_resolve == DG_EGRESS_OVERRIDES_MAX) {
+				fprintf(stderr, "deskgate serve: at most %d --test-resolve entries\n",
+					DG_EGRESS_OVERRIDES_MAX);
+				return DG_EXIT_USAGE;
+			}
+			resolve[n_resolve++] = argv[++i];
+			continue;
+		}
 		const char **slot = strcmp(a, "--config") == 0       ? &config
 				    : strcmp(a, "--listen") == 0     ? &listen
 				    : strcmp(a, "--policy") == 0     ? &policy
@@ -828,6 +930,16 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
+	/* The proxy keeps its copy of the policy and drops to its own uid. */
+	struct dg_egress_opts eo = {.resolve = resolve, .n_resolve = n_resolve, .verbose = gw.verbose};
+	if (dg_egress_start(&gw.egress, &gw.policy, &eo, &err) != 0) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		dg_spawner_stop(&gw.spawner);
+		return DG_EXIT_FAILED;
+	}
+	if (n_resolve)
+		fprintf(stderr, "deskgate serve: TEST ONLY: %d names resolved by --test-resolve, "
+				"exempt from the address checks\n", n_resolve);
 	gw.n_sessions = (int)gw.cfg.limits.max_sessions;
 	gw.sessions = calloc((size_t)gw.n_sessions, sizeof(*gw.sessions));
 
@@ -851,17 +963,20 @@ int dg_cmd_serve(int argc, char **argv)
 	if (!gw.ctx) {
 		fprintf(stderr, "deskgate serve: cannot listen on %s\n", gw.cfg.listen);
 		dg_spawner_stop(&gw.spawner);
+		dg_egress_stop(&gw.egress);
 		return DG_EXIT_FAILED;
 	}
 	gw.vh = lws_get_vhost_by_name(gw.ctx, "default");
 	if (drop_privileges(&err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		dg_spawner_stop(&gw.spawner);
+		dg_egress_stop(&gw.egress);
 		return DG_EXIT_FAILED;
 	}
 	gw.spawner_wsi = dg_gw_adopt(&gw, gw.spawner.fd, &spawner_tag);
-	if (!gw.spawner_wsi) {
-		fprintf(stderr, "deskgate serve: cannot watch the spawner's channel\n");
+	gw.egress_wsi = dg_gw_adopt(&gw, gw.egress.fd, &egress_tag);
+	if (!gw.spawner_wsi || !gw.egress_wsi) {
+		fprintf(stderr, "deskgate serve: cannot watch the spawner's or egress proxy's channel\n");
 		return DG_EXIT_FAILED;
 	}
 	signal(SIGINT, on_signal);
@@ -891,6 +1006,7 @@ int dg_cmd_serve(int argc, char **argv)
 	}
 	lws_context_destroy(gw.ctx);
 	dg_spawner_stop(&gw.spawner);
+	dg_egress_stop(&gw.egress);
 	free(gw.sessions);
 	dg_auth_free(&gw.auth);
 	dg_config_free(&gw.cfg);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -22,6 +23,8 @@
 
 
 static const long long US = 1000000;
+
+static void approval_clear(struct gw_session *s);
 
 struct gw_session *dg_gw_session_find(struct gw *gw, const char *id)
 {
@@ -214,6 +217,7 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	s->model_w = mw;
 	s->model_h = mh;
 	s->policy = policy;
+	s->egress_fd = -1;
 	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
 	snprintf(s->owner, sizeof(s->owner), "%s", creator->who.name);
 	s->creator = creator;
@@ -226,9 +230,10 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 		(json_int_t)policy.limits.scratch_mb);
 	struct dg_err serr = {{0}};
 	int req = dg_spawner_request(&gw->spawner,
-				     json_pack("{s:s, s:s, s:s, s:i, s:i, s:o}", "op", "create", "session",
-					       s->id, "profile", dg_profile_name(profile), "width", w,
-					       "height", h, "limits", limits),
+				     json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:b}", "op", "create",
+					       "session", s->id, "profile", dg_profile_name(profile),
+					       "width", w, "height", h, "limits", limits, "strict",
+					       policy.rules != NULL),
 				     &serr);
 	if (req < 0) {
 		dg_policy_free(&s->policy);
@@ -326,6 +331,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	lws_sul_cancel(&s->sul_idle);
 	lws_sul_cancel(&s->sul_grace);
 	lws_sul_cancel(&s->sul_create);
+	approval_clear(s);
 	if (s->worker) {
 		dg_gw_raw_untag(lws_get_opaque_user_data(s->worker));
 		lws_set_timeout(s->worker, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
@@ -347,6 +353,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 		n = r->next;
 		request_free(r);
 	}
+	dg_gw_egress_detach(s);
 	dg_ipc_reader_free(&s->rd);
 	json_decref(s->pending_result);
 	free(s->png);
@@ -473,6 +480,8 @@ static void answer(struct gw_session *s, struct request *r)
 			json_object_del(j, "frame");
 		} else {
 			json_object_set_new(j, "verdict", json_string("allow"));
+			if (r->approved)
+				json_object_set_new(j, "approved_by", json_string(r->approved_by));
 		}
 		json_object_set_new(j, "total_ms", json_real(ms));
 		bool frame = json_object_get(j, "frame") && (r->zoom_png || s->png);
@@ -595,18 +604,29 @@ static uint64_t actions_last_minute(struct gw_session *s, long long now_s)
 	return n;
 }
 
+/* Counts an action that will run, for the actions_per_minute budget. */
+static void count_action(struct gw_session *s)
+{
+	long long now_s = dg_gw_now_ms() / 1000;
+	int slot = (int)(now_s % 60);
+	if (s->minute_stamp[slot] != now_s) {
+		s->minute_stamp[slot] = now_s;
+		s->minute_count[slot] = 0;
+	}
+	s->minute_count[slot]++;
+}
+
 /* The policy decides every action before the desktop sees it (the action
- * layer of #5). Returns true when it may run. */
-static bool allowed(struct gw_session *s, struct request *r, json_t *action)
+ * layer of #5); r->decision says what and why. */
+static void decide(struct gw_session *s, struct request *r, json_t *action)
 {
 	struct dg_action a;
 	struct dg_err err = {{0}};
 	if (dg_action_parse_obj(action, s->width, s->height, &a, &err) != 0) {
-		r->refused = true;
 		r->decision.verdict = DG_VERDICT_DENY;
 		snprintf(r->decision.rule, sizeof(r->decision.rule), "schema");
 		snprintf(r->decision.reason, sizeof(r->decision.reason), "%s", err.msg);
-		return false;
+		return;
 	}
 	long long now_s = dg_gw_now_ms() / 1000;
 	struct dg_decide_ctx ctx = {
@@ -621,47 +641,203 @@ static bool allowed(struct gw_session *s, struct request *r, json_t *action)
 	};
 	dg_policy_decide(&s->policy, &a, &ctx, &r->decision);
 	dg_action_free(&a);
-	if (r->decision.verdict == DG_VERDICT_ALLOW) {
-		int slot = (int)(now_s % 60);
-		if (s->minute_stamp[slot] != now_s) {
-			s->minute_stamp[slot] = now_s;
-			s->minute_count[slot] = 0;
-		}
-		s->minute_count[slot]++;
-		return true;
-	}
-	/* No approval queue yet: an action that needs one is not run. */
-	r->refused = true;
-	return false;
 }
 
-static void run_step(struct gw_session *s)
+/* The binding of an approval: SHA-256 over the session id, a NUL and the
+ * action's canonical JSON (sorted keys, compact), so approving one action
+ * can never let another one through, here or in another session. */
+static int action_hash(const struct gw_session *s, json_t *action, unsigned char out[DG_SHA256_LEN])
 {
+	char *text = json_dumps(action, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!text)
+		return -ENOMEM;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1 &&
+		 EVP_DigestUpdate(c, s->id, strlen(s->id) + 1) == 1 &&
+		 EVP_DigestUpdate(c, text, strlen(text)) == 1 && EVP_DigestFinal_ex(c, out, NULL) == 1;
+	EVP_MD_CTX_free(c);
+	free(text);
+	return ok ? 0 : -ENOMEM;
+}
+
+static void approval_clear(struct gw_session *s)
+{
+	lws_sul_cancel(&s->sul_approval);
+	free(s->appr.png);
+	memset(&s->appr, 0, sizeof(s->appr));
+}
+
+static void refuse_current(struct gw_session *s);
+
+static void on_approval_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct gw_session *s =
+		(struct gw_session *)((char *)sul - offsetof(struct gw_session, sul_approval));
+	if (!s->used || !s->appr.pending || !s->cur)
+		return;
+	approval_clear(s);
 	struct request *r = s->cur;
-	json_t *action = r->ad.actions[r->index];
-	const char *type = json_string_value(json_object_get(action, "type"));
-	int t = dg_action_type_from_name(type ? type : "");
-	touch(s);
-	if (!allowed(s, r, action)) {
-		s->n_refused++;
-		if (t >= 0)
-			s->gw->m.actions[t][r->decision.verdict == DG_VERDICT_ASK ? 3 : 2]++;
-		r->failed = true;
-		finish_request(s);
+	r->decision.verdict = DG_VERDICT_DENY;
+	snprintf(r->decision.rule, sizeof(r->decision.rule), "approval");
+	snprintf(r->decision.reason, sizeof(r->decision.reason),
+		 "nobody approved it within %u s (limits.approval_seconds)",
+		 s->gw->cfg.limits.approval_seconds);
+	broadcast(s, json_pack("{s:s, s:s, s:s}", "type", "approval", "state", "expired", "reason",
+			       r->decision.reason));
+	refuse_current(s);
+}
+
+/* Holds the current action for a human: the agent's request waits (its
+ * answer comes when someone decides or the approval expires). */
+static void ask(struct gw_session *s, struct request *r, json_t *action)
+{
+	unsigned char rnd[DG_APPROVAL_ID_BYTES];
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1 || action_hash(s, action, s->appr.hash) != 0) {
+		r->decision.verdict = DG_VERDICT_DENY;
+		snprintf(r->decision.reason, sizeof(r->decision.reason),
+			 "the policy asks for approval, and no approval could be set up");
+		refuse_current(s);
 		return;
 	}
+	hex(rnd, sizeof(rnd), s->appr.id);
+	s->appr.pending = true;
+	s->appr.created_ms = dg_gw_now_ms();
+	s->appr.expires_ms = s->appr.created_ms + (long long)s->gw->cfg.limits.approval_seconds * 1000;
+	if (s->png) {
+		s->appr.png = malloc(s->png_len);
+		if (s->appr.png) {
+			memcpy(s->appr.png, s->png, s->png_len);
+			s->appr.png_len = s->png_len;
+		}
+	}
+	lws_sul_schedule(s->gw->ctx, 0, &s->sul_approval, on_approval_timeout,
+			 (lws_usec_t)s->gw->cfg.limits.approval_seconds * US);
+	json_t *ev = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s}", "type", "approval", "state", "pending",
+			       "id", s->appr.id, "action", action, "rule", r->decision.rule, "reason",
+			       r->decision.reason);
+	broadcast(s, ev);
+	/* The canonical API tells its agent at once; the Anthropic and OpenAI
+	 * shapes have no such message, so their agents just wait longer. */
+	if (r->agent && (r->ad.wire == DG_WIRE_CANONICAL || r->ad.wire == DG_WIRE_UNKNOWN))
+		dg_gw_ws_send_json(r->agent, json_pack("{s:s, s:s, s:s, s:s, s:i}", "type", "pending",
+							"approval", s->appr.id, "rule", r->decision.rule,
+							"reason", r->decision.reason, "expires_in_s",
+							(int)s->gw->cfg.limits.approval_seconds));
+}
+
+static void perform(struct gw_session *s, json_t *action, int t)
+{
+	count_action(s);
 	s->n_actions++;
 	if (t >= 0)
 		s->gw->m.actions[t][0]++;
-	if (t == DG_ACTION_EXEC)
-		s->n_exec++;
 	if (t == DG_ACTION_EXEC) {
+		s->n_exec++;
 		start_exec(s, action);
 		return;
 	}
 	int e = send_to_worker(s, action);
 	if (e)
 		step_failed(s, "the desktop's worker is gone (%s)", strerror(-e));
+}
+
+static int current_type(struct gw_session *s)
+{
+	struct request *r = s->cur;
+	const char *type = json_string_value(json_object_get(r->ad.actions[r->index], "type"));
+	return dg_action_type_from_name(type ? type : "");
+}
+
+/* The current action is not performed: the agent gets the decision. */
+static void refuse_current(struct gw_session *s)
+{
+	struct request *r = s->cur;
+	int t = current_type(s);
+	r->refused = true;
+	s->n_refused++;
+	if (t >= 0)
+		s->gw->m.actions[t][r->decision.verdict == DG_VERDICT_ASK ? 3 : 2]++;
+	r->failed = true;
+	finish_request(s);
+}
+
+static void run_step(struct gw_session *s)
+{
+	struct request *r = s->cur;
+	json_t *action = r->ad.actions[r->index];
+	touch(s);
+	decide(s, r, action);
+	if (r->decision.verdict == DG_VERDICT_ASK)
+		return ask(s, r, action);
+	if (r->decision.verdict != DG_VERDICT_ALLOW)
+		return refuse_current(s);
+	perform(s, action, current_type(s));
+}
+
+json_t *dg_gw_approvals_json(struct gw *gw)
+{
+	json_t *list = json_array();
+	long long now = dg_gw_now_ms();
+	for (int i = 0; i < gw->n_sessions; i++) {
+		struct gw_session *s = &gw->sessions[i];
+		if (!s->used || !s->appr.pending || !s->cur)
+			continue;
+		struct request *r = s->cur;
+		json_t *a = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:I, s:b}", "id", s->appr.id,
+				      "session", s->id, "agent", s->owner, "action",
+				      r->ad.actions[r->index], "rule", r->decision.rule, "reason",
+				      r->decision.reason, "age_ms", (json_int_t)(now - s->appr.created_ms),
+				      "expires_in_ms", (json_int_t)(s->appr.expires_ms - now), "frame",
+				      s->appr.png != NULL);
+		if (s->url)
+			json_object_set_new(a, "url", json_string(s->url));
+		if (s->title)
+			json_object_set_new(a, "title", json_string(s->title));
+		json_array_append_new(list, a);
+	}
+	return list;
+}
+
+struct gw_session *dg_gw_approval_find(struct gw *gw, const char *id)
+{
+	for (int i = 0; i < gw->n_sessions; i++) {
+		struct gw_session *s = &gw->sessions[i];
+		if (s->used && s->appr.pending && s->cur && strcmp(s->appr.id, id) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const char *who, char *err,
+			  size_t errlen)
+{
+	struct gw_session *s = dg_gw_approval_find(gw, id);
+	if (!s) {
+		snprintf(err, errlen, "no pending approval %.40s (answered, expired or never asked)", id);
+		return -ENOENT;
+	}
+	struct request *r = s->cur;
+	json_t *action = r->ad.actions[r->index];
+	unsigned char h[DG_SHA256_LEN];
+	if (action_hash(s, action, h) != 0 || CRYPTO_memcmp(h, s->appr.hash, sizeof(h)) != 0) {
+		snprintf(err, errlen, "approval %.40s is not for the action waiting now", id);
+		return -ESTALE;
+	}
+	/* Single use: whatever happens next, this id is spent. */
+	approval_clear(s);
+	broadcast(s, json_pack("{s:s, s:s, s:s, s:s}", "type", "approval", "state",
+			       approve ? "approved" : "denied", "id", id, "by", who));
+	if (!approve) {
+		r->decision.verdict = DG_VERDICT_DENY;
+		snprintf(r->decision.rule, sizeof(r->decision.rule), "approval");
+		snprintf(r->decision.reason, sizeof(r->decision.reason), "denied by %s", who);
+		refuse_current(s);
+		return 0;
+	}
+	r->approved = true;
+	snprintf(r->approved_by, sizeof(r->approved_by), "%s", who);
+	perform(s, action, current_type(s));
+	return 0;
 }
 
 static void run_next(struct gw_session *s)
@@ -797,6 +973,36 @@ static void worker_event(struct gw_session *s, json_t *ev)
 	}
 }
 
+/* A request the browser holds (the browser layer of #5): decided with the
+ * session's policy, answered at once, and shown to observers. */
+static int browser_request(struct gw_session *s, int fd)
+{
+	struct dg_decision d;
+	json_t *req = NULL;
+	struct dg_err err = {{0}};
+	if (dg_worker_answer_request(fd, &s->policy, s->rd.buf, s->rd.len, &d, &req, &err) != 0) {
+		dg_gw_session_end(s, err.msg);
+		return -1;
+	}
+	s->n_requests++;
+	s->gw->m.requests[d.verdict == DG_VERDICT_ALLOW ? 0 : 1]++;
+	if (d.verdict != DG_VERDICT_ALLOW)
+		s->n_requests_blocked++;
+	json_t *ev = json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:s, s:s, s:s}", "type", "decision",
+			       "layer", "browser", "url", json_object_get(req, "url"), "method",
+			       json_object_get(req, "method"), "resource", json_object_get(req, "resource"),
+			       "target", json_object_get(req, "target"), "verdict",
+			       dg_verdict_name(d.verdict), "rule", d.rule, "reason", d.reason);
+	json_decref(req);
+	dg_gw_session_decision(s, ev);
+	return 0;
+}
+
+void dg_gw_session_decision(struct gw_session *s, json_t *ev)
+{
+	broadcast(s, ev);
+}
+
 int dg_gw_worker_readable(struct gw_session *s)
 {
 	if (!s)
@@ -875,6 +1081,11 @@ int dg_gw_worker_readable(struct gw_session *s)
 		case DG_MSG_EVENT:
 			worker_event(s, j);
 			json_decref(j);
+			break;
+		case DG_MSG_REQUEST:
+			json_decref(j);
+			if (browser_request(s, fd) != 0)
+				return -1;
 			break;
 		default:
 			json_decref(j);
@@ -988,12 +1199,14 @@ void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
 	const char *error = json_string_value(json_object_get(msg, "error"));
 	if (req == s->create_req) {
 		s->create_req = 0;
-		if (!ok || nfds != 1) {
+		if (!ok || nfds != 2) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
 			dg_gw_session_end(s, error ? error : "the spawner could not start the desktop");
 			return;
 		}
+		s->egress_fd = fds[1];
+		dg_gw_egress_attach(s);
 		fcntl(fds[0], F_SETFL, O_NONBLOCK);
 		s->worker = dg_gw_adopt(gw, fds[0], dg_gw_raw_tag(s, 2));
 		if (!s->worker) {

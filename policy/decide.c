@@ -457,3 +457,31 @@ bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16
 	}
 	return false;
 }
+
+int dg_policy_decide_egress(const struct dg_policy *p, const char *host, uint16_t port,
+			    struct dg_decision *d)
+{
+	if (!p || !host || !d)
+		return internal(d);
+	d->verdict = DG_VERDICT_DENY;
+	copy_str(d->rule, sizeof(d->rule), "egress.default");
+	if (!p->rules) {
+		copy_str(d->reason, sizeof(d->reason),
+			 "the policy has no rules: the egress proxy lets nothing through");
+		return 0;
+	}
+	size_t hl = strlen(host);
+	for (int i = 0; i < p->rules->n_egress; i++) {
+		const struct dg_egress *g = &p->rules->egress[i];
+		if (g->port == port && dg_host_match(g->host_wild, g->host, g->host_len, host, hl)) {
+			d->verdict = DG_VERDICT_ALLOW;
+			snprintf(d->rule, sizeof(d->rule), "egress.allow[%d]", i);
+			copy_str(d->reason, sizeof(d->reason),
+				 "the host and port match an allowed pattern");
+			return 0;
+		}
+	}
+	copy_str(d->reason, sizeof(d->reason),
+		 "no pattern of \"egress.allow\" matches the host and port");
+	return 0;
+}

@@ -173,6 +173,17 @@ int dg_policy_decide_url(const struct dg_policy *p, const char *url, struct dg_d
  * dg_url_parse gives it). A policy without rules allows none. */
 bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16_t port);
 
+/* Decides host:port (host lowercase, IPv6 in brackets, as dg_url_parse
+ * gives it) for the egress proxy: allow with rule "egress.allow[i]" (the
+ * first pattern that matches), else deny with rule "egress.default". The
+ * "egress" section is an allowlist whatever the policy's "default" says, and
+ * a policy without rules (the built-in default, a file of only "limits")
+ * lets nothing through the proxy: a desktop reaches nothing until the
+ * operator names hosts. Never allocates. Returns 0, or -EINVAL for a NULL
+ * argument (then d, when not NULL, says deny with rule "internal"). */
+int dg_policy_decide_egress(const struct dg_policy *p, const char *host, uint16_t port,
+			    struct dg_decision *d);
+
 /* ---- URLs (policy/url.c) -------------------------------------------------
  *
  * Only strictly canonical http and https URLs are accepted: lowercase scheme;

@@ -27,9 +27,9 @@
  *   segments; the path of the URL is matched after decoding escapes (see
  *   dg_path_decode), its query and fragment are not matched, so a pattern
  *   holds no '?' or '#'. Hosts must be canonical as dg_url_parse wants
- *   them (lowercase ASCII; dg_url_parse refuses "xn--" labels today, so
- *   internationalized names cannot be written yet: libidn2 conversion at
- *   load is left for when the checker accepts punycode).
+ *   them (lowercase ASCII); an internationalized host (non-ASCII) is
+ *   converted to punycode with libidn2 at load (idn_convert): a host
+ *   pattern "*.bücher.de" matches shop.xn--bcher-kva.de.
  * "regions": [{name, rect, url?, actions?, verdict, reason?}]: a screen
  *   rectangle rect [x, y, w, h] (x <= px < x + w, y <= py < y + h), in
  *   which the listed action types (default: every type with a position) get
@@ -65,6 +65,7 @@
  *   budget: with actions_per_minute 300, the 301st action within a minute.
  */
 #include <errno.h>
+#include <idn2.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -308,9 +309,63 @@ static int parse_hostport(struct pctx *c, const char *where, const char *pattern
 	return 0;
 }
 
-/* Parses one URL pattern (see the top of this file). */
-static int parse_urlpat(struct pctx *c, const char *where, const char *s, struct dg_urlpat *out)
+/* Internationalized names: a pattern whose host holds non-ASCII bytes gets
+ * that host converted to its ASCII (punycode) form with libidn2, IDNA2008
+ * non-transitional after NFC, the way WHATWG's URL parser reads it, so the
+ * policy names the host the browser and the proxy will see. url_form: the
+ * host follows "://" and ends at '/' or ':'; otherwise it ends at the last
+ * ':' (egress "host:port"). A leading "*." is kept. out gets the pattern
+ * (converted or not); returns 0 or fails naming the place. */
+static int idn_convert(struct pctx *c, const char *where, const char *s, bool url_form, char *out,
+		       size_t cap)
 {
+	bool ascii = true;
+	for (const unsigned char *q = (const unsigned char *)s; *q; q++)
+		ascii = ascii && *q < 0x80;
+	if (ascii || strlen(s) >= cap) {
+		snprintf(out, cap, "%s", s);
+		return 0;
+	}
+	char pat[DG_SHOW_BUF];
+	dg_show_str(s, DG_SHOW_MAX, true, pat, sizeof(pat));
+	const char *h = s, *end;
+	if (url_form) {
+		const char *sep = strstr(s, "://");
+		h = sep ? sep + 3 : s;
+		end = h + strcspn(h, "/:");
+	} else {
+		end = strrchr(s, ':');
+		if (!end)
+			end = s + strlen(s);
+	}
+	if (end - h >= 2 && h[0] == '*' && h[1] == '.')
+		h += 2;
+	char host[DG_RULES_PATTERN_MAX + 1];
+	snprintf(host, sizeof(host), "%.*s", (int)(end - h), h);
+	char *a = NULL;
+	int rc = idn2_lookup_u8((const uint8_t *)host, (uint8_t **)&a,
+				IDN2_NONTRANSITIONAL | IDN2_NFC_INPUT);
+	if (rc != IDN2_OK) {
+		idn2_free(a);
+		return fail(c, "%s: \"%s\": the internationalized host cannot be converted to "
+			    "ASCII: %s", where, pat, idn2_strerror(rc));
+	}
+	int n = snprintf(out, cap, "%.*s%s%s", (int)(h - s), s, a, end);
+	idn2_free(a);
+	if (n < 0 || (size_t)n >= cap)
+		return fail(c, "%s: \"%s\": longer than %d bytes once converted", where, pat,
+			    DG_RULES_PATTERN_MAX);
+	return 0;
+}
+
+/* Parses one URL pattern (see the top of this file). */
+static int parse_urlpat(struct pctx *c, const char *where, const char *s0, struct dg_urlpat *out)
+{
+	char conv[DG_RULES_PATTERN_MAX + 1];
+	int crc = idn_convert(c, where, s0, true, conv, sizeof(conv));
+	if (crc)
+		return crc;
+	const char *s = conv;
 	char pat[DG_SHOW_BUF];
 	dg_show_str(s, DG_SHOW_MAX, true, pat, sizeof(pat));
 	for (const unsigned char *q = (const unsigned char *)s; *q; q++)
@@ -726,7 +781,11 @@ int dg_rules_parse_egress(struct pctx *c, const json_t *v, struct dg_policy *p)
 	for (size_t i = 0; i < n; i++) {
 		char where[48];
 		snprintf(where, sizeof(where), "egress.allow[%zu]", i);
-		const char *s = json_string_value(json_array_get(list, i));
+		char s[DG_RULES_PATTERN_MAX + 1];
+		rc = idn_convert(c, where, json_string_value(json_array_get(list, i)), false, s,
+				 sizeof(s));
+		if (rc)
+			return rc;
 		struct dg_egress *g = &r->egress[i];
 		bool given;
 		rc = parse_hostport(c, where, s, s, strlen(s), true, &g->host_wild, g->host,

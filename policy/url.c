@@ -21,7 +21,10 @@
  *              ["#" fragment]
  *   host     = domain | ipv4 | "[" ipv6 "]"
  *   domain   = label *("." label), labels of [a-z0-9-], 1..63 bytes, not
- *              starting or ending with "-", not starting with "xn--"; the
+ *              starting or ending with "-"; a label starting with "xn--"
+ *              must be punycode that libidn2 decodes and encodes back to
+ *              exactly the same label (IDNA2008, non-transitional, as
+ *              WHATWG's UTS #46 processing); the
  *              last label does not look numeric (else it must be an ipv4);
  *              at most DG_URL_HOST_MAX bytes; no trailing dot
  *   ipv4     = four decimal parts 0..255 without leading zeros
@@ -36,11 +39,13 @@
  *   pchar    = ALPHA | DIGIT | "-._~!$&'()*+,;=:@" | "%" HEXDIG HEXDIG
  *
  * Refused on purpose, although a browser would load them unchanged:
- * punycode ("xn--") labels (validating them needs the full UTS #46
- * tables), port 0, empty labels, characters outside RFC 3986's pchar such
- * as []^|{}` and a lone '%'. When unsure, refuse.
+ * punycode labels that do not round-trip through libidn2 (IDNA2008 is
+ * stricter than UTS #46 for some symbols), port 0, empty labels,
+ * characters outside RFC 3986's pchar such as []^|{}` and a lone '%'.
+ * When unsure, refuse.
  */
 #include <arpa/inet.h>
+#include <idn2.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -206,6 +211,24 @@ static int check_ipv6(const char *s, size_t n, struct dg_err *err)
 
 /* Checks a host that is not bracketed: a domain or a dotted quad. Sets
  * *is_ip for the latter. */
+
+/* A punycode label is accepted when it is what libidn2 makes of its own
+ * decoding: invalid punycode, a decoding that IDNA2008 refuses, or one that
+ * maps to another label (uppercase, a deviation character) is refused. */
+static bool punycode_ok(const char *l, size_t len)
+{
+	char label[64];
+	memcpy(label, l, len);
+	label[len] = '\0';
+	char *u = NULL, *a = NULL;
+	bool ok = idn2_to_unicode_8z8z(label, &u, 0) == IDN2_OK &&
+		  idn2_lookup_u8((const uint8_t *)u, (uint8_t **)&a, IDN2_NONTRANSITIONAL) == IDN2_OK &&
+		  strcmp(a, label) == 0;
+	idn2_free(u);
+	idn2_free(a);
+	return ok;
+}
+
 static int check_name(const char *s, size_t n, bool *is_ip, struct dg_err *err)
 {
 	*is_ip = false;
@@ -254,9 +277,9 @@ static int check_name(const char *s, size_t n, bool *is_ip, struct dg_err *err)
 		if (l[0] == '-' || l[len - 1] == '-')
 			return refuse(err, "host label at offset %zu starts or ends with '-'",
 				      start);
-		if (len >= 4 && memcmp(l, "xn--", 4) == 0)
-			return refuse(err, "host label at offset %zu is punycode (\"xn--\"), "
-				      "which this checker does not validate", start);
+		if (len >= 4 && memcmp(l, "xn--", 4) == 0 && !punycode_ok(l, len))
+			return refuse(err, "host label at offset %zu is punycode (\"xn--\") that "
+				      "does not decode and encode back to itself", start);
 		start = i + 1;
 	}
 	return 0;

@@ -448,17 +448,35 @@ Test(gateway, the_gateway_process_has_no_capabilities)
 	cr_assert_eq(dg_test_proc_status(srv.pid, "NoNewPrivs", v, sizeof(v)), 0);
 	cr_assert_str_eq(v, "1");
 
-	/* Its only child is the spawner, which keeps root by design (it makes
-	 * namespaces, cgroups and uid maps); the jails and workers are the
-	 * spawner's children, never the gateway's. */
+	/* Its children: the spawner, which keeps root by design (it makes
+	 * namespaces, cgroups and uid maps), and the egress proxy, on its own
+	 * unprivileged uid; the jails and workers are the spawner's children,
+	 * never the gateway's. */
 	pid_t kids[8];
 	int nk = dg_test_children(srv.pid, kids, 8);
-	cr_assert_eq(nk, 1, "the gateway has %d children", nk);
-	cr_assert_eq(dg_test_proc_status(kids[0], "Name", v, sizeof(v)), 0);
-	cr_assert_str_eq(v, "deskgate-spawn");
-	cr_assert_eq(dg_test_proc_status(kids[0], "Uid", v, sizeof(v)), 0);
+	cr_assert_eq(nk, 2, "the gateway has %d children", nk);
+	pid_t spawner = -1, egress = -1;
+	for (int i = 0; i < nk; i++) {
+		cr_assert_eq(dg_test_proc_status(kids[i], "Name", v, sizeof(v)), 0);
+		if (strcmp(v, "deskgate-spawn") == 0)
+			spawner = kids[i];
+		else if (strcmp(v, "deskgate-egress") == 0)
+			egress = kids[i];
+		else
+			cr_assert_fail("an unexpected child of the gateway: %s", v);
+	}
+	cr_assert(spawner > 0 && egress > 0, "the spawner and the egress proxy");
+	cr_assert_eq(dg_test_proc_status(spawner, "Uid", v, sizeof(v)), 0);
 	cr_assert_eq(sscanf(v, "%u %u", &r, &e), 2);
 	cr_assert(r == 0 && e == 0, "the spawner is not root: %s", v);
+	cr_assert_eq(dg_test_proc_status(egress, "Uid", v, sizeof(v)), 0);
+	cr_assert_eq(sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs), 4);
+	cr_assert(r == 0x5ffffffeu && e == r && sv == r && fs == r, "the egress proxy's uids: %s", v);
+	cr_assert_eq(dg_test_proc_status(egress, "CapEff", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "0000000000000000", "the egress proxy has capabilities");
+	cr_assert_eq(dg_test_proc_status(egress, "CapPrm", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "0000000000000000", "the egress proxy has capabilities");
+	kids[0] = spawner;
 	pid_t grand[16];
 	int ng = dg_test_children(kids[0], grand, 16);
 	cr_assert_geq(ng, 2, "the spawner should run the session's jail and worker");
@@ -1270,7 +1288,21 @@ Test(gateway, the_policy_decides_each_action)
 	refused(ws, "{\"type\":\"type\",\"text\":\"0123456789A\"}", "deny", "text.max_length");
 	refused(ws, "{\"type\":\"type\",\"text\":\"BEGIN RSA PRIVATE KEY\"}", "deny", "text");
 	refused(ws, "{\"type\":\"move\",\"x\":1,\"y\":1}", "deny", "default");
-	refused(ws, "{\"type\":\"exec\",\"argv\":[\"true\"]}", "ask", "actions.ask");
+	/* ask: the agent is told it waits; a viewer's "deny" refuses it. */
+	cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"exec\",\"argv\":[\"true\"]}"), 0);
+	json_t *p = recv_json(ws, T_ACT, false);
+	cr_assert_str_eq(json_string_value(json_object_get(p, "type")), "pending");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "rule")), "actions.ask[0]");
+	char apath[128];
+	snprintf(apath, sizeof(apath), "/v1/approvals/%s",
+		 json_string_value(json_object_get(p, "approval")));
+	json_decref(p);
+	json_decref(http("POST", apath, DG_TEST_VIEWER_TOKEN, "{\"decision\":\"deny\"}", 200));
+	p = recv_json(ws, T_ACT, false);
+	cr_assert(json_is_false(json_object_get(p, "ok")));
+	cr_assert_str_eq(json_string_value(json_object_get(p, "rule")), "approval");
+	cr_assert(strstr(json_string_value(json_object_get(p, "reason")), "denied by"));
+	json_decref(p);
 	/* The Anthropic answer says why, with the current screen. */
 	char *t = anth(ws, "toolu_pol", "{\"action\":\"left_click\",\"coordinate\":[5,5]}", true, 1280, 800);
 	cr_assert(strstr(t, "window controls are off limits") && strstr(t, "regions[top-bar]"), "%s", t);

@@ -508,8 +508,8 @@ static void rm_tree(const char *path)
 	}
 }
 
-static int serve_once(struct dg_server *s, const char *extra, double timeout_s, char *err,
-		      size_t errlen)
+static int serve_once(struct dg_server *s, const char *extra, const char *const *args,
+		      double timeout_s, char *err, size_t errlen)
 {
 	s->port = dg_test_free_port();
 	FILE *f = fopen(s->config, "w");
@@ -542,7 +542,11 @@ static int serve_once(struct dg_server *s, const char *extra, double timeout_s, 
 		dup2(logfd, 1);
 		dup2(logfd, 2);
 		signal(SIGPIPE, SIG_DFL);
-		const char *argv[] = {DG_BIN, "serve", "--config", s->config, NULL};
+		const char *argv[64] = {DG_BIN, "serve", "--config", s->config};
+		int n = 4;
+		for (int i = 0; args && args[i] && n < 63; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
 		execve(argv[0], (char *const *)argv, env);
 		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -582,6 +586,12 @@ static int serve_once(struct dg_server *s, const char *extra, double timeout_s, 
 int dg_test_serve_start(struct dg_server *s, const char *extra_config, double timeout_s,
 			char *err, size_t errlen)
 {
+	return dg_test_serve_start_args(s, extra_config, NULL, timeout_s, err, errlen);
+}
+
+int dg_test_serve_start_args(struct dg_server *s, const char *extra_config,
+			     const char *const *args, double timeout_s, char *err, size_t errlen)
+{
 	memset(s, 0, sizeof(*s));
 	s->pid = -1;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/dg-gw-XXXXXX");
@@ -596,7 +606,7 @@ int dg_test_serve_start(struct dg_server *s, const char *extra_config, double ti
 	snprintf(s->log, sizeof(s->log), "%s/serve.log", s->dir);
 	int r = 1;
 	for (int i = 0; i < 3 && r == 1; i++)
-		r = serve_once(s, extra_config, timeout_s, err, errlen);
+		r = serve_once(s, extra_config, args, timeout_s, err, errlen);
 	return r == 0 ? 0 : -1;
 }
 

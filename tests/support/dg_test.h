@@ -136,6 +136,10 @@ int dg_test_free_port(void);
 int dg_test_serve_start(struct dg_server *s, const char *extra_config, double timeout_s,
 			char *err, size_t errlen);
 
+/* The same with more arguments for `deskgate serve` (NULL-terminated). */
+int dg_test_serve_start_args(struct dg_server *s, const char *extra_config,
+			     const char *const *args, double timeout_s, char *err, size_t errlen);
+
 /* SIGTERM, then waits at most timeout_s (then SIGKILL). Returns the wait
  * status (-1 when it had to be killed). Removes the temp dir unless keep. */
 int dg_test_serve_stop(struct dg_server *s, double timeout_s, bool keep);

@@ -92,6 +92,7 @@ static void assert_default_limits(const struct dg_gw_limits *l)
 	cr_assert_eq(l->max_message_bytes, DG_GW_MAX_MESSAGE_BYTES_DEFAULT);
 	cr_assert_eq(l->max_pending_actions, DG_GW_MAX_PENDING_ACTIONS_DEFAULT);
 	cr_assert_eq(l->idle_seconds, DG_GW_IDLE_SECONDS_DEFAULT);
+	cr_assert_eq(l->approval_seconds, DG_GW_APPROVAL_SECONDS_DEFAULT);
 	cr_assert_eq(l->session_seconds, DG_GW_SESSION_SECONDS_DEFAULT);
 	cr_assert_eq(l->disconnect_grace_seconds, DG_GW_DISCONNECT_GRACE_SECONDS_DEFAULT);
 	cr_assert_eq(l->max_observers, DG_GW_MAX_OBSERVERS_DEFAULT);
@@ -190,6 +191,7 @@ static const struct bound bounds[] = {
 	B(max_message_bytes, MAX_MESSAGE_BYTES),
 	B(max_pending_actions, MAX_PENDING_ACTIONS),
 	B(idle_seconds, IDLE_SECONDS),
+	B(approval_seconds, APPROVAL_SECONDS),
 	B(session_seconds, SESSION_SECONDS),
 	B(disconnect_grace_seconds, DISCONNECT_GRACE_SECONDS),
 	B(max_observers, MAX_OBSERVERS),

@@ -169,6 +169,29 @@ Test(rules, url_label_boundary_wildcards)
 	expect(NAV("https://www.example.com/"), DENY, "default");
 }
 
+/* Internationalized names in the policy are converted with libidn2 at load:
+ * the pattern names the host the browser and the proxy see. */
+Test(rules, idn_names_convert_at_load)
+{
+	cr_assert_eq(parse("{\"version\": 1, \"default\": \"deny\", " NAVOK
+			   "\"urls\": {\"allow\": [\"https://*.b\u00fccher.de/**\", "
+			   "\"https://m\u00fcnchen.de:8443/a/**\"]},"
+			   " \"egress\": {\"allow\": [\"*.b\u00fccher.de:443\", \"stra\u00dfe.de:443\"]}}"),
+		     0, "%s", err.msg);
+	expect(NAV("https://shop.xn--bcher-kva.de/x"), ALLOW,
+	       "urls.allow[0] https://*.xn--bcher-kva.de/**");
+	expect(NAV("https://xn--mnchen-3ya.de:8443/a/b"), ALLOW,
+	       "urls.allow[1] https://xn--mnchen-3ya.de:8443/a/**");
+	expect(NAV("https://xn--bcher-kva.de/x"), DENY, "default");
+	expect(NAV("https://bcher.de/x"), DENY, "default");
+	cr_assert(dg_policy_egress_allows(&pol, "shop.xn--bcher-kva.de", 443));
+	/* Non-transitional, as WHATWG: sharp s stays, it is not mapped to ss. */
+	cr_assert(dg_policy_egress_allows(&pol, "xn--strae-oqa.de", 443));
+	cr_assert_not(dg_policy_egress_allows(&pol, "strasse.de", 443));
+	refused_with("\"urls\": {\"allow\": [\"https://a\ufffdb.de/**\"]}", "urls.allow[0]");
+	refused_with("\"egress\": {\"allow\": [\"a\ufffdb.de:443\"]}", "egress.allow[0]");
+}
+
 Test(rules, url_path_star_vs_double_star)
 {
 	const char *special = "urls.deny[0] https://*.wikipedia.org/wiki/Special:*";

@@ -233,12 +233,26 @@ Test(url, label_boundaries)
 	refused("http://a..b/", "empty label");
 	refused("http://-a.com/", "starts or ends with '-'");
 	refused("http://a-.com/", "starts or ends with '-'");
-	refused("http://xn--zca.com/", "punycode");
+	refused("http://xn--1.com/", "punycode");          /* not valid punycode */
+	refused("http://xn--aaa.com/", "punycode");         /* decodes to C1 controls */
+	refused("http://xn--ls8h.la/", "punycode");         /* an emoji: IDNA2008 refuses it */
+	refused("http://xn--mnchen-3ya.XN--/", "uppercase");
 	refused("http://Example.com/", "uppercase");
 	refused("http://exa%6dple.com/", "percent");
 	refused("http://exa_mple.com/", "host has '_'");
 	refused("http:///a", "empty host");
 	refused("http://:8080/", "empty host");
+}
+
+/* Punycode that round-trips through libidn2 is what WHATWG reads too. */
+Test(url, punycode_labels)
+{
+	struct dg_url u;
+	struct dg_err err = {{0}};
+	cr_assert_eq(dg_url_parse("http://xn--zca.com/", &u, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(u.host, "xn--zca.com");
+	cr_assert_eq(dg_url_parse("https://xn--mnchen-3ya.de/a", &u, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(u.host, "xn--mnchen-3ya.de");
 }
 
 Test(url, numeric_last_label)

@@ -1,0 +1,286 @@
+/* The egress proxy: the only way from a session's jail to the network.
+ *
+ * One process serves every session. Each jail's network namespace has only
+ * loopback; the spawner creates a TCP socket listening on 127.0.0.1:3128
+ * inside it and the gateway hands that listener to this process with the
+ * session's id. Chromium in the jail uses it as its proxy, exec'd programs
+ * get HTTP_PROXY/HTTPS_PROXY; nothing in the jail resolves names.
+ *
+ * The process runs in the host's network namespace as DG_EGRESS_UID, with
+ * no groups, no capabilities and no_new_privs, dies with its parent, and
+ * keeps its own copy of the compiled policy. Per connection it reads one
+ * HTTP/1.x request head (bounded in size and time), which must be
+ * `CONNECT host:port` or an absolute-form `METHOD http://host[:port]/...`;
+ * decides host:port with the policy's "egress" allowlist
+ * (dg_policy_decide_egress: a policy without rules allows nothing); resolves
+ * the name once without blocking its loop; refuses the connection when any
+ * address the name has is not public (dg_egress_addr_check); connects to
+ * exactly the address it checked; then relays bytes both ways with bounded
+ * buffers. Every decision and every close is reported to the gateway as an
+ * event (below) for the session's recording.
+ *
+ * What is checked is the request head only: after it, bytes go on verbatim
+ * both ways. A client that pipelines more requests on an absolute-form
+ * connection reaches only the same origin address, which was told
+ * "Connection: close"; an HTTPS tunnel's content is never seen.
+ *
+ * Single-threaded epoll loop; glibc's getaddrinfo_a runs its lookups in its
+ * own helper threads, which is the one exception (they only resolve).
+ *
+ * Files: egress.c (process, loop, relay, the gateway's side), egress-http.c
+ * (request heads), egress-addr.c (address ranges, resolver overrides).
+ */
+#ifndef DG_EGRESS_PRIV_H
+#define DG_EGRESS_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "policy/policy.h"
+
+/* The proxy's own uid and gid: neither the gateway's (0x5fffffff) nor any
+ * jail's or worker's. */
+#define DG_EGRESS_UID 0x5ffffffeu
+
+/* ---- limits --------------------------------------------------------------- */
+
+#define DG_EGRESS_HEAD_MAX (16 * 1024)          /* bytes of a request head, final CRLFCRLF
+						 * included */
+#define DG_EGRESS_METHOD_MAX 16                 /* bytes of a method name */
+#define DG_EGRESS_HEAD_TIMEOUT_MS 10000         /* accept -> complete request head */
+#define DG_EGRESS_RESOLVE_TIMEOUT_MS 10000      /* head -> name resolved (504 after) */
+#define DG_EGRESS_CONNECT_TIMEOUT_MS 10000      /* connect to the origin (504 after) */
+#define DG_EGRESS_IDLE_TIMEOUT_MS (5 * 60 * 1000) /* relay without a byte either way */
+#define DG_EGRESS_LINGER_MS 2000                /* after an error answer: wait for the client's
+						 * FIN (reading and discarding) so that closing
+						 * with unread input does not reset the answer away */
+#define DG_EGRESS_LINGER_BYTES (64 * 1024)      /* discarded at most while lingering */
+#define DG_EGRESS_BUF (32 * 1024)               /* relay buffer per direction per connection */
+#define DG_EGRESS_SESSIONS_MAX 256              /* sessions served at once */
+#define DG_EGRESS_SESSION_CONNS_MAX 64          /* open connections per session; the next
+						 * gets 429 */
+#define DG_EGRESS_SESSION_REFUSING_MAX 16       /* 429 answers in flight per session beyond
+						 * the cap; past them a connection is closed unanswered */
+#define DG_EGRESS_CONNS_MAX 1024                /* connections of all sessions; past it a new
+						 * one gets one try at a 503 and is closed */
+#define DG_EGRESS_SESSION_BYTES_MAX (1ull << 30) /* relayed bytes per session, both ways */
+#define DG_EGRESS_SESSION_LOOKUPS_MAX 16        /* name lookups in flight per session (those
+						 * abandoned by a closed connection included);
+						 * more wait for a free one */
+#define DG_EGRESS_ACCEPT_BURST 8                /* accepts per listener per loop turn */
+#define DG_EGRESS_CTL_BURST 16                  /* control messages per loop turn */
+#define DG_EGRESS_EPOLL_BATCH 64                /* events per epoll_wait */
+#define DG_EGRESS_EVENTS_MAX 1024               /* events queued while the gateway does not
+						 * read; more are dropped and counted */
+#define DG_EGRESS_OVERRIDES_MAX 16              /* entries of dg_egress_opts.resolve */
+#define DG_EGRESS_NOFILE 4096                   /* RLIMIT_NOFILE of the proxy: above
+						 * 2 * CONNS_MAX + SESSIONS_MAX + a few */
+#define DG_EGRESS_START_MS 5000                 /* dg_egress_start waits this long for "ready" */
+#define DG_EGRESS_STOP_MS 2000                  /* dg_egress_stop waits this long before SIGKILL */
+#define DG_EGRESS_REASON_MAX 400                /* bytes of an event's reason */
+
+/* ---- the gateway's side --------------------------------------------------- */
+
+/* The gateway's handle: the proxy's pid and the gateway's end of a
+ * SOCK_SEQPACKET socketpair (non-blocking, close-on-exec). The lead adopts
+ * fd into its event loop and calls dg_egress_recv when it is readable.
+ * Note: policy/policy-priv.h has a struct of the same name (a compiled
+ * egress pattern); no file includes both. */
+struct dg_egress {
+	pid_t pid;
+	int fd;
+};
+
+struct dg_egress_opts {
+	/* Test-only resolver override: names that map to a fixed address and
+	 * skip the address-range check (so tests can point "allowed.test" and
+	 * "denied.test" at loopback servers). Each entry "NAME:PORT=IP:PORT",
+	 * NAME a canonical host (dg_url_parse's rules), IP a dotted quad or a
+	 * bracketed IPv6 address; at most DG_EGRESS_OVERRIDES_MAX. The egress
+	 * allowlist still applies to NAME:PORT. */
+	const char *const *resolve;
+	int n_resolve;
+	bool verbose; /* one line on stderr per event */
+	/* Test-only: when non-zero, replace the named default, lower only
+	 * (a larger value is clamped to the default). */
+	int head_timeout_ms;
+	int connect_timeout_ms;
+	int idle_timeout_ms;
+	uint64_t session_bytes_max;
+};
+
+/* Forks the proxy. Call while still root, before the gateway drops its
+ * privileges: the child sets PR_SET_PDEATHSIG, raises its descriptor limit
+ * to DG_EGRESS_NOFILE, drops to DG_EGRESS_UID with no groups and no
+ * capabilities (bounding set included), sets no_new_privs, and keeps its own
+ * copy of the compiled policy p (inherited by fork: the caller may free its
+ * own afterwards). o may be NULL. Returns once the child reported that it
+ * dropped its privileges (bounded by DG_EGRESS_START_MS): 0, or a negative
+ * errno with err naming what failed (a bad override, the child's own
+ * report). */
+int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct dg_egress_opts *o,
+		    struct dg_err *err);
+
+/* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
+ * caller still closes its copy; the proxy makes the shared file description
+ * non-blocking). session_id must pass dg_session_id_valid. The proxy answers
+ * with an "egress_session" event (ok or the reason it refused). */
+int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd, struct dg_err *err);
+
+/* Stops accepting for the session and closes all its connections (each gets
+ * its "egress_closed" event), then an "egress_session" event. */
+int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err *err);
+
+/* One event from the proxy if one is waiting: 1 (*ev set, caller owns it),
+ * 0 none, < 0 the proxy is gone (-EPIPE) or broke the protocol (-EPROTO):
+ * stop it. */
+int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err);
+
+/* Closes the channel (the proxy then closes everything and exits), waits up
+ * to DG_EGRESS_STOP_MS, kills it if needed and reaps it. Idempotent. */
+void dg_egress_stop(struct dg_egress *e);
+
+/* Events, one JSON object per datagram:
+ *   {"event":"egress_ready","pid":P}                       once, at start
+ *   {"event":"egress","session":ID,"conn":N,"method":M,"target":"host:port",
+ *    "verdict":"allow"|"deny","rule":R,"reason":TEXT,"address":"ip:port"}
+ *       at each decision; method and target when the request was read,
+ *       address when one was chosen; R is "egress.allow[i]" (allowed),
+ *       "egress.default" (no pattern), "egress.address" (a non-public
+ *       address), "egress.resolve" (lookup failed or timed out),
+ *       "egress.request" (a malformed or incomplete request head),
+ *       "egress.caps" (a connection or byte cap). A connection may have two:
+ *       allow, then deny "egress.caps" when its session's byte cap is hit.
+ *       An allowed connection whose origin fails is answered 502 (refused)
+ *       or 504 (connect timeout) with X-Deskgate-Rule "egress.connect"; that
+ *       is no new decision: the reason is in its "egress_closed" error.
+ *   {"event":"egress_closed","session":ID,"conn":N,"bytes_up":U,
+ *    "bytes_down":D,"duration_ms":T,"error":TEXT|null}
+ *       when a connection that had an "egress" event closes; bytes are
+ *       those relayed (client -> origin, origin -> client)
+ *   {"event":"egress_session","session":ID,"op":"add"|"remove","ok":B,
+ *    "error":TEXT (when !ok),"closed":K (remove)}
+ *   {"event":"egress_dropped","dropped":K}   K events were dropped (queue full)
+ *   {"event":"egress_error","error":TEXT}    a control message was ignored
+ * N numbers a session's connections from 1, in accept order.
+ */
+
+/* Control messages (gateway -> proxy), one datagram each:
+ *   {"op":"add","session":ID} with exactly one descriptor, a listening
+ *   TCP socket; {"op":"remove","session":ID}. The gateway is more trusted
+ *   than the proxy's clients: a malformed message is logged, reported as
+ *   "egress_error" and ignored. When the channel closes, the proxy exits. */
+
+/* ---- request heads (egress-http.c) -------------------------------------- */
+
+struct dg_egress_req {
+	bool connect;                      /* CONNECT host:port (else absolute-form) */
+	char method[DG_EGRESS_METHOD_MAX + 1];
+	char host[DG_URL_HOST_MAX + 1];    /* canonical: lowercase, IPv6 in brackets */
+	bool host_is_ip;
+	uint16_t port;
+	int minor;                         /* HTTP/1.<minor>: 0 or 1 */
+	size_t head_len;                   /* bytes of the head, final CRLFCRLF included */
+	size_t path_off, path_len;         /* absolute-form: path and query in buf (origin-form) */
+	size_t headers_off;                /* offset of the first header line (== head_len - 2
+					    * when there is none) */
+};
+
+/* Parses the request head at the start of buf[0..len) (len may exceed the
+ * head: what follows is body or tunnel data). Strict, because every byte
+ * comes from the sandbox and the origin must read the request as the proxy
+ * did:
+ *   request line  METHOD SP target SP "HTTP/1.1"|"HTTP/1.0" CRLF, single
+ *                 spaces, METHOD 1..DG_EGRESS_METHOD_MAX of A-Z;
+ *   CONNECT       target host:port: host canonical as dg_url_parse wants it
+ *                 (lowercase labels, a dotted quad or a bracketed canonical
+ *                 IPv6 address), an explicit decimal port 1..65535 without
+ *                 leading zeros;
+ *   other methods target an absolute http:// URL that dg_url_parse accepts,
+ *                 without a fragment; https:// is refused (HTTPS must use
+ *                 CONNECT), so are origin-form ("/path") and "*";
+ *   header lines  token ":" value, no whitespace before the colon, no
+ *                 obs-fold (a line starting with SP or HTAB), values of
+ *                 HTAB, SP, visible ASCII and bytes >= 0x80;
+ *   Host          at most one; required for HTTP/1.1 absolute-form; when
+ *                 given it must name the target's host (with or without
+ *                 its port, case-insensitively), so a request cannot be
+ *                 steered to another virtual host behind an allowed one;
+ *   line ends     CRLF only: a bare LF or a bare CR anywhere is refused
+ *                 (RFC 9112 lets a recipient accept bare LF; the origin may
+ *                 not, and the two must agree), so is NUL.
+ * Returns 0 (out filled), -EAGAIN when the head is not complete yet and what
+ * was seen is valid, -E2BIG when no head ends within DG_EGRESS_HEAD_MAX
+ * bytes, -EINVAL with the reason in err. Never reads past len, never
+ * allocates. */
+int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *out,
+			    struct dg_err *err);
+
+/* A port as the proxy accepts it anywhere: 1..65535 in decimal, 1 to 5
+ * digits, no leading zero, no sign or space. Returns 0 or -EINVAL. */
+int dg_egress_port_parse(const char *s, size_t n, uint16_t *port);
+
+/* Checks s[0..n) as a canonical host (dg_url_parse's rules: lowercase
+ * labels, dotted quad, bracketed canonical IPv6) and copies it to host
+ * (DG_URL_HOST_MAX + 1 bytes). Returns 0 or -EINVAL with the reason. */
+int dg_egress_host_check(const char *s, size_t n, char *host, bool *is_ip, struct dg_err *err);
+
+/* The head to send to the origin for an absolute-form request r parsed from
+ * buf: the request line in origin-form, every header line except Proxy-*,
+ * Connection and Keep-Alive, then "Connection: close". Its length is at
+ * most r->head_len + DG_EGRESS_REWRITE_EXTRA. Returns the length written to
+ * out, or -E2BIG when cap is too small. */
+#define DG_EGRESS_REWRITE_EXTRA 19 /* strlen("Connection: close\r\n") */
+int dg_egress_rewrite_head(const char *buf, const struct dg_egress_req *r, char *out, size_t cap);
+
+/* An error answer: "HTTP/1.1 <status> <text>", Content-Type text/plain,
+ * Content-Length, Connection: close and, with rule, X-Deskgate-Rule; the
+ * body is one line "deskgate egress: <reason>" (the reason cut to
+ * DG_EGRESS_REASON_MAX, control bytes made spaces). Returns the length, or 0
+ * when it does not fit cap (DG_EGRESS_RESPONSE_MAX always fits). */
+#define DG_EGRESS_RESPONSE_MAX 1024
+size_t dg_egress_error_response(int status, const char *rule, const char *reason, char *out,
+				size_t cap);
+
+/* ---- addresses (egress-addr.c) ------------------------------------------ */
+
+/* Whether sa (AF_INET or AF_INET6) is a public unicast address the proxy
+ * may connect to. 0 = public; -EACCES = refused, with why naming the
+ * address and the range ("10.1.2.3 is in 10.0.0.0/8 (private)"). Refused:
+ * IPv4 0/8, 10/8, 100.64/10, 127/8, 169.254/16, 172.16/12, 192.0.0/24,
+ * 192.0.2/24, 192.88.99/24, 192.168/16, 198.18/15, 198.51.100/24,
+ * 203.0.113/24, 224/4, 240/4 (255.255.255.255 named broadcast); IPv6 ::,
+ * ::1, ::/96 (IPv4-compatible), 100::/64, 2001:2::/48, 2001:10::/28,
+ * 2001:20::/28, 2001:db8::/32, 3fff::/20, fc00::/7, fe80::/10, fec0::/10,
+ * ff00::/8, anything else outside 2000::/3; and the IPv4 embedded in
+ * ::ffff:0:0/96 (mapped), 64:ff9b::/96 (NAT64), 64:ff9b:1::/48 (local-use
+ * NAT64, in its /96 form: the last 32 bits), 2002::/16 (6to4) and 2001::/32
+ * (Teredo: server, and client as the inverted last 32 bits) is checked as
+ * IPv4. Another family is refused. */
+int dg_egress_addr_check(const struct sockaddr *sa, char *why, size_t why_len);
+
+/* "1.2.3.4:80" or "[2001:db8::1]:443" into out (at least 64 bytes). */
+void dg_egress_addr_format(const struct sockaddr *sa, char *out, size_t len);
+
+/* One parsed resolver override. */
+struct dg_egress_override {
+	char host[DG_URL_HOST_MAX + 1];
+	uint16_t port;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+};
+
+/* Parses "NAME:PORT=IP:PORT". Returns 0 or -EINVAL naming what is wrong. */
+int dg_egress_override_parse(const char *s, struct dg_egress_override *o, struct dg_err *err);
+
+/* Parses a literal host as dg_url_parse gives it ("1.2.3.4", "[::1]") with
+ * port into sa. Returns 0 or -EINVAL. */
+int dg_egress_literal_addr(const char *host, uint16_t port, struct sockaddr_storage *sa,
+			   socklen_t *len);
+
+#endif

@@ -1,0 +1,41 @@
+/* The recording tools on the command line (issue #6): verify, replay, test
+ * and key. Each parses its own flags strictly and returns the exit status.
+ * (Declared here until the lead moves them into gateway/gateway.h.) */
+#ifndef DG_CLI_RECORD_H
+#define DG_CLI_RECORD_H
+
+#include "policy/policy.h"
+#include "recordings/recordings.h"
+
+/* deskgate verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR
+ * 0: sealed (normally, or after a crash by the next gateway) and every
+ * check holds; 1: anything else (the first bad seq and what is wrong, or
+ * "not sealed", or no key to check the seal with); 2: usage, or the key
+ * does not load. */
+int dg_cmd_verify(int argc, char **argv);
+
+/* deskgate replay --policy FILE [--json] RECORDING_DIR
+ * 0: no verdict changes; 1: some did; 2: usage, the policy does not load,
+ * or the recording cannot be read (a broken chain names its seq). */
+int dg_cmd_replay(int argc, char **argv);
+
+/* deskgate test --policy FILE [--live] SCRIPT.jsonl
+ * 0: every step passed; 1: a step failed; 2: usage, the policy or script
+ * does not load, or --live without a live runner. */
+int dg_cmd_test(int argc, char **argv);
+
+/* deskgate key --state-dir DIR [--create]
+ * Prints the recording key's public half (PEM) on stdout and its id on
+ * stderr. --create makes the key when there is none (as the gateway does at
+ * its first start; run it as the user the gateway runs as). 0, 1 (no key,
+ * or it does not load), 2 usage. */
+int dg_cmd_key(int argc, char **argv);
+
+/* The runner of `deskgate test --live` (the gateway integration: a desktop
+ * driven through the full stack). Until it exists it returns -ENOSYS and
+ * --live exits 2 saying so. On success live is filled and live_close is
+ * called with it after the script. */
+int dg_cli_live_open(const struct dg_policy *p, struct dg_rec_live *live, struct dg_err *err);
+void dg_cli_live_close(struct dg_rec_live *live);
+
+#endif

@@ -1,0 +1,463 @@
+/* recordings: what a session did, on disk, tamper-evident (issue #6).
+ *
+ * One directory per session under the recordings root; its name is the
+ * session id ([a-z0-9-], 1..DG_REC_ID_MAX bytes):
+ *
+ *   session.json        who, when, what policy (written once, before any event)
+ *   events.jsonl        one event a line, hash-chained, sealed by a signature
+ *   frames/<sha256>.png each distinct screen once, named by its SHA-256
+ *
+ * ---- session.json ------------------------------------------------------------
+ *
+ * One JSON object: "format" ("deskgate-recording/1"), "id", "start" (UTC,
+ * "2025-05-01T12:34:56.789Z"), "start_ms" (the same, ms since the epoch),
+ * "profile", "width", "height" (the desktop's size), "token_name" (the name
+ * of the agent token that created the session, never the token; null when
+ * unknown), "policy_sha256" (SHA-256 of "policy"), "policy" (the policy
+ * file's text, as a string; the built-in default's text when no file was
+ * given), "redact_text" (bool) and, when true, "redaction_salt" (32 hex
+ * digits, see Redaction). The hash chain starts from SHA-256 of the file's
+ * bytes, so changing session.json breaks the chain at seq 1.
+ *
+ * ---- events.jsonl ------------------------------------------------------------
+ *
+ * Every line is one JSON object written by one write() with O_APPEND; a line
+ * is complete when it ends with '\n' (the writer writes '\n' last). Fields
+ * the writer adds to every event:
+ *   "seq"      1, 2, 3, ... without gaps
+ *   "wall"     UTC wall-clock time, "2025-05-01T12:34:56.789Z"
+ *   "mono_ms"  CLOCK_MONOTONIC in ms (the gateway's dg_gw_now_ms clock)
+ *   "prev"     the previous event's "hash" (seq 1: SHA-256 of session.json)
+ *   "hash"     SHA-256 over the 32 bytes of prev and the event's canonical
+ *              bytes (below)
+ * The caller's fields follow the event's "type" (see "Event types").
+ *
+ * Canonical bytes and the line format. The writer dumps the event without
+ * "hash" (and "sig") compactly with sorted keys (jansson JSON_COMPACT |
+ * JSON_SORT_KEYS): those bytes C, "{...}", are what is hashed. The line is
+ * C with its final '}' replaced by `,"hash":"<64 hex>"}` (the seal:
+ * `,"hash":"<64 hex>","sig":"<base64>"}`), then '\n'. A verifier hashes the
+ * bytes as written (it never re-encodes), so the hash does not depend on
+ * how a JSON library prints numbers.
+ *
+ * The seal: the last event, {"type":"seal","complete":B,"key_id":K,
+ * "alg":"ed25519",...,"hash":H,"sig":S}: S is the Ed25519 signature
+ * (base64, 64 bytes) of the bytes DG_REC_SEAL_DOMAIN followed by the 32
+ * bytes of H, so it covers the whole chain and session.json. K is the hex
+ * SHA-256 of the raw 32-byte public key. "complete" is true when the
+ * gateway ended the session (dg_rec_seal) and false when a later gateway
+ * sealed a recording its dead predecessor left (dg_rec_seal_orphan: the
+ * events up to the seal are intact, the session's end was not recorded).
+ * Nothing may follow the seal.
+ *
+ * ---- Event types (the caller's fields) -------------------------------------
+ *
+ * "type" is [a-z_], 1..DG_REC_TYPE_MAX bytes, not "seal". Frame references
+ * ("frame", "frame_before", "frame_after") are null or the 64 lowercase hex
+ * digits of a frame already stored by dg_rec_frame in this recording. The
+ * writer checks only these and the reserved names; the rest is the caller's
+ * contract (what the gateway writes, what replay and the player read):
+ *   "action"     one canonical action the agent asked for, decided and run
+ *                (or refused): "input" (the agent's raw message), "action"
+ *                (canonical object, dg_action_to_json form; null when it
+ *                did not parse), "verdict", "rule", "reason" (the policy's
+ *                decision), "url", "title" (the page when it was decided;
+ *                null when unknown), "screen" [w, h] and "pointer" [x, y]
+ *                (the decision's context), "frame_before", "frame_after",
+ *                "result" (the worker's result) or "error", "duration_ms"
+ *                (from the decision to the result). Written when the action
+ *                has finished, so its decision time is mono_ms - duration_ms.
+ *   "decision"   a decision of another layer: "layer" "browser" with "url",
+ *                "resource_type", "verdict", "rule", "reason"; or "egress"
+ *                with "host", "port", "verdict".
+ *   "approval"   a human's answer to an "ask": "action_seq", "approved",
+ *                "by" (the token's name), "reason".
+ *   "egress"     a connection through the egress proxy: "host", "port",
+ *                "ip", "verdict", "bytes_up", "bytes_down".
+ *   "lifecycle"  "state": "created" | "ready" | "ended" (with "reason") |
+ *                "orphaned" (written by dg_rec_seal_orphan, with "last_seq",
+ *                "torn_bytes", "torn_sha256").
+ *   "error"      "error" (message), "where".
+ *
+ * ---- Redaction ---------------------------------------------------------------
+ *
+ * With redact_text, the typed text of "action" events is not stored: in
+ * "action" when its "type" is "type", and in "input" in every object whose
+ * "type" or "action" is "type" (canonical, OpenAI and Anthropic forms;
+ * batches included), the "text" string becomes {"redacted":true,
+ * "length":N (code points),"bytes":B,"sha256":H} where H is SHA-256 of the
+ * session's redaction_salt (16 bytes) and the text: whoever holds the
+ * recording can test a guess, no one can compare texts across recordings.
+ * NOT redacted: key actions (chords), exec argv and stdin, URLs and titles,
+ * reasons and errors (the policy and the parser do not quote typed text),
+ * results, and the frames: the screen shows what was typed wherever the
+ * page echoes it. Replay decides a redacted text as "x" repeated N times
+ * (text.max_length holds, text.deny cannot be re-checked) and says so.
+ *
+ * ---- Crash safety ---------------------------------------------------------
+ *
+ * A line is on disk complete or not at all as far as a killed process is
+ * concerned (the page cache survives it); a torn last line (no '\n': a
+ * write interrupted by SIGKILL, or a power loss) is reported and ignored.
+ * fsync (fdatasync) after every event, at most every interval ms, or never
+ * (the OS decides) guards against power loss; the seal is always synced.
+ * Frames are written to a temporary file and renamed, so a frame file is
+ * complete or absent; the gateway stores a frame before the event that
+ * names it. The writer holds an exclusive flock on events.jsonl while the
+ * recording is open: a lock nobody holds means the writer is dead.
+ *
+ * ---- Hostile input -----------------------------------------------------------
+ *
+ * Readers (verify, replay, orphan sealing, retention) treat every file as
+ * hostile: files are opened with O_NOFOLLOW and must be regular files,
+ * lines, files, events and frames are bounded (DG_REC_*_MAX), frame names
+ * are built only from validated hex, and every failure is an error naming
+ * the file or the sequence number, never a crash.
+ *
+ * Error convention (policy/policy.h): 0 or a negative errno, the message in
+ * the caller's struct dg_err. The writer is single-threaded: one struct
+ * dg_rec belongs to one thread at a time.
+ */
+#ifndef DG_RECORDINGS_H
+#define DG_RECORDINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "actions/actions.h"
+#include "policy/policy.h"
+
+/* ---- limits (each accepted at its value, refused one past it) ---------- */
+
+#define DG_REC_ID_MAX 64                     /* bytes of a session id */
+#define DG_REC_TYPE_MAX 32                   /* bytes of an event type */
+#define DG_REC_NAME_MAX 128                  /* bytes of a profile or token name */
+#define DG_REC_LINE_MAX (4 * 1024 * 1024)    /* bytes of one events line, '\n' excluded */
+#define DG_REC_EVENTS_MAX 1000000            /* events of one recording, seal included */
+#define DG_REC_EVENTS_FILE_MAX (1024ll * 1024 * 1024) /* bytes of events.jsonl */
+#define DG_REC_SESSION_MAX (4 * 1024 * 1024) /* bytes of session.json (policy text: at
+						most DG_POLICY_FILE_MAX) */
+#define DG_REC_FRAME_MAX (32 * 1024 * 1024)  /* bytes of one frame (DG_ADAPT_PNG_MAX) */
+#define DG_REC_FRAMES_MAX 200000             /* distinct frames of one recording */
+#define DG_REC_DIR_ENTRIES_MAX 500000        /* entries read from one directory (the
+						root, or a recording's frames/) */
+#define DG_REC_FSYNC_INTERVAL_MIN_MS 1
+#define DG_REC_FSYNC_INTERVAL_MAX_MS 60000
+#define DG_REC_KEY_FILE_MAX 4096             /* bytes of a PEM key file */
+
+#define DG_REC_KEY_FILE "recording-key.pem"  /* in the state dir, mode 0600 */
+#define DG_REC_FORMAT "deskgate-recording/1"
+#define DG_REC_SEAL_DOMAIN "deskgate-recording-seal-v1"
+#define DG_REC_HEX_LEN 64                    /* hex digits of a SHA-256 */
+
+/* ---- keys ---------------------------------------------------------------- */
+
+/* An Ed25519 key: private (seals and verifies) or public only (verifies). */
+struct dg_rec_key;
+
+/* Loads STATE_DIR/DG_REC_KEY_FILE, or creates it (mode 0600, exclusively:
+ * two processes racing both end up with the one that was linked first).
+ * A key file that is not a regular file, is readable or writable by group
+ * or others, or is not an Ed25519 private key is an error (never replaced).
+ * Returns 0 or a negative errno. */
+int dg_rec_key_load_or_create(const char *state_dir, struct dg_rec_key **k, struct dg_err *err);
+
+/* Loads STATE_DIR/DG_REC_KEY_FILE without creating it (-ENOENT when absent). */
+int dg_rec_key_load(const char *state_dir, struct dg_rec_key **k, struct dg_err *err);
+
+/* Loads a public key (PEM "PUBLIC KEY", as dg_rec_key_public_pem writes). */
+int dg_rec_key_load_public(const char *path, struct dg_rec_key **k, struct dg_err *err);
+
+/* The public half as PEM (malloc'd, NUL-terminated). */
+int dg_rec_key_public_pem(const struct dg_rec_key *k, char **pem, struct dg_err *err);
+
+/* The key's id: hex SHA-256 of the raw public key (what seals name). */
+void dg_rec_key_id(const struct dg_rec_key *k, char id[DG_REC_HEX_LEN + 1]);
+
+void dg_rec_key_free(struct dg_rec_key *k);
+
+/* ---- writing --------------------------------------------------------------- */
+
+struct dg_rec;
+
+enum dg_rec_fsync {
+	DG_REC_FSYNC_EVERY,    /* fdatasync after every event and frame */
+	DG_REC_FSYNC_INTERVAL, /* at an event when interval_ms passed since the
+				  last sync, and at dg_rec_flush */
+	DG_REC_FSYNC_NONE,     /* only the seal */
+};
+
+struct dg_rec_opts {
+	enum dg_rec_fsync fsync;
+	unsigned fsync_interval_ms;  /* DG_REC_FSYNC_INTERVAL: MIN..MAX */
+	bool redact_text;            /* see "Redaction" */
+};
+
+struct dg_rec_meta {
+	const char *id;               /* the session id: the directory's name */
+	const char *profile;          /* "browser", "xterm" */
+	int width, height;            /* 1..DG_ACTION_SCREEN_MAX */
+	const char *token_name;       /* or NULL */
+	const char *policy_text;      /* UTF-8 JSON text of the policy */
+	size_t policy_len;            /* at most DG_POLICY_FILE_MAX */
+	int64_t start_ms;             /* wall clock, ms since the epoch; 0: now */
+};
+
+/* Creates ROOT/ID (mode 0750; an existing directory is an error: ids are
+ * never reused), its frames/ and session.json, and opens events.jsonl for
+ * appending (the flock held until dg_rec_close). root must exist. */
+int dg_rec_open(const char *root, const struct dg_rec_meta *meta, const struct dg_rec_opts *o,
+		struct dg_rec **r, struct dg_err *err);
+
+/* Stores a PNG (1..DG_REC_FRAME_MAX bytes, PNG signature checked) as
+ * frames/<sha256>.png unless that file exists; hash_hex gets its name's
+ * 64 hex digits. Cost: one SHA-256 of the PNG and, for a new screen, one
+ * file write (plus fsync with DG_REC_FSYNC_EVERY). */
+int dg_rec_frame(struct dg_rec *r, const uint8_t *png, size_t len, char hash_hex[DG_REC_HEX_LEN + 1],
+		 struct dg_err *err);
+
+/* Appends one event. ev is borrowed, not changed: an object with "type" and
+ * the caller's fields (no "seq", "wall", "mono_ms", "prev", "hash", "sig").
+ * The writer adds its fields, applies redaction, and, when the line would
+ * exceed DG_REC_LINE_MAX, replaces the largest of the caller's fields by
+ * {"omitted":true,"bytes":N,"sha256":H} (of its canonical dump) until it
+ * fits. Returns 0, -EINVAL (a caller bug: bad type, reserved field, bad
+ * frame reference), -EPIPE (sealed or broken), -EFBIG (DG_REC_EVENTS_MAX or
+ * DG_REC_EVENTS_FILE_MAX reached: end the session), -ENOSPC/-EIO (the disk:
+ * the line is rolled back, so the file still ends with a complete line),
+ * -ENOMEM. Cost: one JSON dump, one SHA-256, one write(), and the sync the
+ * options ask for. */
+int dg_rec_event(struct dg_rec *r, const json_t *ev, struct dg_err *err);
+
+/* With DG_REC_FSYNC_INTERVAL: syncs when an event was written since the
+ * last sync (the gateway calls it from a timer every interval). Otherwise 0. */
+int dg_rec_flush(struct dg_rec *r, struct dg_err *err);
+
+/* Appends the seal ("complete": true), signed with k (a private key), and
+ * syncs. No event may follow; dg_rec_close still frees r. */
+int dg_rec_seal(struct dg_rec *r, const struct dg_rec_key *k, struct dg_err *err);
+
+/* Closes and frees, sealed or not (not sealed: as a crash leaves it). */
+void dg_rec_close(struct dg_rec *r);
+
+/* Events written so far (the last seq) and the directory's path. */
+uint64_t dg_rec_seq(const struct dg_rec *r);
+const char *dg_rec_dir(const struct dg_rec *r);
+
+/* Whether id is a valid session id ([a-z0-9-], 1..DG_REC_ID_MAX bytes). */
+bool dg_rec_id_valid(const char *id);
+
+/* Whether s is 64 lowercase hex digits (a frame name). */
+bool dg_rec_hash_valid(const char *s);
+
+/* Opens ROOT/ID/frames/HASH.png for reading (for serving frames): id and
+ * hash are validated, no symlink is followed, the file must be a regular
+ * file of at most DG_REC_FRAME_MAX bytes. *fd gets the descriptor, *size
+ * its size. */
+int dg_rec_frame_open(const char *root, const char *id, const char *hash, int *fd, size_t *size,
+		      struct dg_err *err);
+
+/* ---- verifying ---------------------------------------------------------------- */
+
+enum dg_rec_status {
+	DG_REC_SEALED,       /* chain, frames and seal hold; the session ended */
+	DG_REC_SEALED_CRASH, /* the same, sealed by dg_rec_seal_orphan: the events
+				up to the seal are intact, the end was not recorded */
+	DG_REC_UNCHECKED,    /* chain and frames hold and a seal is there, but no
+				key was given to check its signature */
+	DG_REC_UNSEALED,     /* chain and frames hold up to last_seq; no seal */
+	DG_REC_BAD,          /* something does not hold: bad_seq, msg */
+};
+
+/* "sealed", "sealed-after-crash", "unchecked", "unsealed", "bad". */
+const char *dg_rec_status_name(enum dg_rec_status s);
+
+struct dg_rec_verify_result {
+	enum dg_rec_status status;
+	uint64_t last_seq;        /* the last event that verified (0: none) */
+	uint64_t bad_seq;         /* DG_REC_BAD: the first bad event (0: session.json
+				     or the files themselves) */
+	uint64_t events;          /* complete lines read */
+	uint64_t frames;          /* distinct frames checked */
+	uint64_t torn_bytes;      /* bytes of a torn last line, ignored (0: none) */
+	char key_id[DG_REC_HEX_LEN + 1]; /* the seal's key id ("" without a seal) */
+	char id[DG_REC_ID_MAX + 1];      /* session.json's id */
+	char msg[DG_ERR_MAX];     /* one line for humans, whatever the status */
+};
+
+/* Verifies the recording in dir: session.json, every event's seq, prev and
+ * hash, every referenced frame (present, a regular file, hashing to its
+ * name; unreferenced files are ignored), and the seal (its signature when
+ * key is given, public or private). Returns 0 when it could look (res
+ * tells what holds), or a negative errno when it could not (dir missing,
+ * out of memory; err says why). */
+int dg_rec_verify(const char *dir, const struct dg_rec_key *key, struct dg_rec_verify_result *res,
+		  struct dg_err *err);
+
+/* ---- recordings a dead gateway left ------------------------------------------- */
+
+struct dg_rec_orphan_result {
+	bool already_sealed;      /* nothing done */
+	uint64_t last_seq;        /* the last intact event before the orphan events */
+	uint64_t torn_bytes;      /* a torn last line cut off (its length and hash
+				     are in the "orphaned" event) */
+};
+
+/* Seals a recording no live writer holds: checks the chain (not the frames:
+ * that can be slow, verify does it), cuts a torn last line, appends
+ * {"type":"lifecycle","state":"orphaned",...} and a seal with "complete":
+ * false, signed with k. Verify then says "sealed after a crash". Returns 0,
+ * -EBUSY (a live writer holds it), -EBADMSG (the chain is broken: never
+ * sealed, verify names the bad event), or another negative errno. A
+ * recording without events.jsonl (a crash inside dg_rec_open) gets one. */
+int dg_rec_seal_orphan(const char *dir, const struct dg_rec_key *k, struct dg_rec_orphan_result *res,
+		       struct dg_err *err);
+
+/* Callbacks for passes over the whole root. */
+struct dg_rec_pass {
+	/* Whether session id is live in this gateway (never touched when true;
+	 * a recording whose flock is held counts as live too). NULL: none. */
+	bool (*is_active)(const char *id, void *arg);
+	/* Told about each recording acted on or failed (rc 0 or negative). */
+	void (*report)(const char *id, int rc, const char *msg, void *arg);
+	void *arg;
+};
+
+/* dg_rec_seal_orphan on every unsealed, inactive recording under root (the
+ * gateway calls it once at start, before it opens new recordings). *sealed
+ * and *failed (each may be NULL) count them. Returns 0 unless root cannot
+ * be read. */
+int dg_rec_seal_orphans(const char *root, const struct dg_rec_key *k, const struct dg_rec_pass *pass,
+			unsigned *sealed, unsigned *failed, struct dg_err *err);
+
+/* ---- retention ------------------------------------------------------------------- */
+
+struct dg_rec_retention_opts {
+	int64_t max_age_s;         /* delete recordings that ended longer ago (0: no limit) */
+	uint64_t max_total_bytes;  /* then the oldest until the total fits (0: no limit) */
+	int64_t now_s;             /* wall clock (0: now) */
+	struct dg_rec_pass pass;
+};
+
+struct dg_rec_retention_result {
+	unsigned recordings;       /* recordings found */
+	unsigned deleted;
+	unsigned active;           /* kept because active */
+	unsigned failed;           /* could not be deleted (reported) */
+	uint64_t bytes_before, bytes_after;
+	bool over_budget;          /* active recordings alone exceed max_total_bytes */
+};
+
+/* Applies retention under root. A recording's age is that of its last
+ * write (events.jsonl's mtime); its size is the sum of its files' sizes
+ * (st_size). The oldest go first (ties: by id); an active recording is
+ * never deleted; an unsealed one of a dead session counts as sealed (the
+ * gateway seals orphans at start: what is left unsealed has a broken chain
+ * and still ages out). Deleting renames ROOT/ID to ROOT/.deleting-ID first,
+ * so a half-deleted recording is never seen as one; leftovers of an
+ * interrupted pass are removed at the next. Entries that are not session
+ * ids are ignored. Cost: a stat of every file of every recording. */
+int dg_rec_retention(const char *root, const struct dg_rec_retention_opts *o,
+		     struct dg_rec_retention_result *res, struct dg_err *err);
+
+/* ---- replay: re-deciding a recording under another policy --------------------- */
+
+struct dg_rec_redecision {
+	uint64_t seq;
+	const char *kind;          /* "action", "browser" (a browser request's URL),
+				      "egress" (host:port) */
+	const json_t *action;      /* kind "action": the canonical action */
+	const char *subject;       /* kind "browser": the URL; "egress": "host:port" */
+	const char *old_verdict;   /* as recorded */
+	const char *old_rule;      /* as recorded, or "" */
+	struct dg_decision now;    /* under the new policy */
+	bool changed;              /* verdict differs */
+	bool redacted;             /* decided on a placeholder text */
+	const char *skipped;       /* not re-decided, and why (then now is unset) */
+};
+
+struct dg_rec_replay_summary {
+	uint64_t actions, decisions; /* re-decided */
+	uint64_t changed, skipped, redacted;
+	uint64_t last_seq;
+	bool sealed;
+	uint64_t torn_bytes;
+};
+
+/* Re-decides every "action" event of the recording in dir under p, with
+ * the recorded context: "url", "screen", "pointer" as recorded, and the
+ * budgets recomputed from the recorded decision times (mono_ms -
+ * duration_ms): actions_last_minute counts earlier actions within the same
+ * 60 one-second slots the gateway uses, and only actions the NEW policy
+ * allows count (a replay asks what would have happened had p been in
+ * force). "decision" events of layer "browser" are re-decided with
+ * dg_policy_decide_url and "egress" ones with dg_policy_decide_egress. fn
+ * gets every re-decision (changed or not, or skipped) in order; a non-zero
+ * return stops. The chain is checked while reading (not the frames, not the
+ * seal): a broken chain is -EBADMSG naming the seq, a torn last line is
+ * ignored. */
+int dg_rec_replay(const char *dir, const struct dg_policy *p,
+		  int (*fn)(void *arg, const struct dg_rec_redecision *d), void *arg,
+		  struct dg_rec_replay_summary *sum, struct dg_err *err);
+
+/* ---- scripted policy tests (`deskgate test`) -------------------------------- */
+
+#define DG_REC_SCRIPT_LINE_MAX (DG_POLICY_FILE_MAX / 8)  /* bytes of one script line */
+#define DG_REC_SCRIPT_STEPS_MAX 100000                 /* steps of one script */
+#define DG_REC_TITLE_MAX 1024                          /* bytes of a page title */
+
+/* What a live runner reports for one step (the lead's gateway-backed
+ * desktop: the full stack decides and runs the action). */
+struct dg_rec_live_result {
+	enum dg_verdict verdict;
+	char rule[DG_DECISION_RULE_MAX];
+	char reason[DG_DECISION_REASON_MAX];
+	bool has_url, has_title;           /* after the action */
+	char url[DG_ACTION_URL_MAX + 1];
+	char title[DG_REC_TITLE_MAX + 1];
+};
+
+struct dg_rec_live {
+	/* Runs one step: step is the script line's object (its "action" is
+	 * canonical; "url", "size", "pointer" are the script's declared state,
+	 * the runner may use them to set the desktop up). Returns 0 (res
+	 * filled) or a negative errno (the step fails with err's message). */
+	int (*step)(void *arg, const json_t *step, struct dg_rec_live_result *res,
+		    struct dg_err *err);
+	void *arg;
+};
+
+struct dg_rec_test_summary {
+	unsigned passed, failed;
+};
+
+/* Runs a script (JSON lines; blank lines and lines starting with '#' are
+ * skipped) against p, writing one line per step and a final
+ * "N passed, N failed" line to out. Each step is an object:
+ *   "action"  a canonical action (required)
+ *   "expect"  "allow" | "deny" | "ask" (required)
+ *   "rule"    the rule that must decide: equal to the decision's rule, or
+ *             its prefix up to a space ("keys.deny[0]" matches
+ *             "keys.deny[0] ctrl+alt+*")
+ *   "url"     the current URL (string, or null: unknown); when absent, the
+ *             previous step's, or the target of the last allowed navigate
+ *   "size"    [W, H] the screen (carries over; default 1280x800)
+ *   "pointer" [X, Y] where the pointer is (otherwise: the centre, then
+ *             wherever allowed pointer actions left it)
+ *   "time_ms" simulated monotonic time of the step (non-decreasing;
+ *             default: the previous step's) for actions_per_minute
+ *   "name"    a label printed with the step
+ *   "expect_url", "expect_title"  checked in live mode only
+ * Offline (live NULL) each step is decided with dg_policy_decide; every
+ * allowed action counts towards the budgets. A line that does not parse or
+ * breaks these rules is a failed step naming the line and the field.
+ * Returns 0 when the script was read (the summary tells), or a negative
+ * errno when reading or writing failed. */
+int dg_rec_test_script(const struct dg_policy *p, FILE *script, const struct dg_rec_live *live,
+		       FILE *out, struct dg_rec_test_summary *sum, struct dg_err *err);
+
+#endif

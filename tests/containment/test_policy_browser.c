@@ -1,0 +1,475 @@
+/* The policy end to end with a real browser (issue #5): two loopback HTTP
+ * servers play an allowed site (reached as localhost:APORT, a secure
+ * context, so service workers register) and a denied one (denied.test:DPORT),
+ * both reached only through the egress proxy, whose test-only resolver
+ * override maps the names to them. Every kind of way out is tried from the
+ * pages; the denied server must see no request at all. Then exec: curl in
+ * the jail reaches the allowed site through the proxy and nothing else, each
+ * exec held for a human's approval over HTTP. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dg_test.h"
+
+#define T_ACT 60
+
+/* ---- the two sites ---------------------------------------------------------- */
+
+#define SITE_LOG_MAX 256
+struct site {
+	int fd, port;
+	pthread_t th;
+	pthread_mutex_t mu;
+	char *log[SITE_LOG_MAX]; /* request lines seen */
+	int n;
+	int other_port;          /* the denied site's port, for links */
+	bool stop;
+};
+
+static struct site allowed_site, denied_site;
+
+static void site_log(struct site *s, const char *line)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->n < SITE_LOG_MAX)
+		s->log[s->n++] = strdup(line);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static bool site_saw(struct site *s, const char *needle)
+{
+	bool found = false;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->n && !found; i++)
+		found = strstr(s->log[i], needle) != NULL;
+	pthread_mutex_unlock(&s->mu);
+	return found;
+}
+
+static int site_count(struct site *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int n = s->n;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+static void reply(int fd, const char *status, const char *type, const char *extra, const char *body)
+{
+	char head[1024];
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
+			 status, type, strlen(body), extra);
+	if (write(fd, head, (size_t)n) < 0 || write(fd, body, strlen(body)) < 0)
+		return;
+}
+
+/* The page that tries every way out at once; its title becomes "done" when
+ * every attempt has had its chance. */
+static char *all_page(int dport)
+{
+	char *p = NULL;
+	int n = asprintf(&p,
+		"<!doctype html><title>all</title><body>"
+		"<iframe src=\"/ok-frame\"></iframe>"
+		"<iframe src=\"http://denied.test:%d/frame\"></iframe>"
+		"<img src=\"/ok.png\"><img src=\"http://denied.test:%d/img.png\">"
+		"<iframe name=sink></iframe>"
+		"<form id=f method=POST action=\"http://denied.test:%d/post\" target=sink>"
+		"<input name=a value=b></form>"
+		"<script>"
+		"const D='http://denied.test:%d';"
+		"fetch('/ok-fetch').catch(()=>{});"
+		"fetch(D+'/fetch',{mode:'no-cors'}).catch(()=>{});"
+		"try{new WebSocket('ws://denied.test:%d/ws')}catch(e){}"
+		"try{window.open(D+'/popup')}catch(e){}"
+		"document.getElementById('f').submit();"
+		"const a=document.createElement('a');a.href='/file.bin';a.download='x.bin';"
+		"document.body.appendChild(a);a.click();"
+		"navigator.serviceWorker.register('/sw.js').catch(e=>{document.title='sw-failed '+e});"
+		"setTimeout(()=>{if(document.title=='all')document.title='done'},2500);"
+		"</script>",
+		dport, dport, dport, dport, dport);
+	cr_assert(n > 0);
+	return p;
+}
+
+static void *site_main(void *arg)
+{
+	struct site *s = arg;
+	while (!s->stop) {
+		int c = accept(s->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		char buf[8192];
+		size_t got = 0;
+		while (got < sizeof(buf) - 1) {
+			ssize_t k = read(c, buf + got, sizeof(buf) - 1 - got);
+			if (k <= 0)
+				break;
+			got += (size_t)k;
+			buf[got] = '\0';
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		buf[got] = '\0';
+		char *eol = strstr(buf, "\r\n");
+		if (eol)
+			*eol = '\0';
+		site_log(s, buf);
+		char path[512] = "";
+		sscanf(buf, "%*s %511s", path);
+		if (strcmp(path, "/") == 0) {
+			reply(c, "200 OK", "text/html", "", "<!doctype html><title>allowed</title>hello");
+		} else if (strcmp(path, "/redirect") == 0) {
+			char loc[128];
+			snprintf(loc, sizeof(loc), "Location: http://denied.test:%d/landing\r\n", s->other_port);
+			reply(c, "302 Found", "text/plain", loc, "moved");
+		} else if (strcmp(path, "/all.html") == 0) {
+			char *page = all_page(s->other_port);
+			reply(c, "200 OK", "text/html", "", page);
+			free(page);
+		} else if (strcmp(path, "/sw.js") == 0) {
+			char js[512];
+			snprintf(js, sizeof(js),
+				 "self.addEventListener('install',e=>e.waitUntil(Promise.allSettled(["
+				 "fetch('/sw-ok'),fetch('http://denied.test:%d/sw',{mode:'no-cors'})])));",
+				 s->other_port);
+			reply(c, "200 OK", "application/javascript", "", js);
+		} else if (strcmp(path, "/file.bin") == 0) {
+			reply(c, "200 OK", "application/octet-stream",
+			      "Content-Disposition: attachment; filename=x.bin\r\n", "payload");
+		} else {
+			reply(c, "200 OK", "text/plain", "", "ok");
+		}
+		close(c);
+	}
+	return NULL;
+}
+
+static void site_start(struct site *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int one = 1;
+	setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	cr_assert_eq(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(s->fd, 64), 0);
+	socklen_t len = sizeof(a);
+	getsockname(s->fd, (struct sockaddr *)&a, &len);
+	s->port = ntohs(a.sin_port);
+	struct timeval tv = {0, 200000};
+	setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	pthread_create(&s->th, NULL, site_main, s);
+}
+
+static void site_stop(struct site *s)
+{
+	s->stop = true;
+	pthread_join(s->th, NULL);
+	close(s->fd);
+	for (int i = 0; i < s->n; i++)
+		free(s->log[i]);
+}
+
+/* ---- the gateway ---------------------------------------------------------------- */
+
+static struct dg_server srv;
+
+static json_t *http(const char *method, const char *path, const char *token, const char *body,
+		    int want)
+{
+	struct dg_http r;
+	cr_assert_eq(dg_test_http(srv.port, method, path, token, body, 30, &r), 0, "%s %s", method,
+		     path);
+	cr_assert_eq(r.status, want, "%s %s: status %d, want %d: %s", method, path, r.status, want,
+		     r.body);
+	json_t *j = json_loads(r.body, 0, NULL);
+	dg_http_free(&r);
+	return j;
+}
+
+static json_t *recv_json(struct dg_ws *ws, double timeout_s)
+{
+	double end = dg_test_now() + timeout_s;
+	for (;;) {
+		struct dg_ws_msg m;
+		double left = end - dg_test_now();
+		int r = dg_ws_recv(ws, left > 0 ? left : 0, &m);
+		cr_assert_eq(r, 1, "%s", r == 0 ? "no message in time" : "the connection closed");
+		if (m.binary) {
+			dg_ws_msg_free(&m);
+			continue; /* frames: not looked at here */
+		}
+		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
+		dg_ws_msg_free(&m);
+		const char *type = json_string_value(json_object_get(j, "type"));
+		if (type && strcmp(type, "event") == 0) {
+			json_decref(j);
+			continue;
+		}
+		return j;
+	}
+}
+
+/* Sends a canonical action and returns its result (after a "pending"
+ * notice when the policy asked: *pending then gets the approval id). */
+static json_t *act(struct dg_ws *ws, const char *action, char *pending, size_t plen)
+{
+	cr_assert_eq(dg_ws_send_text(ws, action), 0);
+	json_t *j = recv_json(ws, T_ACT);
+	const char *type = json_string_value(json_object_get(j, "type"));
+	if (pending && type && strcmp(type, "pending") == 0) {
+		snprintf(pending, plen, "%s", json_string_value(json_object_get(j, "approval")));
+		return j;
+	}
+	cr_assert_str_eq(type, "result", "%s: %s", action, json_dumps(j, 0));
+	return j;
+}
+
+static const char *str(json_t *j, const char *key)
+{
+	const char *s = json_string_value(json_object_get(j, key));
+	return s ? s : "";
+}
+
+/* Waits (with wait actions) until the page's title is want. */
+static void wait_title(struct dg_ws *ws, const char *want)
+{
+	char last[256] = "";
+	for (int i = 0; i < 40; i++) {
+		json_t *r = act(ws, "{\"type\":\"wait\",\"ms\":250}", NULL, 0);
+		snprintf(last, sizeof(last), "%s", str(r, "title"));
+		json_decref(r);
+		if (strcmp(last, want) == 0)
+			return;
+	}
+	cr_assert_fail("the page's title stayed \"%s\", not \"%s\"", last, want);
+}
+
+static char *policy_path;
+
+static void setup(void)
+{
+	site_start(&denied_site);
+	site_start(&allowed_site);
+	allowed_site.other_port = denied_site.port;
+	denied_site.other_port = denied_site.port;
+	char policy[2048];
+	snprintf(policy, sizeof(policy),
+		 "{\"version\": 1, \"default\": \"deny\",\n"
+		 " \"actions\": {\"allow\": [\"screenshot\", \"navigate\", \"wait\", \"back\"],\n"
+		 "             \"ask\": [\"exec\"]},\n"
+		 " \"urls\": {\"allow\": [\"http://localhost:%d/**\"]},\n"
+		 " \"egress\": {\"allow\": [\"localhost:%d\"]}}\n",
+		 allowed_site.port, allowed_site.port);
+	policy_path = dg_test_write_tmp("policy-browser.json", policy);
+	char a1[64], a2[64], extra[1024];
+	snprintf(a1, sizeof(a1), "localhost:%d=127.0.0.1:%d", allowed_site.port, allowed_site.port);
+	snprintf(a2, sizeof(a2), "denied.test:%d=127.0.0.1:%d", denied_site.port, denied_site.port);
+	const char *args[] = {"--test-resolve", a1, "--test-resolve", a2, NULL};
+	snprintf(extra, sizeof(extra), "\"policy\": \"%s\", \"limits\": {\"approval_seconds\": 3}",
+		 policy_path);
+	char err[1024];
+	cr_assert_eq(dg_test_serve_start_args(&srv, extra, args, 30, err, sizeof(err)), 0, "%s", err);
+}
+
+static void teardown(void)
+{
+	if (srv.pid > 0)
+		dg_test_serve_stop(&srv, 30, false);
+	site_stop(&allowed_site);
+	site_stop(&denied_site);
+	if (policy_path)
+		dg_test_rm_tmp(policy_path);
+}
+
+TestSuite(policy_browser, .init = setup, .fini = teardown, .timeout = 300);
+
+static struct dg_ws *open_session(char *id, size_t idlen)
+{
+	json_t *j = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, "{\"profile\":\"browser\"}", 201);
+	snprintf(id, idlen, "%s", str(j, "id"));
+	char path[128], proto[300], err[256];
+	snprintf(path, sizeof(path), "/v1/sessions/%s/ws", id);
+	snprintf(proto, sizeof(proto), "deskgate.v1, bearer.%s", str(j, "session_token"));
+	json_decref(j);
+	int status;
+	struct dg_ws *ws = dg_ws_connect(srv.port, path, NULL, proto, 30, &status, err, sizeof(err));
+	cr_assert(ws, "connect: %d %s", status, err);
+	json_decref(recv_json(ws, 10)); /* hello */
+	return ws;
+}
+
+static unsigned long metric(const char *name)
+{
+	struct dg_http r;
+	cr_assert_eq(dg_test_http(srv.port, "GET", "/metrics", DG_TEST_VIEWER_TOKEN, NULL, 10, &r), 0);
+	const char *p = strstr(r.body, name);
+	unsigned long v = p ? strtoul(p + strlen(name), NULL, 10) : 0;
+	dg_http_free(&r);
+	return v;
+}
+
+Test(policy_browser, every_way_out_of_the_browser)
+{
+	char id[64];
+	struct dg_ws *ws = open_session(id, sizeof(id));
+	char url[256];
+
+	/* Allowed navigation. */
+	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d/\"}",
+		 allowed_site.port);
+	json_t *r = act(ws, url, NULL, 0);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "allowed navigation: %s", str(r, "error"));
+	cr_assert_str_eq(str(r, "title"), "allowed");
+	json_decref(r);
+
+	/* Navigation to the denied site: refused by the action layer. */
+	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://denied.test:%d/\"}",
+		 denied_site.port);
+	r = act(ws, url, NULL, 0);
+	cr_assert(!json_is_true(json_object_get(r, "ok")));
+	cr_assert_str_eq(str(r, "verdict"), "deny");
+	cr_assert_str_eq(str(r, "rule"), "default");
+	json_decref(r);
+
+	/* A redirect to the denied site: the browser layer blocks the hop. */
+	unsigned long blocked0 = metric("deskgate_browser_requests_total{verdict=\"deny\"} ");
+	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d/redirect\"}",
+		 allowed_site.port);
+	r = act(ws, url, NULL, 0);
+	cr_assert(!json_is_true(json_object_get(r, "ok")), "the redirect was followed");
+	cr_assert(strstr(str(r, "error"), "BLOCKED_BY_CLIENT"), "error: %s", str(r, "error"));
+	json_decref(r);
+	cr_assert_gt(metric("deskgate_browser_requests_total{verdict=\"deny\"} "), blocked0);
+	cr_assert(site_saw(&allowed_site, "GET /redirect "));
+
+	/* Every other way out, from one page. */
+	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d/all.html\"}",
+		 allowed_site.port);
+	json_decref(act(ws, url, NULL, 0));
+	wait_title(ws, "done");
+	const char *want[] = {"GET /ok-frame ", "GET /ok.png ", "GET /ok-fetch ", "GET /sw.js ",
+			      "GET /sw-ok "};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_assert(site_saw(&allowed_site, want[i]), "the allowed site never saw %s", want[i]);
+
+	/* The download was refused: nothing in the jail's Downloads. exec is
+	 * "ask": it waits for a viewer's approval. */
+	char pending[128] = "";
+	r = act(ws, "{\"type\":\"exec\",\"argv\":[\"/bin/sh\",\"-c\",\"ls -A $HOME/Downloads 2>/dev/null | wc -l\"]}",
+		pending, sizeof(pending));
+	cr_assert_str_eq(str(r, "type"), "pending");
+	json_decref(r);
+	json_t *list = http("GET", "/v1/approvals", DG_TEST_VIEWER_TOKEN, NULL, 200);
+	json_t *first = json_array_get(json_object_get(list, "approvals"), 0);
+	cr_assert_str_eq(str(first, "id"), pending);
+	cr_assert_str_eq(str(first, "session"), id);
+	cr_assert_str_eq(str(first, "rule"), "actions.ask[0]");
+	json_decref(list);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/approvals/%s", pending);
+	/* Never from the agent's side. */
+	json_decref(http("GET", "/v1/approvals", DG_TEST_AGENT_TOKEN, NULL, 403));
+	json_decref(http("POST", path, DG_TEST_AGENT_TOKEN, "{\"decision\":\"approve\"}", 403));
+	json_decref(http("POST", path, DG_TEST_VIEWER_TOKEN, "{\"decision\":\"maybe\"}", 400));
+	json_decref(http("POST", path, DG_TEST_VIEWER_TOKEN, "{\"decision\":\"approve\"}", 200));
+	/* Single use. */
+	json_decref(http("POST", path, DG_TEST_VIEWER_TOKEN, "{\"decision\":\"approve\"}", 404));
+	r = recv_json(ws, T_ACT);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "approved exec: %s", json_dumps(r, 0));
+	cr_assert_str_eq(str(r, "approved_by"), "env-viewer");
+	json_t *ex = json_object_get(r, "exec");
+	cr_assert_str_eq(str(ex, "stdout"), "0\n", "Downloads holds files: %s", str(ex, "stdout"));
+	json_decref(r);
+
+	/* Denied by a human. */
+	r = act(ws, "{\"type\":\"exec\",\"argv\":[\"/bin/true\"]}", pending, sizeof(pending));
+	json_decref(r);
+	snprintf(path, sizeof(path), "/v1/approvals/%s", pending);
+	json_decref(http("POST", path, DG_TEST_ADMIN_TOKEN, "{\"decision\":\"deny\"}", 200));
+	r = recv_json(ws, T_ACT);
+	cr_assert(!json_is_true(json_object_get(r, "ok")));
+	cr_assert_str_eq(str(r, "rule"), "approval");
+	json_decref(r);
+
+	/* Nobody answers: refused when it expires (approval_seconds 3). */
+	double t0 = dg_test_now();
+	r = act(ws, "{\"type\":\"exec\",\"argv\":[\"/bin/true\"]}", pending, sizeof(pending));
+	json_decref(r);
+	r = recv_json(ws, 10);
+	cr_assert(!json_is_true(json_object_get(r, "ok")));
+	cr_assert_str_eq(str(r, "rule"), "approval");
+	cr_assert(strstr(str(r, "reason"), "within 3 s"), "%s", str(r, "reason"));
+	cr_assert_geq(dg_test_now() - t0, 2.5);
+	json_decref(r);
+
+	cr_assert(metric("deskgate_egress_total{verdict=\"deny\"} ") > 0,
+		  "the proxy denied nothing (the WebSocket, popup and form go there)");
+	dg_ws_close(ws);
+	cr_assert_eq(site_count(&denied_site), 0, "the denied site saw %d requests, first: %s",
+		     site_count(&denied_site), denied_site.n ? denied_site.log[0] : "");
+}
+
+/* exec: programs in the jail get the proxy and nothing else. */
+static json_t *approved_exec(struct dg_ws *ws, const char *action)
+{
+	char pending[128] = "", path[160];
+	json_decref(act(ws, action, pending, sizeof(pending)));
+	cr_assert(pending[0], "exec was not held for approval");
+	snprintf(path, sizeof(path), "/v1/approvals/%s", pending);
+	json_decref(http("POST", path, DG_TEST_VIEWER_TOKEN, "{\"decision\":\"approve\"}", 200));
+	json_t *r = recv_json(ws, T_ACT);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s: %s", action, json_dumps(r, 0));
+	return r;
+}
+
+static void curl(struct dg_ws *ws, const char *args, const char *want_stdout)
+{
+	char action[1024];
+	snprintf(action, sizeof(action),
+		 "{\"type\":\"exec\",\"argv\":[\"/bin/sh\",\"-c\",\"curl -sS -m 5 -o /dev/null -w '%%{http_code}' %s; echo \\\" $?\\\"\"]}",
+		 args);
+	json_t *r = approved_exec(ws, action);
+	json_t *ex = json_object_get(r, "exec");
+	cr_assert(strstr(str(ex, "stdout"), want_stdout), "curl %s: stdout %s, stderr %s (want %s)",
+		  args, str(ex, "stdout"), str(ex, "stderr"), want_stdout);
+	json_decref(r);
+}
+
+Test(policy_browser, exec_reaches_only_the_allowed_site)
+{
+	char id[64];
+	struct dg_ws *ws = open_session(id, sizeof(id));
+	char args[256];
+	snprintf(args, sizeof(args), "http://localhost:%d/exec-ok", allowed_site.port);
+	curl(ws, args, "200 0");
+	cr_assert(site_saw(&allowed_site, "GET /exec-ok "));
+	/* The proxy answers 403 for what the policy does not allow. */
+	snprintf(args, sizeof(args), "http://denied.test:%d/exec", denied_site.port);
+	curl(ws, args, "403 0");
+	curl(ws, "http://169.254.169.254/latest/meta-data/", "403 0");
+	/* The host's loopback by IP literal, through the proxy or around it. */
+	snprintf(args, sizeof(args), "http://127.0.0.1:%d/exec-ip", allowed_site.port);
+	curl(ws, args, "403 0");
+	snprintf(args, sizeof(args), "--noproxy '*' http://127.0.0.1:%d/exec-direct", allowed_site.port);
+	curl(ws, args, "000 7");
+	/* HTTPS through CONNECT to a host the policy does not name. */
+	curl(ws, "https://example.com/", "000");
+	dg_ws_close(ws);
+	cr_assert_eq(site_count(&denied_site), 0, "the denied site saw %d requests",
+		     site_count(&denied_site));
+	cr_assert(!site_saw(&allowed_site, "/exec-ip"), "the IP literal reached the host");
+	cr_assert(!site_saw(&allowed_site, "/exec-direct"), "a direct connection reached the host");
+}
