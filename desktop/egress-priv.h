@@ -128,9 +128,12 @@ int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct
 
 /* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
  * caller still closes its copy; the proxy makes the shared file description
- * non-blocking). session_id must pass dg_session_id_valid. The proxy answers
- * with an "egress_session" event (ok or the reason it refused). */
-int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd, struct dg_err *err);
+ * non-blocking). session_id must pass dg_session_id_valid. p: the policy the
+ * session runs under, whose "egress" list is sent along and decides for it
+ * (NULL: the policy the proxy was started with). The proxy answers with an
+ * "egress_session" event (ok or the reason it refused). */
+int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
+		  const struct dg_policy *p, struct dg_err *err);
 
 /* Stops accepting for the session and closes all its connections (each gets
  * its "egress_closed" event), then an "egress_session" event. */

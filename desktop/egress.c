@@ -132,6 +132,11 @@ struct session {
 	int lookups;   /* lookups in flight charged to the session */
 	uint64_t bytes;
 	uint64_t next_conn;
+	/* The session's own egress rules when the gateway sent them (a session
+	 * may run under another policy than the gateway's); else the
+	 * process's policy decides. Owned. */
+	struct dg_policy pol;
+	bool own_pol;
 };
 
 struct lookup {
@@ -882,7 +887,8 @@ static void decide(struct conn *c)
 	struct dg_egress_req *r = &c->req;
 	c->req_ok = true;
 	snprintf(c->target, sizeof(c->target), "%s:%u", r->host, r->port);
-	dg_policy_decide_egress(&G.pol, r->host, r->port, &c->dec);
+	dg_policy_decide_egress(c->s && c->s->own_pol ? &c->s->pol : &G.pol, r->host, r->port,
+				&c->dec);
 	if (c->dec.verdict != DG_VERDICT_ALLOW) {
 		refuse(c, 403, c->dec.rule, c->dec.reason, true);
 		return;
@@ -1149,6 +1155,8 @@ static void session_remove(struct session *s)
 			l->s = NULL;
 	char id[sizeof(s->id)];
 	snprintf(id, sizeof(id), "%s", s->id);
+	if (s->own_pol)
+		dg_policy_free(&s->pol);
 	memset(s, 0, sizeof(*s));
 	s->lfd = -1;
 	emit_session(id, "remove", NULL, closed);
@@ -1173,10 +1181,37 @@ static int check_listener(int fd, char *why, size_t n)
 	return 0;
 }
 
-static void op_add(const char *id, int *fds, int nfds)
+/* Compiles the "egress" list an add carried into a policy of that section
+ * alone (the policy loader checks every pattern again: the list came over
+ * the channel). */
+static int session_rules(const json_t *list, struct dg_policy *p, char *why, size_t n)
+{
+	json_t *doc = json_pack("{s:i, s:s, s:{s:O}}", "version", DG_POLICY_VERSION, "default",
+				"deny", "egress", "allow", list);
+	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	struct dg_err err = {{0}};
+	int r = text ? dg_policy_parse(text, strlen(text), "session egress", p, &err) : -ENOMEM;
+	free(text);
+	if (r)
+		snprintf(why, n, "bad egress list: %.120s", text ? err.msg : "out of memory");
+	return r;
+}
+
+static void op_add(const char *id, const json_t *egress, int *fds, int nfds)
 {
 	char why[160];
 	struct session *s = NULL;
+	struct dg_policy pol;
+	bool own_pol = false;
+	if (egress) {
+		if (!json_is_array(egress) || session_rules(egress, &pol, why, sizeof(why)) != 0) {
+			if (!json_is_array(egress))
+				snprintf(why, sizeof(why), "egress must be a list of host:port");
+			goto fail;
+		}
+		own_pol = true;
+	}
 	if (nfds != 1) {
 		snprintf(why, sizeof(why), "add needs exactly one descriptor, got %d", nfds);
 		goto fail;
@@ -1202,11 +1237,16 @@ static void op_add(const char *id, int *fds, int nfds)
 	memset(s, 0, sizeof(*s));
 	s->used = true;
 	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->pol = pol;
+	s->own_pol = own_pol;
+	own_pol = false;
 	s->lep.kind = EP_LISTEN;
 	s->lfd = fds[0];
 	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &s->lep};
 	if (epoll_ctl(G.ep, EPOLL_CTL_ADD, s->lfd, &e) != 0) {
 		snprintf(why, sizeof(why), "epoll: %s", strerror(errno));
+		if (s->own_pol)
+			dg_policy_free(&s->pol);
 		memset(s, 0, sizeof(*s));
 		s->lfd = -1;
 		goto fail;
@@ -1214,6 +1254,8 @@ static void op_add(const char *id, int *fds, int nfds)
 	emit_session(id, "add", NULL, -1);
 	return;
 fail:
+	if (own_pol)
+		dg_policy_free(&pol);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	logmsg("add %s: %s", id, why);
@@ -1228,7 +1270,7 @@ static void handle_ctl(const char *buf, size_t len, int *fds, int nfds)
 	if (!op || !id || !dg_session_id_valid(id)) {
 		ctl_error("not {\"op\":..., \"session\":ID} with a valid session id");
 	} else if (strcmp(op, "add") == 0) {
-		op_add(id, fds, nfds);
+		op_add(id, json_object_get(m, "egress"), fds, nfds);
 		nfds = 0;
 	} else if (strcmp(op, "remove") == 0) {
 		struct session *s = find_session(id);
@@ -1515,14 +1557,14 @@ int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct
 	}
 }
 
-static int send_op(struct dg_egress *e, const char *op, const char *id, const int *fds, int nfds,
-		   struct dg_err *err)
+static int send_op(struct dg_egress *e, const char *op, const char *id, json_t *egress,
+		   const int *fds, int nfds, struct dg_err *err)
 {
 	if (e->fd < 0)
 		return dg_err_set(err, -EPIPE, "egress: the proxy is not running");
 	if (!id || !dg_session_id_valid(id))
 		return dg_err_set(err, -EINVAL, "egress: %s: bad session id", op);
-	json_t *m = json_pack("{s:s, s:s}", "op", op, "session", id);
+	json_t *m = json_pack("{s:s, s:s, s:o*}", "op", op, "session", id, "egress", egress);
 	char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
 	json_decref(m);
 	if (!s)
@@ -1535,16 +1577,20 @@ static int send_op(struct dg_egress *e, const char *op, const char *id, const in
 	return 0;
 }
 
-int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd, struct dg_err *err)
+int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
+		  const struct dg_policy *p, struct dg_err *err)
 {
 	if (listen_fd < 0)
 		return dg_err_set(err, -EBADF, "egress: add: no listening socket");
-	return send_op(e, "add", session_id, &listen_fd, 1, err);
+	json_t *list = p ? dg_policy_egress_json(p) : NULL;
+	if (p && !list)
+		return dg_err_set(err, -ENOMEM, "egress: out of memory");
+	return send_op(e, "add", session_id, list, &listen_fd, 1, err);
 }
 
 int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err *err)
 {
-	return send_op(e, "remove", session_id, NULL, 0, err);
+	return send_op(e, "remove", session_id, NULL, NULL, 0, err);
 }
 
 int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err)

@@ -12,7 +12,7 @@ void dg_gw_egress_attach(struct gw_session *s)
 	if (s->egress_fd < 0)
 		return;
 	struct dg_err err = {{0}};
-	int r = dg_egress_add(&s->gw->egress, s->id, s->egress_fd, &err);
+	int r = dg_egress_add(&s->gw->egress, s->id, s->egress_fd, &s->policy, &err);
 	close(s->egress_fd);
 	s->egress_fd = -1;
 	if (r != 0) {

@@ -853,7 +853,8 @@ static void on_signal(int sig)
 
 static const char serve_usage[] =
 	"usage: deskgate serve [--config FILE] [--listen ADDR:PORT] [--policy FILE]\n"
-	"                      [--recordings DIR] [--verbose]\n";
+	"                      [--recordings DIR] [--verbose]\n"
+	"                      [--test-resolve NAME:PORT=IP:PORT]...  (tests only)\n";
 
 int dg_cmd_serve(int argc, char **argv)
 {

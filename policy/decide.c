@@ -485,3 +485,21 @@ int dg_policy_decide_egress(const struct dg_policy *p, const char *host, uint16_
 		 "no pattern of \"egress.allow\" matches the host and port");
 	return 0;
 }
+
+json_t *dg_policy_egress_json(const struct dg_policy *p)
+{
+	json_t *list = json_array();
+	if (!list || !p || !p->rules)
+		return list;
+	for (int i = 0; i < p->rules->n_egress; i++) {
+		const struct dg_egress *g = &p->rules->egress[i];
+		char buf[DG_URL_HOST_MAX + 16];
+		snprintf(buf, sizeof(buf), "%s%s:%u", g->host_wild ? "*." : "", g->host,
+			 (unsigned)g->port);
+		if (json_array_append_new(list, json_string(buf)) != 0) {
+			json_decref(list);
+			return NULL;
+		}
+	}
+	return list;
+}

@@ -184,6 +184,11 @@ bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16
 int dg_policy_decide_egress(const struct dg_policy *p, const char *host, uint16_t port,
 			    struct dg_decision *d);
 
+/* The "egress" allowlist as a JSON array of "host:port" / "*.suffix:port"
+ * strings (canonical ASCII), for handing to the egress proxy; an empty
+ * array for a policy without rules. NULL when out of memory. */
+json_t *dg_policy_egress_json(const struct dg_policy *p);
+
 /* ---- URLs (policy/url.c) -------------------------------------------------
  *
  * Only strictly canonical http and https URLs are accepted: lowercase scheme;

@@ -341,7 +341,7 @@ static int add_session(const char *id)
 	int port;
 	int fd = tcp_listener(128, &port);
 	struct dg_err err = {{0}};
-	cr_assert_eq(dg_egress_add(&eg, id, fd, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_egress_add(&eg, id, fd, NULL, &err), 0, "%s", err.msg);
 	close(fd); /* the proxy has its own copy */
 	json_t *ev = wait_event("egress_session", id, -1);
 	cr_assert_str_eq(str(ev, "op"), "add");
@@ -576,6 +576,34 @@ Test(egress_proxy, denied_host_gets_403_and_is_never_contacted)
 		json_decref(ev);
 	}
 	cr_assert_eq(accepted_settled(&denied_srv, 0), 0);
+}
+
+/* A session under its own policy: its egress list decides for it, the
+ * proxy's policy still decides for the others. */
+Test(egress_proxy, a_session_policy_decides_for_its_session_only)
+{
+	up();
+	struct dg_policy own;
+	struct dg_err err = {{0}};
+	const char *text = "{\"version\": 1, \"default\": \"deny\", "
+			   "\"egress\": {\"allow\": [\"denied.test:80\"]}}";
+	cr_assert_eq(dg_policy_parse(text, strlen(text), "own", &own, &err), 0, "%s", err.msg);
+	int port;
+	int fd = tcp_listener(16, &port);
+	cr_assert_eq(dg_egress_add(&eg, "own", fd, &own, &err), 0, "%s", err.msg);
+	close(fd);
+	dg_policy_free(&own);
+	json_decref(wait_event("egress_session", "own", -1));
+	char *r = roundtrip(port, "GET http://denied.test/x HTTP/1.1\r\nHost: denied.test\r\n\r\n", NULL);
+	cr_assert(starts(r, "HTTP/1.1 200"), "%s", r);
+	free(r);
+	r = roundtrip(port, "GET http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n", NULL);
+	cr_assert(starts(r, "HTTP/1.1 403"), "the session's own list should not allow it: %s", r);
+	free(r);
+	r = roundtrip(p1, "GET http://denied.test/y HTTP/1.1\r\nHost: denied.test\r\n\r\n", NULL);
+	cr_assert(starts(r, "HTTP/1.1 403"), "another session got the list: %s", r);
+	free(r);
+	cr_assert_eq(accepted_settled(&denied_srv, 1), 1);
 }
 
 Test(egress_proxy, connect_tunnel_with_half_close)
@@ -945,7 +973,7 @@ Test(egress_proxy, control_message_errors_are_reported_and_ignored)
 	int port;
 	int l = tcp_listener(8, &port);
 	struct dg_err err = {{0}};
-	cr_assert_eq(dg_egress_add(&eg, "s1", l, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_egress_add(&eg, "s1", l, NULL, &err), 0, "%s", err.msg);
 	close(l);
 	ev = wait_event("egress_session", "s1", -1);
 	cr_assert(json_is_false(json_object_get(ev, "ok")));
@@ -958,7 +986,7 @@ Test(egress_proxy, control_message_errors_are_reported_and_ignored)
 	json_decref(ev);
 	int sp[2];
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
-	cr_assert_eq(dg_egress_add(&eg, "s3", sp[0], &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_egress_add(&eg, "s3", sp[0], NULL, &err), 0, "%s", err.msg);
 	ev = wait_event("egress_session", "s3", -1);
 	cr_assert(strstr(str(ev, "error"), "not a listening socket"), "%s", str(ev, "error"));
 	json_decref(ev);
@@ -969,7 +997,7 @@ Test(egress_proxy, control_message_errors_are_reported_and_ignored)
 	cr_assert(json_is_false(json_object_get(ev, "ok")));
 	json_decref(ev);
 	/* The caller's side refuses bad ids before sending. */
-	cr_assert_eq(dg_egress_add(&eg, "Bad Id", 0, &err), -EINVAL);
+	cr_assert_eq(dg_egress_add(&eg, "Bad Id", 0, NULL, &err), -EINVAL);
 	cr_assert_eq(dg_egress_remove(&eg, "", &err), -EINVAL);
 
 	/* Still serving. */
@@ -1245,7 +1273,7 @@ Test(egress_proxy, session_slots_at_their_boundary)
 	int port;
 	int l = tcp_listener(8, &port);
 	struct dg_err err = {{0}};
-	cr_assert_eq(dg_egress_add(&eg, "one-too-many", l, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_egress_add(&eg, "one-too-many", l, NULL, &err), 0, "%s", err.msg);
 	close(l);
 	json_t *ev = wait_event("egress_session", "one-too-many", -1);
 	cr_assert(json_is_false(json_object_get(ev, "ok")));
