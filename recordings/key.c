@@ -95,7 +95,8 @@ static int wrap(EVP_PKEY *pkey, bool priv, const char *what, struct dg_rec_key *
 }
 
 /* Reads a key file (at most DG_REC_KEY_FILE_MAX bytes, no symlink, a
- * regular file; a private one must not be open to group or others). */
+ * regular file; a private one must not be open to group or others), the
+ * mode checked on the descriptor that is read. */
 static int read_key_file(int dirfd, const char *name, const char *path, bool priv, char **buf,
 			 size_t *len, struct dg_err *err)
 {
@@ -104,18 +105,17 @@ static int read_key_file(int dirfd, const char *name, const char *path, bool pri
 	if (rc)
 		return rc;
 	struct stat st;
-	if (fstat(fd, &st) != 0) {
+	if (fstat(fd, &st) != 0)
 		rc = dg_err_set(err, -errno, "%s: %s", path, strerror(errno));
-		close(fd);
-		return rc;
-	}
+	else if (priv && (st.st_mode & 077))
+		rc = dg_err_set(err, -EPERM,
+				"%s: mode %04o lets group or others read or write the private key; "
+				"it must be 0600 (chmod 600, or move it away to have a new one made)",
+				path, (unsigned)(st.st_mode & 07777));
+	else
+		rc = dg_rec_read_fd(fd, DG_REC_KEY_FILE_MAX, path, buf, len, err);
 	close(fd);
-	if (priv && (st.st_mode & 077))
-		return dg_err_set(err, -EPERM,
-				  "%s: mode %04o lets group or others read or write the private key; "
-				  "it must be 0600 (chmod 600, or move it away to have a new one made)",
-				  path, (unsigned)(st.st_mode & 07777));
-	return dg_rec_read_at(dirfd, name, DG_REC_KEY_FILE_MAX, path, buf, len, err);
+	return rc;
 }
 
 static int parse_private(char *pem, size_t len, const char *path, struct dg_rec_key **k,

@@ -125,6 +125,15 @@ static size_t expect_tail(const char *hash, const char *sig, char *out, size_t l
 	return n < 0 || (size_t)n >= len ? 0 : (size_t)n;
 }
 
+/* A string field without NUL inside (strings may hold NUL: compare them
+ * as C strings only when they have none), or NULL. */
+static const char *exact(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+	const char *s = json_string_value(v);
+	return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
 static bool type_ok(const char *t)
 {
 	size_t n = 0;
@@ -152,10 +161,10 @@ static int check_line(struct dg_rec_scan *s, const char *line, size_t len, int64
 	}
 	int rc = 0;
 	json_t *jseq = json_object_get(j, "seq");
-	const char *type = json_string_value(json_object_get(j, "type"));
-	const char *prev = json_string_value(json_object_get(j, "prev"));
-	const char *hash = json_string_value(json_object_get(j, "hash"));
-	const char *sig = json_string_value(json_object_get(j, "sig"));
+	const char *type = exact(j, "type");
+	const char *prev = exact(j, "prev");
+	const char *hash = exact(j, "hash");
+	const char *sig = exact(j, "sig");
 	char hex[DG_REC_HEX_LEN + 1];
 	dg_rec_hex(s->last_hash, DG_REC_SHA_LEN, hex);
 	if (!json_is_integer(jseq)) {
@@ -217,8 +226,8 @@ static int check_line(struct dg_rec_scan *s, const char *line, size_t len, int64
 		goto out;
 	}
 	if (seal) {
-		const char *kid = json_string_value(json_object_get(j, "key_id"));
-		const char *alg = json_string_value(json_object_get(j, "alg"));
+		const char *kid = exact(j, "key_id");
+		const char *alg = exact(j, "alg");
 		json_t *complete = json_object_get(j, "complete");
 		unsigned char raw[DG_REC_SIG_B64_LEN];
 		int n = EVP_DecodeBlock(raw, (const unsigned char *)sig, DG_REC_SIG_B64_LEN);

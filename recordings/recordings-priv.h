@@ -17,6 +17,7 @@
 #define DG_REC_SALT_LEN 16                  /* redaction salt */
 #define DG_REC_WALL_BUF 64                  /* "2025-05-01T12:34:56.789Z" and NUL, with room for any int year */
 #define DG_REC_READ_CHUNK (64 * 1024)       /* bytes per read() of events.jsonl */
+#define DG_REC_BUF_KEEP (256 * 1024)        /* a writer keeps a line buffer up to this */
 #define DG_REC_RM_DEPTH_MAX 4               /* directory depth retention removes */
 #define DG_REC_DELETING_PREFIX ".deleting-" /* a recording being removed */
 /* Room kept at the end of a recording for what closes it (an "orphaned"
@@ -77,6 +78,8 @@ void dg_rec_wall_str(int64_t ms, char out[DG_REC_WALL_BUF]);
  * bytes. *buf is malloc'd and NUL-terminated. Messages name `what`. */
 int dg_rec_read_at(int dirfd, const char *name, size_t max, const char *what, char **buf, size_t *len,
 		   struct dg_err *err);
+/* The same from an open descriptor (its current offset, fstat's size). */
+int dg_rec_read_fd(int fd, size_t max, const char *what, char **buf, size_t *len, struct dg_err *err);
 /* Writes data to name under dirfd atomically: a temporary file (mode),
  * fdatasync when sync, rename; the directory synced when sync. */
 int dg_rec_write_at(int dirfd, const char *name, const void *data, size_t len, int mode, bool sync,

@@ -206,7 +206,8 @@ int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o
 		close(rootfd);
 		return rc;
 	}
-	qsort(list, n, sizeof(*list), by_age);
+	if (n)
+		qsort(list, n, sizeof(*list), by_age);
 	int64_t now = o->now_s ? o->now_s : (int64_t)time(NULL);
 	uint64_t total = 0;
 	for (size_t i = 0; i < n; i++) {

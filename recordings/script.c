@@ -219,7 +219,15 @@ static int run_step(const struct dg_policy *p, json_t *o, struct sim *sim, const
 		dg_show_str(name, DG_SHOW_MAX, false, shown, sizeof(shown));
 		snprintf(so->label, sizeof(so->label), " %s", shown);
 	}
-	const char *bad = declare(o, sim, why, sizeof(why));
+	/* The declared state takes effect only when the whole step is valid. */
+	struct sim *next = malloc(sizeof(*next));
+	if (!next)
+		return -ENOMEM;
+	*next = *sim;
+	const char *bad = declare(o, next, why, sizeof(why));
+	if (!bad)
+		*sim = *next;
+	free(next);
 	if (bad)
 		return fail_line(so, sum, "%s", bad);
 	const char *expect = json_string_value(json_object_get(o, "expect"));
@@ -358,7 +366,8 @@ int dg_rec_test_script(const struct dg_policy *p, FILE *script, const struct dg_
 	if (rc == 0 && (ioerr || fflush(out) != 0))
 		rc = -EIO;
 	if (rc)
-		return dg_err_set(err, rc, "test: %s", ioerr ? "reading the script failed"
-							    : "writing the results failed");
+		return dg_err_set(err, rc, "test: %s", rc == -ENOMEM ? "out of memory"
+						       : ioerr	     ? "reading the script failed"
+								     : "writing the results failed");
 	return 0;
 }

@@ -140,27 +140,20 @@ int dg_rec_open_reg(int dirfd, const char *name, int flags, const char *what, in
 	return 0;
 }
 
-int dg_rec_read_at(int dirfd, const char *name, size_t max, const char *what, char **buf, size_t *len,
-		   struct dg_err *err)
+int dg_rec_read_fd(int fd, size_t max, const char *what, char **buf, size_t *len, struct dg_err *err)
 {
-	int fd;
-	int64_t size;
-	int rc = dg_rec_open_reg(dirfd, name, O_RDONLY, what, &fd, &size, err);
-	if (rc)
-		return rc;
-	if (size < 0 || (uint64_t)size > max) {
-		close(fd);
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return dg_err_set(err, -errno, "%s: %s", what, strerror(errno));
+	if (st.st_size < 0 || (uint64_t)st.st_size > max)
 		return dg_err_set(err, -EFBIG, "%s: %lld bytes is more than the limit of %zu", what,
-				  (long long)size, max);
-	}
-	char *b = malloc((size_t)size + 1);
-	if (!b) {
-		close(fd);
+				  (long long)st.st_size, max);
+	char *b = malloc((size_t)st.st_size + 1);
+	if (!b)
 		return dg_err_set(err, -ENOMEM, "%s: out of memory", what);
-	}
 	/* Read the size fstat gave, plus one byte: a file that grows meanwhile
 	 * is refused rather than read past its limit. */
-	size_t got = 0, want = (size_t)size;
+	size_t got = 0, want = (size_t)st.st_size;
 	for (;;) {
 		char extra;
 		char *dst = got < want ? b + got : &extra;
@@ -171,23 +164,32 @@ int dg_rec_read_at(int dirfd, const char *name, size_t max, const char *what, ch
 		if (n < 0) {
 			int e = errno;
 			free(b);
-			close(fd);
 			return dg_err_set(err, -e, "%s: %s", what, strerror(e));
 		}
 		if (n == 0)
 			break;
 		if (dst == &extra) {
 			free(b);
-			close(fd);
 			return dg_err_set(err, -EAGAIN, "%s: changed while it was read", what);
 		}
 		got += (size_t)n;
 	}
-	close(fd);
 	b[got] = '\0';
 	*buf = b;
 	*len = got;
 	return 0;
+}
+
+int dg_rec_read_at(int dirfd, const char *name, size_t max, const char *what, char **buf, size_t *len,
+		   struct dg_err *err)
+{
+	int fd;
+	int rc = dg_rec_open_reg(dirfd, name, O_RDONLY, what, &fd, NULL, err);
+	if (rc)
+		return rc;
+	rc = dg_rec_read_fd(fd, max, what, buf, len, err);
+	close(fd);
+	return rc;
 }
 
 int dg_rec_write_at(int dirfd, const char *name, const void *data, size_t len, int mode, bool sync,

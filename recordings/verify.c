@@ -183,7 +183,7 @@ static int on_event(struct dg_rec_scan *s, const struct dg_rec_ev *ev, struct dg
 			continue;
 		const char *hex = json_string_value(f);
 		uint8_t h[DG_REC_SHA_LEN];
-		if (!hex || dg_rec_unhex(hex, h) != 0) {
+		if (!hex || strlen(hex) != json_string_length(f) || dg_rec_unhex(hex, h) != 0) {
 			char shown[DG_SHOW_VALUE_BUF];
 			dg_show_value(f, shown, sizeof(shown));
 			return dg_err_set(err, -EBADMSG, "seq %llu: %s %s is not a frame hash",
@@ -280,6 +280,7 @@ int dg_rec_verify_lim(const char *dir, const struct dg_rec_key *key, const struc
 		res->bad_seq = res->last_seq;
 		snprintf(res->msg, sizeof(res->msg), "seq %llu: sealed by key %.16s..., not by the key "
 			 "given (%.16s...)", (unsigned long long)res->last_seq, res->key_id, kid);
+		res->last_seq--; /* the seal did not verify */
 		return 0;
 	}
 	rc = dg_rec_key_check(key, s.last_hash, s.sig);

@@ -581,6 +581,11 @@ static int append(struct dg_rec *r, json_t *e, const struct dg_rec_key *k, struc
 	r->seq = seq;
 	memcpy(r->hash, h, DG_REC_SHA_LEN);
 	r->size += (int64_t)len;
+	if (r->cap > DG_REC_BUF_KEEP) { /* a rare big event: do not hold its buffer */
+		free(r->buf);
+		r->buf = NULL;
+		r->cap = 0;
+	}
 	r->dirty = true;
 	rc = 0;
 	if (seal || r->o.fsync == DG_REC_FSYNC_EVERY ||

@@ -220,6 +220,24 @@ Test(retention, leaves_what_is_not_a_recording_and_finishes_interrupted_deletes)
 	cr_assert_eq(access(p, F_OK), 0, "a symlink was followed");
 }
 
+Test(retention, removal_depth_at_its_boundary)
+{
+	/* Interrupted deletions nested DG_REC_RM_DEPTH_MAX levels deep are
+	 * removed; one level deeper is left (a recording has two levels). */
+	for (int over = 0; over <= 1; over++) {
+		char p[512];
+		int n = snprintf(p, sizeof(p), "%s/.deleting-d%d", root, over);
+		mkdir(p, 0700);
+		for (int d = 1; d <= DG_REC_RM_DEPTH_MAX + over; d++) {
+			n += snprintf(p + n, sizeof(p) - (size_t)n, "/%d", d);
+			cr_assert_eq(mkdir(p, 0700), 0, "%s", p);
+		}
+	}
+	retain(1, 0);
+	cr_assert_not(exists(".deleting-d0"));
+	cr_assert(exists(".deleting-d1"));
+}
+
 Test(retention, entry_bound)
 {
 	for (int i = 0; i < 4; i++) {
