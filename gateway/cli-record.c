@@ -15,7 +15,9 @@
 static const char verify_usage[] =
 	"usage: deskgate verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR\n";
 static const char replay_usage[] = "usage: deskgate replay --policy FILE [--json] RECORDING_DIR\n";
-static const char test_usage[] = "usage: deskgate test --policy FILE [--live] SCRIPT.jsonl\n";
+static const char test_usage[] =
+	"usage: deskgate test --policy FILE [--live [--profile xterm|browser]\n"
+	"                     [--test-resolve NAME:PORT=IP:PORT]] SCRIPT.jsonl\n";
 static const char key_usage[] = "usage: deskgate key --state-dir DIR [--create]\n";
 
 static int usage(const char *cmd, const char *text, const char *fmt, const char *arg)
@@ -225,29 +227,14 @@ int dg_cmd_replay(int argc, char **argv)
 
 /* ---- test ---------------------------------------------------------------------- */
 
-int dg_cli_live_open(const struct dg_policy *p, struct dg_rec_live *live, struct dg_err *err)
-{
-	/* The gateway integration fills this in: start (or connect to) a
-	 * desktop session under p and set live->step to run one step through
-	 * the full stack. */
-	(void)p;
-	(void)live;
-	return dg_err_set(err, -ENOSYS, "--live is not available yet: it needs the gateway "
-			  "integration (a desktop driven through the full stack); run without --live "
-			  "to decide the script offline");
-}
-
-void dg_cli_live_close(struct dg_rec_live *live)
-{
-	(void)live;
-}
-
 int dg_cmd_test(int argc, char **argv)
 {
-	const char *policy_path = NULL, *script = NULL;
+	const char *policy_path = NULL, *script = NULL, *profile = NULL, *resolve = NULL;
 	bool live_flag = false;
 	const struct opt opts[] = { { "--policy", &policy_path, NULL },
 				    { "--live", NULL, &live_flag },
+				    { "--profile", &profile, NULL },
+				    { "--test-resolve", &resolve, NULL },
 				    { NULL, NULL, NULL } };
 	int rc = parse_args("test", test_usage, argc, argv, opts, &script);
 	if (rc)
@@ -269,7 +256,12 @@ int dg_cmd_test(int argc, char **argv)
 		return DG_EXIT_USAGE;
 	}
 	struct dg_rec_live live = { 0 };
-	if (live_flag && dg_cli_live_open(&p, &live, &err) != 0) {
+	if ((profile || resolve) && !live_flag) {
+		fclose(f);
+		dg_policy_free(&p);
+		return usage("test", test_usage, "%s", "--profile and --test-resolve need --live");
+	}
+	if (live_flag && dg_cli_live_open(&p, profile, resolve, &live, &err) != 0) {
 		fprintf(stderr, "deskgate test: %s\n", err.msg);
 		fclose(f);
 		dg_policy_free(&p);

@@ -31,11 +31,16 @@ int dg_cmd_test(int argc, char **argv);
  * or it does not load), 2 usage. */
 int dg_cmd_key(int argc, char **argv);
 
-/* The runner of `deskgate test --live` (the gateway integration: a desktop
- * driven through the full stack). Until it exists it returns -ENOSYS and
- * --live exits 2 saying so. On success live is filled and live_close is
- * called with it after the script. */
-int dg_cli_live_open(const struct dg_policy *p, struct dg_rec_live *live, struct dg_err *err);
+/* The runner of `deskgate test --live` (gateway/cli-live.c): a fresh
+ * desktop of profile (default browser) in its jail, its worker, and an
+ * egress proxy serving it, all under policy p: each step is decided as the
+ * gateway decides (and not performed unless allowed: an ask cannot be
+ * approved here), the browser's requests are decided by p's urls, and the
+ * page's URL and title after the step are reported. resolve: one test-only
+ * NAME:PORT=IP:PORT for the proxy (see `deskgate serve --test-resolve`), or
+ * NULL. Needs root. live_close ends everything. */
+int dg_cli_live_open(const struct dg_policy *p, const char *profile, const char *resolve,
+		     struct dg_rec_live *live, struct dg_err *err);
 void dg_cli_live_close(struct dg_rec_live *live);
 
 #endif

@@ -109,9 +109,14 @@ int dg_cmd_serve(int argc, char **argv);
  *       "handshake_seconds": 10,       a connection must finish its HTTP request
  *                                      or WebSocket upgrade within this time
  *       "actions_per_second": 50,      per session; above it actions are refused
- *       "approval_seconds": 120        an action the policy asks about waits this
+ *       "approval_seconds": 120,       an action the policy asks about waits this
  *                                      long for a viewer's or admin's approval;
  *                                      then it is refused
+ *       "recording_fsync_ms": 1000,    recordings reach the disk at most this
+ *                                      long after an event (0: after every event)
+ *       "retention_days": 30,          recordings older than this are deleted,
+ *       "retention_mb": 10240          then the oldest until all fit (0: no limit;
+ *                                      a live session's recording is never deleted)
  *     }
  *   }
  *
@@ -160,6 +165,15 @@ int dg_cmd_serve(int argc, char **argv);
 #define DG_GW_APPROVAL_SECONDS_DEFAULT 120
 #define DG_GW_APPROVAL_SECONDS_MIN 1
 #define DG_GW_APPROVAL_SECONDS_MAX (24 * 3600)
+#define DG_GW_RECORDING_FSYNC_MS_DEFAULT 1000
+#define DG_GW_RECORDING_FSYNC_MS_MIN 0
+#define DG_GW_RECORDING_FSYNC_MS_MAX 60000
+#define DG_GW_RETENTION_DAYS_DEFAULT 30
+#define DG_GW_RETENTION_DAYS_MIN 0
+#define DG_GW_RETENTION_DAYS_MAX 36500
+#define DG_GW_RETENTION_MB_DEFAULT 10240
+#define DG_GW_RETENTION_MB_MIN 0
+#define DG_GW_RETENTION_MB_MAX (1024u * 1024 * 1024)
 #define DG_GW_ACTIONS_PER_SECOND_DEFAULT 50
 #define DG_GW_ACTIONS_PER_SECOND_MIN 1
 #define DG_GW_ACTIONS_PER_SECOND_MAX 100000
@@ -176,6 +190,9 @@ struct dg_gw_limits {
 	uint32_t handshake_seconds;
 	uint32_t actions_per_second;
 	uint32_t approval_seconds;
+	uint32_t recording_fsync_ms;
+	uint32_t retention_days;
+	uint32_t retention_mb;
 };
 
 enum dg_role {

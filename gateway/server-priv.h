@@ -16,6 +16,7 @@
 #include "desktop/egress-priv.h"
 #include "desktop/ipc-priv.h"
 #include "gateway/gateway.h"
+#include "recordings/recordings.h"
 
 #define DG_GATEWAY_UID (DG_JAIL_ID_BASE - 1) /* the unprivileged gateway's uid/gid */
 #define DG_HTTP_BODY_MAX (64 * 1024)      /* bytes of an HTTP request body */
@@ -26,7 +27,11 @@
 #define DG_MODEL_DIM_MIN 64
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
-#define DG_APPROVAL_ID_BYTES 16          /* random bytes of an approval id (hex in URLs) */
+#define DG_APPROVAL_ID_BYTES 16
+/* The text a recording keeps for the built-in default policy. */
+#define DG_GW_BUILTIN_POLICY_TEXT "{\"version\": 1}"
+#define DG_GW_RETENTION_PERIOD_S 3600      /* between retention passes */
+#define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */          /* random bytes of an approval id (hex in URLs) */
 
 struct gw;
 struct gw_session;
@@ -88,6 +93,16 @@ struct request {
 	unsigned char *zoom_png; /* a zoom's answer: not the session's screen */
 	size_t zoom_len;
 	struct conn *agent;   /* who asked (NULL once gone) */
+	/* For the recording: the agent's message as sent, and the state the
+	 * current action was decided in (replay decides it again in it). */
+	char *raw;
+	size_t raw_len;
+	int recorded;         /* actions of ad recorded so far */
+	char *b_url, *b_title;
+	char b_frame[DG_REC_HEX_LEN + 1];
+	int b_px, b_py;
+	long long t_step;     /* ms: when the current action was decided */
+	char zoom_frame[DG_REC_HEX_LEN + 1];
 };
 
 enum session_state { S_STARTING, S_READY, S_ENDED };
@@ -143,7 +158,14 @@ struct gw_session {
 		unsigned char *png;   /* the screen when it asked (owned) */
 		size_t png_len;
 	} appr;
-	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval;
+	/* The recording (recordings/): opened at creation, sealed at the end. */
+	struct dg_rec *rec;
+	bool rec_broken;
+	char rec_error[DG_ERR_MAX + 64];
+	char *policy_text;     /* the policy's file text, as recorded (owned) */
+	size_t policy_len;
+	char frame_hash[DG_REC_HEX_LEN + 1]; /* the current screen's frame */
+	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval, sul_rec;
 };
 
 struct gw_metrics {
@@ -152,9 +174,18 @@ struct gw_metrics {
 	unsigned long auth_failures, protocol_errors;
 	unsigned long requests[2];   /* the browser's requests: [allowed, blocked] */
 	unsigned long egress[2];     /* proxy connections: [allowed, denied] */
+	unsigned long rec_events, rec_us; /* recording writes and their cost */
 	double action_ms_sum;
 	unsigned long action_ms_count;
 	unsigned long action_ms_buckets[12];
+};
+
+/* A cached verify result of one recording (GET /v1/recordings). */
+#define DG_GW_VERIFY_CACHE 256
+struct gw_verify_cache {
+	char id[DG_REC_ID_MAX + 1];
+	long long size, mtime_s, mtime_ns;
+	json_t *result;
 };
 
 struct gw {
@@ -166,6 +197,12 @@ struct gw {
 	struct dg_spawner spawner;
 	struct lws *spawner_wsi;
 	struct dg_egress egress;      /* the proxy for every session's way out */
+	char *policy_text;            /* the gateway policy's text (owned) */
+	size_t policy_len;
+	struct dg_rec_key *rec_key;   /* signs every recording's seal */
+	lws_sorted_usec_list_t sul_retention, sul_flush;
+	struct gw_verify_cache verify_cache[DG_GW_VERIFY_CACHE];
+	unsigned verify_next;
 	struct lws *egress_wsi;
 	struct gw_session *sessions; /* cfg.limits.max_sessions of them */
 	int n_sessions;
@@ -175,6 +212,7 @@ struct gw {
 };
 
 long long dg_gw_now_ms(void);
+long long dg_gw_now_us(void);
 
 /* server.c */
 void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
@@ -210,6 +248,23 @@ json_t *dg_gw_approvals_json(struct gw *gw);
 struct gw_session *dg_gw_approval_find(struct gw *gw, const char *id);
 int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const char *who,
 			  char *err, size_t errlen);
+
+/* recording-link.c: see there. dg_gw_policy_load reads a policy file
+ * (path NULL or "": the built-in default) and keeps its text (malloc'd). */
+int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t *len,
+		      struct dg_err *err);
+int dg_gw_rec_start(struct gw *gw, struct dg_err *err); /* as root, before sessions */
+void dg_gw_rec_timers(struct gw *gw);
+void dg_gw_rec_stop(struct gw *gw);
+int dg_gw_rec_open(struct gw_session *s, struct dg_err *err);
+void dg_gw_rec_event(struct gw_session *s, const json_t *ev);   /* ev borrowed */
+int dg_gw_rec_frame(struct gw_session *s, const unsigned char *png, size_t len,
+		    char hash[DG_REC_HEX_LEN + 1]);
+void dg_gw_rec_failed(struct gw_session *s, const char *why);
+void dg_gw_rec_close(struct gw_session *s, const char *reason);
+json_t *dg_gw_rec_list(struct gw *gw);
+json_t *dg_gw_rec_info(struct gw *gw, const char *id); /* NULL: no such recording */
+void dg_gw_rec_cache_free(struct gw *gw);
 
 /* egress-link.c: the session's listener goes to the proxy once the desktop
  * exists (attach) and is withdrawn at its end (detach, idempotent); the

@@ -31,6 +31,13 @@ long long dg_gw_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+long long dg_gw_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* ---- outgoing messages ---------------------------------------------------- */
 
 static struct outmsg *outmsg_new(bool binary, const void *data, size_t len)
@@ -385,6 +392,67 @@ static int route_approvals(struct conn *c, const char *path, const char *raw, si
 					    approve ? "approved" : "denied", "by", c->who.name));
 }
 
+/* GET /v1/recordings[/{id}[/events | /frames/{sha256}.png]]: viewers and
+ * admins. The id and the hash are checked against their exact grammar
+ * before any path is built, so no request can name a file outside the
+ * recordings directory. */
+static int route_recordings(struct conn *c, const char *path)
+{
+	if (!dg_auth_may(&c->who, DG_PERM_READ_RECORDINGS, NULL))
+		return reply_error(c, 403, "forbidden", "recordings need a viewer or admin token");
+	if (c->method != 'G')
+		return reply_error(c, 405, "method_not_allowed", "GET");
+	if (strcmp(path, "/v1/recordings") == 0)
+		return reply_json(c, 200, json_pack("{s:o}", "recordings", dg_gw_rec_list(G)));
+	const char *rest = path + 15;
+	char id[DG_REC_ID_MAX + 1];
+	size_t n = strcspn(rest, "/");
+	if (n == 0 || n > DG_REC_ID_MAX)
+		return reply_error(c, 404, "not_found", "no such recording");
+	memcpy(id, rest, n);
+	id[n] = '\0';
+	if (!dg_rec_id_valid(id))
+		return reply_error(c, 404, "not_found", "no such recording");
+	const char *tail = rest + n;
+	char file[DG_CONFIG_PATH_MAX + 256];
+	if (!*tail) {
+		json_t *j = dg_gw_rec_info(G, id);
+		if (!j)
+			return reply_error(c, 404, "not_found", "no such recording");
+		return reply_json(c, 200, j);
+	}
+	if (strcmp(tail, "/events") == 0) {
+		snprintf(file, sizeof(file), "%s/%s/events.jsonl", G->cfg.recordings, id);
+		struct stat st;
+		if (lstat(file, &st) != 0 || !S_ISREG(st.st_mode))
+			return reply_error(c, 404, "not_found", "no such recording");
+	} else if (strncmp(tail, "/frames/", 8) == 0) {
+		char hash[DG_REC_HEX_LEN + 1];
+		const char *h = tail + 8;
+		if (strlen(h) != DG_REC_HEX_LEN + 4 || strcmp(h + DG_REC_HEX_LEN, ".png") != 0)
+			return reply_error(c, 404, "not_found", "no such frame");
+		memcpy(hash, h, DG_REC_HEX_LEN);
+		hash[DG_REC_HEX_LEN] = '\0';
+		int fd;
+		size_t size;
+		struct dg_err err = {{0}};
+		if (!dg_rec_hash_valid(hash) ||
+		    dg_rec_frame_open(G->cfg.recordings, id, hash, &fd, &size, &err) != 0)
+			return reply_error(c, 404, "not_found", "no such frame");
+		close(fd);
+		snprintf(file, sizeof(file), "%s/%s/frames/%s.png", G->cfg.recordings, id, hash);
+	} else {
+		return reply_error(c, 404, "not_found", "no such resource");
+	}
+	static const char nostore[] = "cache-control: no-store\r\n";
+	bool frame = tail[1] == 'f';
+	int r = lws_serve_http_file(c->wsi, file, frame ? "image/png" : "application/x-ndjson",
+				    nostore, (int)strlen(nostore));
+	/* < 0: close; 0: lws streams the rest; > 0: sent, and lws completed
+	 * the transaction itself. */
+	return r < 0 ? -1 : 0;
+}
+
 static int route(struct conn *c, const char *raw, size_t raw_len)
 {
 	const char *path = c->path;
@@ -435,6 +503,8 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 	}
 	if (strcmp(path, "/v1/approvals") == 0 || strncmp(path, "/v1/approvals/", 14) == 0)
 		return route_approvals(c, path, raw, raw_len);
+	if (strcmp(path, "/v1/recordings") == 0 || strncmp(path, "/v1/recordings/", 15) == 0)
+		return route_recordings(c, path);
 	char id[DG_SESSION_ID_MAX + 2];
 	const char *tail = session_path(path, id, sizeof(id));
 	if (tail && *tail == '\0') {
@@ -900,8 +970,7 @@ int dg_cmd_serve(int argc, char **argv)
 		return DG_EXIT_USAGE;
 	}
 	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
-	if (policy_path && policy_path[0] ? dg_policy_load(policy_path, &gw.policy, &err)
-					 : (dg_policy_default(&gw.policy), 0)) {
+	if (dg_gw_policy_load(policy_path, &gw.policy, &gw.policy_text, &gw.policy_len, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
@@ -926,6 +995,13 @@ int dg_cmd_serve(int argc, char **argv)
 	unsetenv(DG_ENV_ADMIN_TOKEN);
 	if (dg_jail_cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate serve: cleaning up stale jails: %s\n", err.msg);
+	/* The signing key is read (or made) while still root: the key file is
+	 * root's, mode 0600; the gateway keeps it in memory only. Recordings a
+	 * dead gateway left are sealed before any new session starts. */
+	if (dg_gw_rec_start(&gw, &err) != 0) {
+		fprintf(stderr, "deskgate serve: recordings: %s\n", err.msg);
+		return DG_EXIT_FAILED;
+	}
 	dg_worker_set_binary("/proc/self/exe");
 	if (dg_spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
@@ -980,6 +1056,7 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: cannot watch the spawner's or egress proxy's channel\n");
 		return DG_EXIT_FAILED;
 	}
+	dg_gw_rec_timers(&gw);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -1005,6 +1082,7 @@ int dg_cmd_serve(int argc, char **argv)
 		if (gw.sessions[i].used)
 			dg_gw_session_end(&gw.sessions[i], "the gateway is stopping");
 	}
+	dg_gw_rec_stop(&gw); /* every recording is sealed by now */
 	lws_context_destroy(gw.ctx);
 	dg_spawner_stop(&gw.spawner);
 	dg_egress_stop(&gw.egress);
@@ -1012,6 +1090,7 @@ int dg_cmd_serve(int argc, char **argv)
 	dg_auth_free(&gw.auth);
 	dg_config_free(&gw.cfg);
 	dg_policy_free(&gw.policy);
+	free(gw.policy_text);
 	printf("deskgate: stopped\n");
 	return 0;
 }

@@ -177,6 +177,8 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	 * its end). */
 	struct dg_policy policy;
 	dg_policy_copy(&policy, &gw->policy);
+	char *ptext = strdup(gw->policy_text ? gw->policy_text : DG_GW_BUILTIN_POLICY_TEXT);
+	size_t plen = ptext ? strlen(ptext) : 0;
 	const char *pname = NULL;
 	v = json_object_get(body, "policy");
 	if (v) {
@@ -184,27 +186,28 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 		const char *path = pname ? dg_config_policy_path(&gw->cfg, pname) : NULL;
 		if (!path) {
 			dg_policy_free(&policy);
+			free(ptext);
 			snprintf(err, errlen, "no policy named \"%.40s\" in the configuration",
 				 pname ? pname : "?");
 			return -1;
 		}
 		struct dg_err perr = {{0}};
-		/* "" is "default" without a file: the built-in one, kept. */
-		if (path[0]) {
-			dg_policy_free(&policy);
-			if (dg_policy_load(path, &policy, &perr) != 0) {
-				*status = 500;
-				snprintf(err, errlen, "%s", perr.msg);
-				return -1;
-			}
+		/* "" is "default" without a file: the built-in one. */
+		dg_policy_free(&policy);
+		free(ptext);
+		if (dg_gw_policy_load(path, &policy, &ptext, &plen, &perr) != 0) {
+			*status = 500;
+			snprintf(err, errlen, "%s", perr.msg);
+			return -1;
 		}
 	}
 	memset(s, 0, sizeof(*s));
 	unsigned char rnd[16];
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+	if (!ptext || RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		dg_policy_free(&policy);
+		free(ptext);
 		*status = 500;
-		snprintf(err, errlen, "no randomness for a session id");
+		snprintf(err, errlen, "no memory or randomness for a session");
 		return -1;
 	}
 	hex(rnd, sizeof(rnd), s->id);
@@ -217,11 +220,29 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	s->model_w = mw;
 	s->model_h = mh;
 	s->policy = policy;
+	s->policy_text = ptext;
+	s->policy_len = plen;
 	s->egress_fd = -1;
 	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
 	snprintf(s->owner, sizeof(s->owner), "%s", creator->who.name);
 	s->creator = creator;
 	s->created_ms = s->last_activity_ms = dg_gw_now_ms();
+	/* Every session is recorded, from before its desktop exists. */
+	struct dg_err rerr = {{0}};
+	if (dg_gw_rec_open(s, &rerr) != 0) {
+		dg_policy_free(&s->policy);
+		free(s->policy_text);
+		memset(s, 0, sizeof(*s));
+		*status = 500;
+		snprintf(err, errlen, "%s", rerr.msg);
+		return -1;
+	}
+	json_t *lc = json_pack("{s:s, s:s, s:s, s:[i,i], s:[i,i], s:s, s:s}", "type", "lifecycle",
+			       "state", "created", "profile", dg_profile_name(profile), "size", w, h,
+			       "display", mw, mh, "agent", s->owner, "policy",
+			       pname ? pname : "default");
+	dg_gw_rec_event(s, lc);
+	json_decref(lc);
 	json_t *limits = json_pack(
 		"{s:I, s:i, s:f, s:i, s:i, s:I, s:I}", "memory_mb", (json_int_t)policy.limits.memory_mb,
 		"pids", (int)policy.limits.pids, "cpus", policy.limits.cpus, "exec_seconds",
@@ -236,8 +257,8 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 					       policy.rules != NULL),
 				     &serr);
 	if (req < 0) {
-		dg_policy_free(&s->policy);
-		s->used = false;
+		s->creator = NULL;
+		dg_gw_session_end(s, serr.msg);
 		*status = 503;
 		snprintf(err, errlen, "%s", serr.msg);
 		return -1;
@@ -258,6 +279,14 @@ static void became_ready(struct gw_session *s)
 	s->state = S_READY;
 	lws_sul_cancel(&s->sul_create);
 	touch(s);
+	json_t *lc = json_pack("{s:s, s:s, s:I}", "type", "lifecycle", "state", "ready", "start_ms",
+			       (json_int_t)(dg_gw_now_ms() - s->created_ms));
+	if (s->url)
+		json_object_set_new(lc, "url", json_string(s->url));
+	if (s->title)
+		json_object_set_new(lc, "title", json_string(s->title));
+	dg_gw_rec_event(s, lc);
+	json_decref(lc);
 	unsigned char tok[DG_SESSION_TOKEN_BYTES];
 	char token[2 * DG_SESSION_TOKEN_BYTES + 1];
 	RAND_bytes(tok, sizeof(tok));
@@ -287,6 +316,9 @@ bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t 
 
 static void request_free(struct request *r)
 {
+	free(r->raw);
+	free(r->b_url);
+	free(r->b_title);
 	dg_adapted_free(&r->ad);
 	free(r->zoom_png);
 	json_decref(r->last_result);
@@ -354,6 +386,8 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 		request_free(r);
 	}
 	dg_gw_egress_detach(s);
+	dg_gw_rec_close(s, reason);
+	free(s->policy_text);
 	dg_ipc_reader_free(&s->rd);
 	json_decref(s->pending_result);
 	free(s->png);
@@ -421,6 +455,59 @@ static void broadcast(struct gw_session *s, json_t *ev)
 	for (struct conn *o = s->observers; o; o = o->next_observer)
 		dg_gw_ws_send_json(o, json_incref(ev));
 	json_decref(ev);
+}
+
+/* An event for the recording and the observers alike (ev stolen). */
+static void note(struct gw_session *s, json_t *ev)
+{
+	dg_gw_rec_event(s, ev);
+	broadcast(s, ev);
+}
+
+/* The recording's "action" event for the action of r that just ended
+ * (performed, failed or refused): what the agent sent, the canonical
+ * action, the decision and the state it was made in, the screens before and
+ * after, and the outcome. Each action of a request is recorded once. */
+static void record_action(struct gw_session *s, struct request *r, json_t *res, const char *error)
+{
+	if (r->recorded > r->index || r->index >= r->ad.n)
+		return;
+	r->recorded = r->index + 1;
+	json_t *ev = json_pack("{s:s, s:i, s:O, s:s, s:s, s:s, s:[i,i], s:[i,i], s:I}", "type",
+			       "action", "index", r->index, "action", r->ad.actions[r->index],
+			       "verdict", dg_verdict_name(r->decision.verdict), "rule", r->decision.rule,
+			       "reason", r->decision.reason, "screen", s->width, s->height, "pointer",
+			       r->b_px, r->b_py, "duration_ms",
+			       (json_int_t)(dg_gw_now_ms() - r->t_step));
+	if (!ev)
+		return;
+	if (r->index == 0 && r->raw) {
+		json_t *in = json_loadb(r->raw, r->raw_len, 0, NULL);
+		json_object_set_new(ev, "input", in ? in : json_stringn(r->raw, r->raw_len));
+		json_object_set_new(ev, "wire", json_string(dg_wire_name(r->ad.wire)));
+	}
+	json_object_set_new(ev, "url", r->b_url ? json_string(r->b_url) : json_null());
+	json_object_set_new(ev, "title", r->b_title ? json_string(r->b_title) : json_null());
+	json_object_set_new(ev, "frame_before", r->b_frame[0] ? json_string(r->b_frame) : json_null());
+	const char *after = r->zoom_frame[0] ? r->zoom_frame : s->frame_hash;
+	bool shown = res && json_object_get(res, "frame");
+	json_object_set_new(ev, "frame_after", shown && after[0] ? json_string(after) : json_null());
+	if (r->approved)
+		json_object_set_new(ev, "approved_by", json_string(r->approved_by));
+	if (res) {
+		json_t *copy = json_deep_copy(res);
+		json_object_del(copy, "id");
+		json_object_set_new(ev, "result", copy);
+	}
+	if (error)
+		json_object_set_new(ev, "error", json_string(error));
+	if (s->url && res)
+		json_object_set_new(ev, "url_after", json_string(s->url));
+	if (s->title && res)
+		json_object_set_new(ev, "title_after", json_string(s->title));
+	dg_gw_rec_event(s, ev);
+	json_decref(ev);
+	r->zoom_frame[0] = '\0';
 }
 
 /* ---- running requests ---------------------------------------------------------- */
@@ -573,6 +660,7 @@ static void step_failed(struct gw_session *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	record_action(s, s->cur, NULL, msg);
 	s->cur->failed = true;
 	free(s->cur->error);
 	s->cur->error = strdup(msg);
@@ -626,6 +714,7 @@ static void decide(struct gw_session *s, struct request *r, json_t *action)
 		r->decision.verdict = DG_VERDICT_DENY;
 		snprintf(r->decision.rule, sizeof(r->decision.rule), "schema");
 		snprintf(r->decision.reason, sizeof(r->decision.reason), "%s", err.msg);
+		r->t_step = dg_gw_now_ms();
 		return;
 	}
 	long long now_s = dg_gw_now_ms() / 1000;
@@ -641,6 +730,14 @@ static void decide(struct gw_session *s, struct request *r, json_t *action)
 	};
 	dg_policy_decide(&s->policy, &a, &ctx, &r->decision);
 	dg_action_free(&a);
+	free(r->b_url);
+	free(r->b_title);
+	r->b_url = s->url ? strdup(s->url) : NULL;
+	r->b_title = s->title ? strdup(s->title) : NULL;
+	snprintf(r->b_frame, sizeof(r->b_frame), "%s", s->frame_hash);
+	r->b_px = s->cursor_x;
+	r->b_py = s->cursor_y;
+	r->t_step = dg_gw_now_ms();
 }
 
 /* The binding of an approval: SHA-256 over the session id, a NUL and the
@@ -682,7 +779,7 @@ static void on_approval_timeout(lws_sorted_usec_list_t *sul)
 	snprintf(r->decision.reason, sizeof(r->decision.reason),
 		 "nobody approved it within %u s (limits.approval_seconds)",
 		 s->gw->cfg.limits.approval_seconds);
-	broadcast(s, json_pack("{s:s, s:s, s:s}", "type", "approval", "state", "expired", "reason",
+	note(s, json_pack("{s:s, s:s, s:s}", "type", "approval", "state", "expired", "reason",
 			       r->decision.reason));
 	refuse_current(s);
 }
@@ -712,10 +809,13 @@ static void ask(struct gw_session *s, struct request *r, json_t *action)
 	}
 	lws_sul_schedule(s->gw->ctx, 0, &s->sul_approval, on_approval_timeout,
 			 (lws_usec_t)s->gw->cfg.limits.approval_seconds * US);
-	json_t *ev = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s}", "type", "approval", "state", "pending",
-			       "id", s->appr.id, "action", action, "rule", r->decision.rule, "reason",
-			       r->decision.reason);
-	broadcast(s, ev);
+	char ah[2 * DG_SHA256_LEN + 1];
+	hex(s->appr.hash, DG_SHA256_LEN, ah);
+	json_t *ev = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:i}", "type", "approval", "state",
+			       "pending", "id", s->appr.id, "action", action, "rule", r->decision.rule,
+			       "reason", r->decision.reason, "action_sha256", ah, "expires_in_s",
+			       (int)s->gw->cfg.limits.approval_seconds);
+	note(s, ev);
 	/* The canonical API tells its agent at once; the Anthropic and OpenAI
 	 * shapes have no such message, so their agents just wait longer. */
 	if (r->agent && (r->ad.wire == DG_WIRE_CANONICAL || r->ad.wire == DG_WIRE_UNKNOWN))
@@ -753,6 +853,7 @@ static void refuse_current(struct gw_session *s)
 {
 	struct request *r = s->cur;
 	int t = current_type(s);
+	record_action(s, r, NULL, NULL);
 	r->refused = true;
 	s->n_refused++;
 	if (t >= 0)
@@ -825,8 +926,8 @@ int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const cha
 	}
 	/* Single use: whatever happens next, this id is spent. */
 	approval_clear(s);
-	broadcast(s, json_pack("{s:s, s:s, s:s, s:s}", "type", "approval", "state",
-			       approve ? "approved" : "denied", "id", id, "by", who));
+	note(s, json_pack("{s:s, s:s, s:s, s:s}", "type", "approval", "state",
+			  approve ? "approved" : "denied", "id", id, "by", who));
 	if (!approve) {
 		r->decision.verdict = DG_VERDICT_DENY;
 		snprintf(r->decision.rule, sizeof(r->decision.rule), "approval");
@@ -872,6 +973,7 @@ static void step_done(struct gw_session *s, json_t *res)
 	r->last_result = res;
 	set_page(s, res);
 	bool ok = json_is_true(json_object_get(res, "ok"));
+	record_action(s, r, res, ok ? NULL : json_string_value(json_object_get(res, "error")));
 	if (!ok) {
 		const char *e = json_string_value(json_object_get(res, "error"));
 		r->failed = true;
@@ -942,6 +1044,12 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 		return;
 	}
 	r->agent = c;
+	r->raw = malloc(len + 1);
+	if (r->raw) {
+		memcpy(r->raw, text, len);
+		r->raw[len] = '\0';
+		r->raw_len = len;
+	}
 	if (s->queue_tail)
 		s->queue_tail->next = r;
 	else
@@ -958,6 +1066,20 @@ static void worker_event(struct gw_session *s, json_t *ev)
 	const char *kind = json_string_value(json_object_get(ev, "event"));
 	if (kind && strcmp(kind, "page") == 0)
 		set_page(s, ev);
+	if (kind && (strcmp(kind, "guard") == 0 || strcmp(kind, "page") == 0)) {
+		/* What the browser did on its own: a page change, or a download or
+		 * file chooser the guard refused. */
+		json_t *rec = json_deep_copy(ev);
+		json_object_del(rec, "event");
+		if (strcmp(kind, "guard") == 0) {
+			json_object_set_new(rec, "type", json_string("decision"));
+			json_object_set_new(rec, "layer", json_string("browser"));
+		} else {
+			json_object_set_new(rec, "type", json_string("page"));
+		}
+		dg_gw_rec_event(s, rec);
+		json_decref(rec);
+	}
 	json_t *out = json_deep_copy(ev);
 	json_object_set_new(out, "type", json_string("event"));
 	if (s->agent)
@@ -965,6 +1087,10 @@ static void worker_event(struct gw_session *s, json_t *ev)
 	broadcast(s, out);
 	if (kind && strcmp(kind, "error") == 0) {
 		const char *m = json_string_value(json_object_get(ev, "message"));
+		json_t *er = json_pack("{s:s, s:s, s:s}", "type", "error", "source", "worker", "message",
+				       m ? m : "unknown error");
+		dg_gw_rec_event(s, er);
+		json_decref(er);
 		char why[DG_ERR_MAX];
 		snprintf(why, sizeof(why), "the desktop failed: %s", m ? m : "unknown error");
 		if (s->cur)
@@ -998,9 +1124,14 @@ static int browser_request(struct gw_session *s, int fd)
 	return 0;
 }
 
+/* Ties a browser or egress decision to the action that led to it: the
+ * number of the action running (1-based, as the recording counts them), or
+ * null when the page acted on its own between actions. */
 void dg_gw_session_decision(struct gw_session *s, json_t *ev)
 {
-	broadcast(s, ev);
+	json_object_set_new(ev, "during_action",
+			    s->cur && !s->appr.pending ? json_integer((json_int_t)s->n_actions) : json_null());
+	note(s, ev);
 }
 
 int dg_gw_worker_readable(struct gw_session *s)
@@ -1059,10 +1190,12 @@ int dg_gw_worker_readable(struct gw_session *s)
 				free(s->cur->zoom_png);
 				s->cur->zoom_png = png;
 				s->cur->zoom_len = s->rd.len;
+				dg_gw_rec_frame(s, png, s->rd.len, s->cur->zoom_frame);
 			} else {
 				free(s->png);
 				s->png = png;
 				s->png_len = s->rd.len;
+				dg_gw_rec_frame(s, png, s->rd.len, s->frame_hash);
 				for (struct conn *o = s->observers; o; o = o->next_observer)
 					dg_gw_ws_send_frame(o, s->png, s->png_len);
 			}

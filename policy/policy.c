@@ -192,6 +192,33 @@ static int parse_limits(struct pctx *c, const json_t *v, struct dg_policy *p)
 
 /* ---- top level --------------------------------------------------------- */
 
+/* "recording": {"redact_text": BOOL}: what the session's recording keeps
+ * (see recordings/recordings.h, "Redaction"). Not a rule: a file with only
+ * this section still has no rules. */
+static int parse_recording(struct pctx *c, const json_t *v, struct dg_policy *p)
+{
+	char val[DG_SHOW_VALUE_BUF];
+	if (!json_is_object(v)) {
+		dg_show_value(v, val, sizeof(val));
+		return fail(c, "recording: %s is not an object", val);
+	}
+	const char *key;
+	json_t *item;
+	json_object_foreach((json_t *)v, key, item) {
+		if (strcmp(key, "redact_text") != 0) {
+			char k[DG_SHOW_BUF];
+			dg_show_str(key, DG_SHOW_MAX, true, k, sizeof(k));
+			return fail(c, "recording: unknown key \"%s\" (known: redact_text)", k);
+		}
+		if (!json_is_boolean(item)) {
+			dg_show_value(item, val, sizeof(val));
+			return fail(c, "recording.redact_text: %s is not true or false", val);
+		}
+		p->redact_text = json_is_true(item);
+	}
+	return 0;
+}
+
 /* Top-level sections other than "version". A later section adds one row
  * here; a section absent from the file leaves what dg_policy_default set.
  * Parsers may assume the version has already been checked. */
@@ -210,6 +237,7 @@ static const struct section sections[] = {
 	{ "text", dg_rules_parse_text },
 	{ "egress", dg_rules_parse_egress },
 	{ "budgets", dg_rules_parse_budgets },
+	{ "recording", parse_recording },
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 

@@ -61,7 +61,7 @@ void dg_show_value(const json_t *v, char *out, size_t out_len);
 
 /* Built-in defaults, used when no policy file is given. */
 #define DG_LIMIT_DEFAULT_MEMORY_MB 512
-#define DG_LIMIT_DEFAULT_PIDS 128
+#define DG_LIMIT_DEFAULT_PIDS 512 /* tasks: Chromium alone runs 200+ threads */
 #define DG_LIMIT_DEFAULT_CPUS 1.0
 #define DG_LIMIT_DEFAULT_EXEC_SECONDS 30
 #define DG_LIMIT_DEFAULT_SESSION_SECONDS 3600
@@ -94,6 +94,8 @@ struct dg_policy {
 	int version;
 	struct dg_limits limits;
 	struct dg_rules *rules;
+	bool redact_text;   /* "recording": {"redact_text": true}: typed text is
+			       recorded as its length and a salted hash only */
 };
 
 /* Fills p with the built-in default policy. */

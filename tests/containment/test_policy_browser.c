@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,54 +22,7 @@
 
 /* ---- the two sites ---------------------------------------------------------- */
 
-#define SITE_LOG_MAX 256
-struct site {
-	int fd, port;
-	pthread_t th;
-	pthread_mutex_t mu;
-	char *log[SITE_LOG_MAX]; /* request lines seen */
-	int n;
-	int other_port;          /* the denied site's port, for links */
-	bool stop;
-};
-
-static struct site allowed_site, denied_site;
-
-static void site_log(struct site *s, const char *line)
-{
-	pthread_mutex_lock(&s->mu);
-	if (s->n < SITE_LOG_MAX)
-		s->log[s->n++] = strdup(line);
-	pthread_mutex_unlock(&s->mu);
-}
-
-static bool site_saw(struct site *s, const char *needle)
-{
-	bool found = false;
-	pthread_mutex_lock(&s->mu);
-	for (int i = 0; i < s->n && !found; i++)
-		found = strstr(s->log[i], needle) != NULL;
-	pthread_mutex_unlock(&s->mu);
-	return found;
-}
-
-static int site_count(struct site *s)
-{
-	pthread_mutex_lock(&s->mu);
-	int n = s->n;
-	pthread_mutex_unlock(&s->mu);
-	return n;
-}
-
-static void reply(int fd, const char *status, const char *type, const char *extra, const char *body)
-{
-	char head[1024];
-	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
-			 status, type, strlen(body), extra);
-	if (write(fd, head, (size_t)n) < 0 || write(fd, body, strlen(body)) < 0)
-		return;
-}
+static struct dg_site allowed_site, denied_site;
 
 /* The page that tries every way out at once; its title becomes "done" when
  * every attempt has had its chance. */
@@ -102,84 +54,31 @@ static char *all_page(int dport)
 	return p;
 }
 
-static void *site_main(void *arg)
+static void handle(struct dg_site *s, int c, const char *path)
 {
-	struct site *s = arg;
-	while (!s->stop) {
-		int c = accept(s->fd, NULL, NULL);
-		if (c < 0)
-			continue;
-		char buf[8192];
-		size_t got = 0;
-		while (got < sizeof(buf) - 1) {
-			ssize_t k = read(c, buf + got, sizeof(buf) - 1 - got);
-			if (k <= 0)
-				break;
-			got += (size_t)k;
-			buf[got] = '\0';
-			if (strstr(buf, "\r\n\r\n"))
-				break;
-		}
-		buf[got] = '\0';
-		char *eol = strstr(buf, "\r\n");
-		if (eol)
-			*eol = '\0';
-		site_log(s, buf);
-		char path[512] = "";
-		sscanf(buf, "%*s %511s", path);
-		if (strcmp(path, "/") == 0) {
-			reply(c, "200 OK", "text/html", "", "<!doctype html><title>allowed</title>hello");
-		} else if (strcmp(path, "/redirect") == 0) {
-			char loc[128];
-			snprintf(loc, sizeof(loc), "Location: http://denied.test:%d/landing\r\n", s->other_port);
-			reply(c, "302 Found", "text/plain", loc, "moved");
-		} else if (strcmp(path, "/all.html") == 0) {
-			char *page = all_page(s->other_port);
-			reply(c, "200 OK", "text/html", "", page);
-			free(page);
-		} else if (strcmp(path, "/sw.js") == 0) {
-			char js[512];
-			snprintf(js, sizeof(js),
-				 "self.addEventListener('install',e=>e.waitUntil(Promise.allSettled(["
-				 "fetch('/sw-ok'),fetch('http://denied.test:%d/sw',{mode:'no-cors'})])));",
-				 s->other_port);
-			reply(c, "200 OK", "application/javascript", "", js);
-		} else if (strcmp(path, "/file.bin") == 0) {
-			reply(c, "200 OK", "application/octet-stream",
+	if (strcmp(path, "/") == 0) {
+		dg_site_reply(c, "200 OK", "text/html", "", "<!doctype html><title>allowed</title>hello");
+	} else if (strcmp(path, "/redirect") == 0) {
+		char loc[128];
+		snprintf(loc, sizeof(loc), "Location: http://denied.test:%d/landing\r\n", s->other_port);
+		dg_site_reply(c, "302 Found", "text/plain", loc, "moved");
+	} else if (strcmp(path, "/all.html") == 0) {
+		char *page = all_page(s->other_port);
+		dg_site_reply(c, "200 OK", "text/html", "", page);
+		free(page);
+	} else if (strcmp(path, "/sw.js") == 0) {
+		char js[512];
+		snprintf(js, sizeof(js),
+			 "self.addEventListener('install',e=>e.waitUntil(Promise.allSettled(["
+			 "fetch('/sw-ok'),fetch('http://denied.test:%d/sw',{mode:'no-cors'})])));",
+			 s->other_port);
+		dg_site_reply(c, "200 OK", "application/javascript", "", js);
+	} else if (strcmp(path, "/file.bin") == 0) {
+		dg_site_reply(c, "200 OK", "application/octet-stream",
 			      "Content-Disposition: attachment; filename=x.bin\r\n", "payload");
-		} else {
-			reply(c, "200 OK", "text/plain", "", "ok");
-		}
-		close(c);
+	} else {
+		dg_site_reply(c, "200 OK", "text/plain", "", "ok");
 	}
-	return NULL;
-}
-
-static void site_start(struct site *s)
-{
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->mu, NULL);
-	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int one = 1;
-	setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	cr_assert_eq(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(listen(s->fd, 64), 0);
-	socklen_t len = sizeof(a);
-	getsockname(s->fd, (struct sockaddr *)&a, &len);
-	s->port = ntohs(a.sin_port);
-	struct timeval tv = {0, 200000};
-	setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	pthread_create(&s->th, NULL, site_main, s);
-}
-
-static void site_stop(struct site *s)
-{
-	s->stop = true;
-	pthread_join(s->th, NULL);
-	close(s->fd);
-	for (int i = 0; i < s->n; i++)
-		free(s->log[i]);
 }
 
 /* ---- the gateway ---------------------------------------------------------------- */
@@ -261,8 +160,8 @@ static char *policy_path;
 
 static void setup(void)
 {
-	site_start(&denied_site);
-	site_start(&allowed_site);
+	dg_site_start(&denied_site, handle);
+	dg_site_start(&allowed_site, handle);
 	allowed_site.other_port = denied_site.port;
 	denied_site.other_port = denied_site.port;
 	char policy[2048];
@@ -288,8 +187,8 @@ static void teardown(void)
 {
 	if (srv.pid > 0)
 		dg_test_serve_stop(&srv, 30, false);
-	site_stop(&allowed_site);
-	site_stop(&denied_site);
+	dg_site_stop(&allowed_site);
+	dg_site_stop(&denied_site);
 	if (policy_path)
 		dg_test_rm_tmp(policy_path);
 }
@@ -353,7 +252,7 @@ Test(policy_browser, every_way_out_of_the_browser)
 	cr_assert(strstr(str(r, "error"), "BLOCKED_BY_CLIENT"), "error: %s", str(r, "error"));
 	json_decref(r);
 	cr_assert_gt(metric("deskgate_browser_requests_total{verdict=\"deny\"} "), blocked0);
-	cr_assert(site_saw(&allowed_site, "GET /redirect "));
+	cr_assert(dg_site_saw(&allowed_site, "GET /redirect "));
 
 	/* Every other way out, from one page. */
 	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d/all.html\"}",
@@ -363,7 +262,7 @@ Test(policy_browser, every_way_out_of_the_browser)
 	const char *want[] = {"GET /ok-frame ", "GET /ok.png ", "GET /ok-fetch ", "GET /sw.js ",
 			      "GET /sw-ok "};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		cr_assert(site_saw(&allowed_site, want[i]), "the allowed site never saw %s", want[i]);
+		cr_assert(dg_site_saw(&allowed_site, want[i]), "the allowed site never saw %s", want[i]);
 
 	/* The download was refused: nothing in the jail's Downloads. exec is
 	 * "ask": it waits for a viewer's approval. */
@@ -418,8 +317,8 @@ Test(policy_browser, every_way_out_of_the_browser)
 	cr_assert(metric("deskgate_egress_total{verdict=\"deny\"} ") > 0,
 		  "the proxy denied nothing (the WebSocket, popup and form go there)");
 	dg_ws_close(ws);
-	cr_assert_eq(site_count(&denied_site), 0, "the denied site saw %d requests, first: %s",
-		     site_count(&denied_site), denied_site.n ? denied_site.log[0] : "");
+	cr_assert_eq(dg_site_count(&denied_site), 0, "the denied site saw %d requests, first: %s",
+		     dg_site_count(&denied_site), denied_site.n ? denied_site.log[0] : "");
 }
 
 /* exec: programs in the jail get the proxy and nothing else. */
@@ -455,7 +354,7 @@ Test(policy_browser, exec_reaches_only_the_allowed_site)
 	char args[256];
 	snprintf(args, sizeof(args), "http://localhost:%d/exec-ok", allowed_site.port);
 	curl(ws, args, "200 0");
-	cr_assert(site_saw(&allowed_site, "GET /exec-ok "));
+	cr_assert(dg_site_saw(&allowed_site, "GET /exec-ok "));
 	/* The proxy answers 403 for what the policy does not allow. */
 	snprintf(args, sizeof(args), "http://denied.test:%d/exec", denied_site.port);
 	curl(ws, args, "403 0");
@@ -468,8 +367,8 @@ Test(policy_browser, exec_reaches_only_the_allowed_site)
 	/* HTTPS through CONNECT to a host the policy does not name. */
 	curl(ws, "https://example.com/", "000");
 	dg_ws_close(ws);
-	cr_assert_eq(site_count(&denied_site), 0, "the denied site saw %d requests",
-		     site_count(&denied_site));
-	cr_assert(!site_saw(&allowed_site, "/exec-ip"), "the IP literal reached the host");
-	cr_assert(!site_saw(&allowed_site, "/exec-direct"), "a direct connection reached the host");
+	cr_assert_eq(dg_site_count(&denied_site), 0, "the denied site saw %d requests",
+		     dg_site_count(&denied_site));
+	cr_assert(!dg_site_saw(&allowed_site, "/exec-ip"), "the IP literal reached the host");
+	cr_assert(!dg_site_saw(&allowed_site, "/exec-direct"), "a direct connection reached the host");
 }

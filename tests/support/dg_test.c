@@ -1412,3 +1412,101 @@ int dg_test_leftovers_stale(char *what, size_t what_len)
 	}
 	return count;
 }
+
+/* ---- the loopback site ------------------------------------------------------ */
+
+static void site_log(struct dg_site *s, const char *line)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->n < DG_SITE_LOG_MAX)
+		s->log[s->n++] = strdup(line);
+	pthread_mutex_unlock(&s->mu);
+}
+
+bool dg_site_saw(struct dg_site *s, const char *needle)
+{
+	bool found = false;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->n && !found; i++)
+		found = strstr(s->log[i], needle) != NULL;
+	pthread_mutex_unlock(&s->mu);
+	return found;
+}
+
+int dg_site_count(struct dg_site *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int n = s->n;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+void dg_site_reply(int fd, const char *status, const char *type, const char *extra, const char *body)
+{
+	char head[1024];
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
+			 status, type, strlen(body), extra);
+	if (write(fd, head, (size_t)n) < 0 || write(fd, body, strlen(body)) < 0)
+		return;
+}
+
+static void *site_main(void *arg)
+{
+	struct dg_site *s = arg;
+	while (!s->stop) {
+		int c = accept(s->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		char buf[8192];
+		size_t got = 0;
+		while (got < sizeof(buf) - 1) {
+			ssize_t k = read(c, buf + got, sizeof(buf) - 1 - got);
+			if (k <= 0)
+				break;
+			got += (size_t)k;
+			buf[got] = '\0';
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		buf[got] = '\0';
+		char *eol = strstr(buf, "\r\n");
+		if (eol)
+			*eol = '\0';
+		site_log(s, buf);
+		char path[512] = "";
+		sscanf(buf, "%*s %511s", path);
+		s->handle(s, c, path);
+		close(c);
+	}
+	return NULL;
+}
+
+void dg_site_start(struct dg_site *s, dg_site_handler handle)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	s->handle = handle;
+	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s->fd, 64) != 0) {
+		fprintf(stderr, "dg_site_start: %s\n", strerror(errno));
+		abort();
+	}
+	socklen_t len = sizeof(a);
+	getsockname(s->fd, (struct sockaddr *)&a, &len);
+	s->port = ntohs(a.sin_port);
+	struct timeval tv = {0, 200000};
+	setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	pthread_create(&s->th, NULL, site_main, s);
+}
+
+void dg_site_stop(struct dg_site *s)
+{
+	s->stop = true;
+	pthread_join(s->th, NULL);
+	close(s->fd);
+	for (int i = 0; i < s->n; i++)
+		free(s->log[i]);
+	s->n = 0;
+}

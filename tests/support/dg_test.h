@@ -252,3 +252,31 @@ unsigned char *dg_test_base64_decode(const char *in, size_t *len);
 int dg_test_png_size(const unsigned char *png, size_t len, int *w, int *h);
 
 #endif
+
+/* ---- A loopback HTTP site for policy tests ----
+ *
+ * One thread accepting on 127.0.0.1:port (ephemeral), one request per
+ * connection: it logs the request line, then handle() answers (with
+ * dg_site_reply). Reached from jails only through the egress proxy and a
+ * --test-resolve mapping. */
+#include <pthread.h>
+
+#define DG_SITE_LOG_MAX 256
+struct dg_site;
+typedef void (*dg_site_handler)(struct dg_site *s, int fd, const char *path);
+struct dg_site {
+	int fd, port;
+	pthread_t th;
+	pthread_mutex_t mu;
+	char *log[DG_SITE_LOG_MAX]; /* request lines seen */
+	int n;
+	int other_port;             /* free for the handler (e.g. another site's port) */
+	volatile bool stop;
+	dg_site_handler handle;
+};
+void dg_site_start(struct dg_site *s, dg_site_handler handle);
+void dg_site_stop(struct dg_site *s);
+bool dg_site_saw(struct dg_site *s, const char *needle);
+int dg_site_count(struct dg_site *s);
+void dg_site_reply(int fd, const char *status, const char *type, const char *extra_headers,
+		   const char *body);

@@ -116,10 +116,27 @@ Test(policy, example_file_loads)
 
 Test(policy, issue_example_values)
 {
-	assert_ok(parse_limits("\"memory_mb\": 512, \"pids\": 128, \"cpus\": 1.0, "
+	/* The example of issue #2, but pids 512: 128 tasks starved a browser
+	 * (Chromium's threads count) and made its exec actions fail to fork. */
+	assert_ok(parse_limits("\"memory_mb\": 512, \"pids\": 512, \"cpus\": 1.0, "
 			       "\"exec_seconds\": 30, \"session_seconds\": 3600, "
 			       "\"output_bytes\": 1048576, \"scratch_mb\": 256"));
 	assert_defaults(&pol);
+}
+
+Test(policy, recording_section)
+{
+	cr_assert_eq(parsef("%s", "{\"version\": 1, \"recording\": {\"redact_text\": true}}"), 0, "%s",
+		     err.msg);
+	cr_assert(pol.redact_text);
+	cr_assert_null(pol.rules, "a recording option is not a rule");
+	cr_assert_eq(parsef("%s", "{\"version\": 1, \"recording\": {\"redact_text\": false}}"), 0);
+	cr_assert_not(pol.redact_text);
+	cr_assert_eq(parsef("%s", "{\"version\": 1, \"recording\": {\"redact_txt\": true}}"), -EINVAL);
+	cr_assert(strstr(err.msg, "redact_txt"), "%s", err.msg);
+	cr_assert_eq(parsef("%s", "{\"version\": 1, \"recording\": {\"redact_text\": 1}}"), -EINVAL);
+	cr_assert(strstr(err.msg, "recording.redact_text"), "%s", err.msg);
+	cr_assert_eq(parsef("%s", "{\"version\": 1, \"recording\": []}"), -EINVAL);
 }
 
 Test(policy, partial_limits_keep_other_defaults)

@@ -1,0 +1,214 @@
+/* `deskgate test --live`: scripted steps on a real desktop. See
+ * gateway/cli-record.h for the contract. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actions/actions.h"
+#include "desktop/desktop.h"
+#include "desktop/egress-priv.h"
+#include "gateway/cli-record.h"
+#include "gateway/gateway.h"
+
+/* Longest a step's action may take, settling included. */
+#define DG_LIVE_STEP_MS 30000
+#define DG_LIVE_SESSION_ID "live-test"
+
+struct live {
+	const struct dg_policy *p;
+	struct dg_desktop desktop;
+	struct dg_worker worker;
+	struct dg_egress egress;
+	bool desktop_up, worker_up, egress_up;
+	char *url, *title;    /* the page the worker last reported */
+	int px, py;           /* the pointer */
+	uint64_t actions, execs;
+	long long minute_ms[512]; /* times of recent allowed actions, for actions_per_minute */
+	int n_minute;
+};
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t last_minute(struct live *l)
+{
+	long long t = now_ms();
+	int k = 0;
+	for (int i = 0; i < l->n_minute; i++)
+		if (t - l->minute_ms[i] < 60000)
+			l->minute_ms[k++] = l->minute_ms[i];
+	l->n_minute = k;
+	return (uint64_t)k;
+}
+
+static void drain_egress(struct live *l)
+{
+	json_t *ev;
+	struct dg_err err = {{0}};
+	while (l->egress_up && dg_egress_recv(&l->egress, &ev, &err) == 1)
+		json_decref(ev);
+}
+
+static void keep(char *dst, size_t n, json_t *v, bool *has)
+{
+	if (json_is_string(v)) {
+		snprintf(dst, n, "%s", json_string_value(v));
+		*has = true;
+	}
+}
+
+static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, struct dg_err *err)
+{
+	struct live *l = arg;
+	json_t *action = json_object_get(stepj, "action");
+	struct dg_action a;
+	if (dg_action_parse_obj(action, l->desktop.width, l->desktop.height, &a, err) != 0)
+		return -EINVAL;
+	struct dg_decide_ctx ctx = {
+		.url = l->url && l->url[0] ? l->url : NULL,
+		.screen_w = l->desktop.width,
+		.screen_h = l->desktop.height,
+		.pointer_x = l->px,
+		.pointer_y = l->py,
+		.actions_last_minute = last_minute(l),
+		.actions_total = l->actions,
+		.exec_total = l->execs,
+	};
+	struct dg_decision d;
+	dg_policy_decide(l->p, &a, &ctx, &d);
+	bool is_exec = a.type == DG_ACTION_EXEC;
+	dg_action_free(&a);
+	res->verdict = d.verdict;
+	snprintf(res->rule, sizeof(res->rule), "%s", d.rule);
+	snprintf(res->reason, sizeof(res->reason), "%s", d.reason);
+	if (d.verdict != DG_VERDICT_ALLOW || is_exec) {
+		/* Not performed (as the gateway would not; exec is decided only:
+		 * it runs in the gateway's sessions): the page stays as it was. */
+		if (l->url) {
+			snprintf(res->url, sizeof(res->url), "%s", l->url);
+			res->has_url = true;
+		}
+		if (l->title) {
+			snprintf(res->title, sizeof(res->title), "%s", l->title);
+			res->has_title = true;
+		}
+		return 0;
+	}
+	l->actions++;
+	if (l->n_minute < (int)(sizeof(l->minute_ms) / sizeof(l->minute_ms[0])))
+		l->minute_ms[l->n_minute++] = now_ms();
+	char *text = json_dumps(action, JSON_COMPACT);
+	char *result = NULL;
+	uint8_t *png = NULL;
+	size_t png_len = 0;
+	int r = text ? dg_worker_act(&l->worker, text, 0, 0, DG_LIVE_STEP_MS, &result, &png, &png_len,
+				     NULL, NULL, err)
+		     : dg_err_set(err, -ENOMEM, "out of memory");
+	free(text);
+	free(png);
+	drain_egress(l);
+	if (r)
+		return r;
+	json_t *j = json_loads(result, 0, NULL);
+	free(result);
+	keep(res->url, sizeof(res->url), json_object_get(j, "url"), &res->has_url);
+	keep(res->title, sizeof(res->title), json_object_get(j, "title"), &res->has_title);
+	if (res->has_url) {
+		free(l->url);
+		l->url = strdup(res->url);
+	}
+	if (res->has_title) {
+		free(l->title);
+		l->title = strdup(res->title);
+	}
+	json_t *cur = json_object_get(j, "cursor");
+	if (json_is_array(cur)) {
+		l->px = (int)json_integer_value(json_array_get(cur, 0));
+		l->py = (int)json_integer_value(json_array_get(cur, 1));
+	}
+	json_decref(j);
+	return 0;
+}
+
+static void live_free(struct live *l)
+{
+	if (l->worker_up)
+		dg_worker_stop(&l->worker);
+	if (l->desktop_up)
+		dg_desktop_destroy(&l->desktop);
+	if (l->egress_up)
+		dg_egress_stop(&l->egress);
+	free(l->url);
+	free(l->title);
+	free(l);
+}
+
+int dg_cli_live_open(const struct dg_policy *p, const char *profile, const char *resolve,
+		     struct dg_rec_live *live, struct dg_err *err)
+{
+	enum dg_profile prof = DG_PROFILE_BROWSER;
+	if (profile && dg_profile_parse(profile, &prof) != 0)
+		return dg_err_set(err, -EINVAL, "--profile must be xterm or browser");
+	if (geteuid() != 0)
+		return dg_err_set(err, -EPERM, "--live must run as root: it starts a desktop in a jail");
+	struct live *l = calloc(1, sizeof(*l));
+	if (!l)
+		return dg_err_set(err, -ENOMEM, "out of memory");
+	l->p = p;
+	struct dg_err e2 = {{0}};
+	if (dg_jail_cleanup_stale(&e2) < 0)
+		fprintf(stderr, "deskgate test: cleaning up stale jails: %s\n", e2.msg);
+	const char *res[1] = {resolve};
+	struct dg_egress_opts eo = {.resolve = res, .n_resolve = resolve ? 1 : 0};
+	int r = dg_egress_start(&l->egress, p, &eo, err);
+	if (r)
+		goto fail;
+	l->egress_up = true;
+	struct dg_desktop_spec spec = {.profile = prof,
+				       .width = DG_DESKTOP_WIDTH_DEFAULT,
+				       .height = DG_DESKTOP_HEIGHT_DEFAULT,
+				       .limits = &p->limits,
+				       .strict = p->rules != NULL,
+				       .egress = true};
+	if ((r = dg_desktop_start(&spec, &l->desktop, err)))
+		goto fail;
+	l->desktop_up = true;
+	r = dg_egress_add(&l->egress, DG_LIVE_SESSION_ID, l->desktop.jail.egress_fd, NULL, err);
+	close(l->desktop.jail.egress_fd);
+	l->desktop.jail.egress_fd = -1;
+	if (r)
+		goto fail;
+	if ((r = dg_worker_start(&l->desktop, &l->worker, err)))
+		goto fail;
+	l->worker_up = true;
+	l->worker.policy = p;
+	if ((r = dg_worker_wait_ready(&l->worker, DG_WORKER_READY_MS, err)))
+		goto fail;
+	json_t *ready = json_loads(l->worker.ready, 0, NULL);
+	json_t *u = json_object_get(ready, "url"), *t = json_object_get(ready, "title");
+	l->url = json_is_string(u) ? strdup(json_string_value(u)) : NULL;
+	l->title = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
+	json_decref(ready);
+	l->px = l->desktop.width / 2;
+	l->py = l->desktop.height / 2;
+	live->step = step;
+	live->arg = l;
+	return 0;
+fail:
+	live_free(l);
+	return r;
+}
+
+void dg_cli_live_close(struct dg_rec_live *live)
+{
+	if (live->arg)
+		live_free(live->arg);
+	live->arg = NULL;
+}

@@ -1,0 +1,90 @@
+/* `deskgate test --live`: a script run on a real browser desktop under a
+ * policy, with a loopback site reached through the egress proxy. The
+ * verdicts, the page's URL and title after each step are checked, and a
+ * wrong expectation fails the run. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dg_test.h"
+
+static struct dg_site site;
+
+static void handle(struct dg_site *s, int fd, const char *path)
+{
+	(void)s;
+	if (strcmp(path, "/") == 0)
+		dg_site_reply(fd, "200 OK", "text/html", "", "<!doctype html><title>live home</title>home");
+	else if (strcmp(path, "/second") == 0)
+		dg_site_reply(fd, "200 OK", "text/html", "", "<!doctype html><title>second</title>2");
+	else
+		dg_site_reply(fd, "404 Not Found", "text/plain", "", "no");
+}
+
+static char *policy_path, *script_ok, *script_bad;
+
+static void setup(void)
+{
+	dg_site_start(&site, handle);
+	char text[2048];
+	snprintf(text, sizeof(text),
+		 "{\"version\": 1, \"default\": \"deny\",\n"
+		 " \"actions\": {\"allow\": [\"navigate\", \"screenshot\", \"click\", \"wait\"], \"ask\": [\"exec\"]},\n"
+		 " \"urls\": {\"allow\": [\"http://localhost:%d/**\"]},\n"
+		 " \"regions\": [{\"name\": \"top-bar\", \"rect\": [0, 0, 1280, 40], \"verdict\": \"deny\"}],\n"
+		 " \"egress\": {\"allow\": [\"localhost:%d\"]}}\n", site.port, site.port);
+	policy_path = dg_test_write_tmp("live-policy.json", text);
+	snprintf(text, sizeof(text),
+		 "{\"name\": \"home\", \"action\": {\"type\": \"navigate\", \"url\": \"http://localhost:%d/\"}, \"expect\": \"allow\", \"expect_title\": \"live home\", \"expect_url\": \"http://localhost:%d/\"}\n"
+		 "{\"name\": \"second\", \"action\": {\"type\": \"navigate\", \"url\": \"http://localhost:%d/second\"}, \"expect\": \"allow\", \"rule\": \"urls.allow[0]\", \"expect_title\": \"second\"}\n"
+		 "{\"name\": \"elsewhere\", \"action\": {\"type\": \"navigate\", \"url\": \"https://example.com/\"}, \"expect\": \"deny\", \"rule\": \"default\", \"expect_title\": \"second\"}\n"
+		 "{\"name\": \"top bar\", \"action\": {\"type\": \"click\", \"x\": 10, \"y\": 5}, \"expect\": \"deny\", \"rule\": \"regions[top-bar]\"}\n"
+		 "{\"name\": \"page\", \"action\": {\"type\": \"click\", \"x\": 600, \"y\": 400}, \"expect\": \"allow\"}\n"
+		 "{\"name\": \"exec\", \"action\": {\"type\": \"exec\", \"argv\": [\"true\"]}, \"expect\": \"ask\"}\n",
+		 site.port, site.port, site.port);
+	script_ok = dg_test_write_tmp("live-ok.jsonl", text);
+	snprintf(text, sizeof(text),
+		 "{\"action\": {\"type\": \"navigate\", \"url\": \"http://localhost:%d/\"}, \"expect\": \"allow\", \"expect_title\": \"not this\"}\n",
+		 site.port);
+	script_bad = dg_test_write_tmp("live-bad.jsonl", text);
+}
+
+static void teardown(void)
+{
+	dg_site_stop(&site);
+	dg_test_rm_tmp(policy_path);
+	dg_test_rm_tmp(script_ok);
+	dg_test_rm_tmp(script_bad);
+}
+
+TestSuite(live_script, .init = setup, .fini = teardown, .timeout = 240);
+
+static void run(const char *script, struct dg_run *r)
+{
+	char resolve[96];
+	snprintf(resolve, sizeof(resolve), "localhost:%d=127.0.0.1:%d", site.port, site.port);
+	const char *argv[] = {DG_BIN, "test", "--live", "--test-resolve", resolve, "--policy",
+			      policy_path, script, NULL};
+	cr_assert_eq(dg_test_run(argv, NULL, NULL, 0, 180, -1, r), 0);
+}
+
+Test(live_script, steps_pass_on_a_real_desktop)
+{
+	struct dg_run r;
+	run(script_ok, &r);
+	cr_assert_eq(r.exit_code, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.exit_code, r.out, r.err);
+	cr_assert(strstr(r.out, "6 passed, 0 failed"), "%s", r.out);
+	cr_assert(dg_site_saw(&site, "GET /second "), "the page was not loaded through the proxy");
+	dg_run_free(&r);
+}
+
+Test(live_script, a_wrong_title_fails_the_run)
+{
+	struct dg_run r;
+	run(script_bad, &r);
+	cr_assert_eq(r.exit_code, 1, "exit %d\n%s\n%s", r.exit_code, r.out, r.err);
+	cr_assert(strstr(r.out, "0 passed, 1 failed"), "%s", r.out);
+	cr_assert(strstr(r.out, "not this"), "%s", r.out);
+	dg_run_free(&r);
+}
