@@ -16,8 +16,8 @@
  *   bit 3  also seal it as an orphan (dg_rec_seal_orphan), then verify
  *          it again: a recording that verified as intact and unsealed
  *          must now verify as sealed after a crash
- *   bits 4-5  the policy replay decides under (tests/scripts/*.json, or
- *          the built-in default)
+ *   bits 4-5  the policy replay decides under: the built-in default, or
+ *          navigation.json, budgets.json or text.json of tests/scripts
  *   bit 6  the replay callback stops at the second re-decision
  *   bit 7  the built-in session.json redacts typed text
  * No events.jsonl is written when its part is empty (a crash inside

@@ -610,6 +610,16 @@ int dg_test_serve_start_args(struct dg_server *s, const char *extra_config,
 	return r == 0 ? 0 : -1;
 }
 
+int dg_test_serve_restart(struct dg_server *s, const char *extra_config, double timeout_s,
+			  char *err, size_t errlen)
+{
+	s->pid = -1;
+	int r = 1;
+	for (int i = 0; i < 3 && r == 1; i++)
+		r = serve_once(s, extra_config, NULL, timeout_s, err, errlen);
+	return r == 0 ? 0 : -1;
+}
+
 int dg_test_serve_stop(struct dg_server *s, double timeout_s, bool keep)
 {
 	int st = -1;

@@ -136,6 +136,11 @@ int dg_test_free_port(void);
 int dg_test_serve_start(struct dg_server *s, const char *extra_config, double timeout_s,
 			char *err, size_t errlen);
 
+/* Starts the server again in s's directory (its state and recordings kept),
+ * e.g. after the test killed it. */
+int dg_test_serve_restart(struct dg_server *s, const char *extra_config, double timeout_s,
+			  char *err, size_t errlen);
+
 /* The same with more arguments for `deskgate serve` (NULL-terminated). */
 int dg_test_serve_start_args(struct dg_server *s, const char *extra_config,
 			     const char *const *args, double timeout_s, char *err, size_t errlen);
