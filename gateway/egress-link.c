@@ -2,6 +2,7 @@
  * by the spawner in the jail's network namespace) is handed to the proxy,
  * withdrawn when the session ends, and the proxy's events are routed to the
  * session they name. */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -55,6 +56,13 @@ void dg_gw_egress_event(struct gw *gw, json_t *ev)
 		gw->m.egress[allowed ? 0 : 1]++;
 		json_object_set_new(out, "type", json_string("decision"));
 		json_object_set_new(out, "layer", json_string("egress"));
+		/* host and port apart, as replay re-decides them. */
+		const char *target = json_string_value(json_object_get(ev, "target"));
+		const char *colon = target ? strrchr(target, ':') : NULL;
+		if (colon && colon > target) {
+			json_object_set_new(out, "host", json_stringn(target, (size_t)(colon - target)));
+			json_object_set_new(out, "port", json_integer(strtol(colon + 1, NULL, 10)));
+		}
 	} else {
 		json_object_set_new(out, "type", json_string(kind));
 	}

@@ -1072,8 +1072,10 @@ static void worker_event(struct gw_session *s, json_t *ev)
 		json_t *rec = json_deep_copy(ev);
 		json_object_del(rec, "event");
 		if (strcmp(kind, "guard") == 0) {
+			/* Not a URL decision (downloads and file choosers are always
+			 * refused): a layer of its own, which replay leaves alone. */
 			json_object_set_new(rec, "type", json_string("decision"));
-			json_object_set_new(rec, "layer", json_string("browser"));
+			json_object_set_new(rec, "layer", json_string("browser-guard"));
 		} else {
 			json_object_set_new(rec, "type", json_string("page"));
 		}
