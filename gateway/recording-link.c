@@ -360,3 +360,35 @@ void dg_gw_rec_cache_free(struct gw *gw)
 		gw->verify_cache[i].id[0] = '\0';
 	}
 }
+
+/* ---- policies, for viewers ---------------------------------------------------- */
+
+static json_t *policy_entry(const char *name, const char *text, size_t len, const char *error)
+{
+	json_t *doc = text ? json_loadb(text, len, 0, NULL) : NULL;
+	json_t *e = json_pack("{s:s, s:o}", "name", name, "policy", doc ? doc : json_null());
+	if (error)
+		json_object_set_new(e, "error", json_string(error));
+	return e;
+}
+
+json_t *dg_gw_policies_json(struct gw *gw)
+{
+	json_t *list = json_array();
+	json_array_append_new(list, policy_entry("default", gw->policy_text, gw->policy_len, NULL));
+	for (size_t i = 0; i < gw->cfg.n_policies; i++) {
+		const struct dg_config_policy *cp = &gw->cfg.policies[i];
+		if (strcmp(cp->name, "default") == 0)
+			continue;
+		struct dg_policy p;
+		char *text = NULL;
+		size_t len = 0;
+		struct dg_err err = {{0}};
+		int r = dg_gw_policy_load(cp->path, &p, &text, &len, &err);
+		if (r == 0)
+			dg_policy_free(&p);
+		json_array_append_new(list, policy_entry(cp->name, text, len, r ? err.msg : NULL));
+		free(text);
+	}
+	return list;
+}

@@ -219,6 +219,9 @@ void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
 void dg_gw_ws_send_json(struct conn *c, json_t *obj); /* steals obj */
 void dg_gw_ws_send_frame(struct conn *c, const void *png, size_t len); /* observers: latest only */
 void dg_gw_http_reply(struct conn *c, int status, json_t *body); /* deferred; steals body */
+/* Answers an HTTP request at once with body (copied); returns what the
+ * lws HTTP callback must return. */
+int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len);
 struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque);
 
 /* session.c */
@@ -265,6 +268,8 @@ void dg_gw_rec_close(struct gw_session *s, const char *reason);
 json_t *dg_gw_rec_list(struct gw *gw);
 json_t *dg_gw_rec_info(struct gw *gw, const char *id); /* NULL: no such recording */
 void dg_gw_rec_cache_free(struct gw *gw);
+/* GET /v1/policies: the gateway's policies (default first) as their JSON. */
+json_t *dg_gw_policies_json(struct gw *gw);
 
 /* egress-link.c: the session's listener goes to the proxy once the desktop
  * exists (attach) and is withdrawn at its end (detach, idempotent); the

@@ -175,6 +175,11 @@ static int write_http(struct lws *wsi, int status, const char *type, const char 
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
+int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len)
+{
+	return write_http(c->wsi, status, type, body, len);
+}
+
 static int reply_json(struct conn *c, int status, json_t *body)
 {
 	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -505,6 +510,13 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 		return route_approvals(c, path, raw, raw_len);
 	if (strcmp(path, "/v1/recordings") == 0 || strncmp(path, "/v1/recordings/", 15) == 0)
 		return route_recordings(c, path);
+	if (strcmp(path, "/v1/policies") == 0) {
+		if (!dg_auth_may(&c->who, DG_PERM_WATCH, NULL))
+			return reply_error(c, 403, "forbidden", "policies need a viewer or admin token");
+		if (c->method != 'G')
+			return reply_error(c, 405, "method_not_allowed", "GET");
+		return reply_json(c, 200, json_pack("{s:o}", "policies", dg_gw_policies_json(G)));
+	}
 	char id[DG_SESSION_ID_MAX + 2];
 	const char *tail = session_path(path, id, sizeof(id));
 	if (tail && *tail == '\0') {

@@ -23,6 +23,9 @@
  * No events.jsonl is written when its part is empty (a crash inside
  * dg_rec_open leaves that).
  *
+ * With DG_FUZZ_TRACE set in the environment, each step's result is printed
+ * (to check what a seed reaches).
+ *
  * The directory (a fresh mkdtemp per process) keeps a frames/ folder the
  * events may name: one good frame, one whose content does not hash to its
  * name, one symbolic link and one directory (names below, and in the seed
@@ -53,6 +56,7 @@ static char key_id[DG_REC_HEX_LEN + 1];
 #define N_POLICIES 4
 static struct dg_policy policies[N_POLICIES];
 static char *session_plain, *session_redact;
+static bool trace; /* DG_FUZZ_TRACE: say what each input did, for writing seeds */
 
 static void die(const char *what)
 {
@@ -116,9 +120,9 @@ static char *session_json(bool redact)
 	hex_of(policy_text, sizeof(policy_text) - 1, ph);
 	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:s, s:s, s:s, s:b}", "format",
 			      DG_REC_FORMAT, "id", "fuzz-session-1", "start", "2025-05-01T12:34:56.789Z",
-			      (json_int_t)1746102896789, "profile", "browser", "width", 1280, "height",
-			      800, "token_name", "agent", "policy_sha256", ph, "policy", policy_text,
-			      "redact_text", redact);
+			      "start_ms", (json_int_t)1746102896789, "profile", "browser", "width", 1280,
+			      "height", 800, "token_name", "agent", "policy_sha256", ph, "policy",
+			      policy_text, "redact_text", redact);
 	if (!j)
 		die("out of memory");
 	if (redact)
@@ -145,6 +149,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
+	trace = getenv("DG_FUZZ_TRACE") != NULL;
 	const char *tmp = getenv("TMPDIR");
 	snprintf(root, sizeof(root), "%s/dg-fuzz-rec-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(root))
@@ -304,6 +309,9 @@ static enum dg_rec_status verify(const struct dg_rec_key *k)
 		      (unsigned long long)res.last_seq, (unsigned long long)res.events);
 	if (res.status == DG_REC_SEALED || res.status == DG_REC_SEALED_CRASH)
 		DG_FUZZ_CHECK(k != NULL, "sealed without a key");
+	if (trace)
+		fprintf(stderr, "verify (%s key): %s: %s\n", k ? "with" : "no",
+			dg_rec_status_name(res.status), res.msg);
 	if (res.status == DG_REC_BAD)
 		DG_FUZZ_CHECK(res.bad_seq <= res.last_seq + 1, "bad_seq %llu after last_seq %llu",
 			      (unsigned long long)res.bad_seq, (unsigned long long)res.last_seq);
@@ -355,6 +363,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dg_err err = {{0}};
 	int r = dg_rec_replay(dir, &policies[(mode >> 4) & 3], on_redecision, &rc, &sum, &err);
 	DG_FUZZ_CHECK(r <= 0 && (r == 0 || err.msg[0]), "dg_rec_replay: %d %s", r, err.msg);
+	if (trace)
+		fprintf(stderr, "replay: %d %s: %llu actions, %llu decisions, %llu changed, "
+			"%llu skipped\n", r, err.msg, (unsigned long long)sum.actions,
+			(unsigned long long)sum.decisions, (unsigned long long)sum.changed,
+			(unsigned long long)sum.skipped);
 	DG_FUZZ_CHECK(sum.actions + sum.decisions + sum.skipped <= (uint64_t)rc.seen,
 		      "summary counts %llu+%llu+%llu, callback saw %d", (unsigned long long)sum.actions,
 		      (unsigned long long)sum.decisions, (unsigned long long)sum.skipped, rc.seen);
@@ -364,6 +377,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r = dg_rec_seal_orphan(dir, key, &orr, &err);
 		DG_FUZZ_CHECK(r <= 0 && (r == 0 || err.msg[0]), "dg_rec_seal_orphan: %d %s", r,
 			      err.msg);
+		if (trace)
+			fprintf(stderr, "seal_orphan: %d %s\n", r, r ? err.msg : "");
 		enum dg_rec_status after = verify(key);
 		/* Chain and frames held and no seal: sealing must make it verify. */
 		if (before == DG_REC_UNSEALED)
