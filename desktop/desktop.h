@@ -281,6 +281,7 @@ void dg_worker_stop(struct dg_worker *w);
 
 #define DG_SESSION_ID_MAX 64          /* [a-z0-9-] */
 #define DG_SPAWNER_SESSIONS_MAX 256   /* sessions one spawner serves at once */
+#define DG_SPAWNER_POOL_MAX 64        /* warm desktops of one profile */
 #define DG_EXEC_ARGV_MAX 256
 #define DG_EXEC_ARG_MAX 4096
 #define DG_EXEC_STDIN_MAX (32 * 1024)
@@ -306,6 +307,10 @@ int dg_spawner_start(struct dg_spawner *sp, bool verbose, struct dg_err *err);
  *         listener in the jail's network namespace (for the egress proxy);
  *         or {"req":N,"ok":false,"error":...}
  *   {"op":"destroy","session":ID} -> {"req":N,"ok":true}
+ *   {"op":"pool","xterm":N,"browser":N,"limits":{...},"strict":B} -> {"req":N,"ok":true}:
+ *      keep N desktops of each profile started ahead (default size, these
+ *      limits and strictness); a create that fits takes one ("warm":true in
+ *      its reply) and another starts behind it; a desktop is never reused.
  *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
  *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result
  *         {"ok","exit_code","stdout","stderr","stdout_truncated",

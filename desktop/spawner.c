@@ -32,16 +32,30 @@
 
 struct session {
 	bool used;
+	bool warm;                 /* in the pool: started, given to nobody yet */
 	char id[DG_SESSION_ID_MAX + 1];
 	struct dg_policy limits;   /* .limits only */
+	bool strict;
 	struct dg_desktop desktop;
 	struct dg_worker worker;
+};
+
+/* The warm pool: desktops started ahead, fully jailed, each given to one
+ * session and never reused. A pool desktop has the pool's size, limits and
+ * strictness; a request that asks for anything else starts cold. */
+struct pool {
+	int want[2];               /* by enum dg_profile */
+	struct dg_policy limits;
+	bool strict;
+	int failures;              /* consecutive failed starts (backs off) */
+	long long retry_at;        /* ms: after failures, not before */
 };
 
 struct spawner {
 	int fd;
 	int sigfd;
 	bool verbose;
+	struct pool pool;
 	struct session sessions[DG_SPAWNER_SESSIONS_MAX];
 };
 
@@ -135,6 +149,118 @@ static int parse_limits(json_t *limits, struct dg_policy *p, struct dg_err *err)
 	return r;
 }
 
+/* Gives session s to the gateway: the worker's channel and the egress
+ * listener go back with the reply; the spawner keeps only the pids. */
+static void hand_over(struct spawner *sp, json_t *req, struct session *s, const char *id,
+		      long long start_ms, bool warm)
+{
+	json_t *r = json_pack("{s:O?, s:b, s:s, s:i, s:I, s:b}", "req", json_object_get(req, "req"),
+			      "ok", 1, "session", id, "slot", (int)s->desktop.jail.slot,
+			      "start_ms", (json_int_t)start_ms, "warm", warm);
+	int fds[2] = {s->worker.ctl, s->desktop.jail.egress_fd};
+	reply(sp, r, fds, 2);
+	close(s->worker.ctl);
+	s->worker.ctl = -1;
+	close(s->desktop.jail.egress_fd);
+	s->desktop.jail.egress_fd = -1;
+}
+
+/* A warm desktop that fits the request, or NULL. */
+static struct session *pool_take(struct spawner *sp, enum dg_profile prof, int w, int h,
+				 const struct dg_limits *lim, bool strict)
+{
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		struct session *s = &sp->sessions[i];
+		if (s->used && s->warm && s->desktop.profile == prof && s->desktop.width == w &&
+		    s->desktop.height == h && s->strict == strict &&
+		    memcmp(&s->limits.limits, lim, sizeof(*lim)) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+static int pool_count(struct spawner *sp, enum dg_profile prof)
+{
+	int n = 0;
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++)
+		n += sp->sessions[i].used && sp->sessions[i].warm &&
+		     sp->sessions[i].desktop.profile == prof;
+	return n;
+}
+
+/* Starts one warm desktop when the pool is short of one. Returns true when
+ * more remain to start (the loop comes back at once, after serving the
+ * gateway's requests: requests go first). */
+static bool pool_refill(struct spawner *sp)
+{
+	struct pool *pl = &sp->pool;
+	if (now_ms() < pl->retry_at)
+		return false;
+	for (int prof = 0; prof < 2; prof++) {
+		if (pool_count(sp, (enum dg_profile)prof) >= pl->want[prof])
+			continue;
+		struct session *s = NULL;
+		for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX && !s; i++)
+			if (!sp->sessions[i].used)
+				s = &sp->sessions[i];
+		if (!s)
+			return false;
+		memset(s, 0, sizeof(*s));
+		dg_policy_copy(&s->limits, &pl->limits);
+		struct dg_desktop_spec spec = {.profile = (enum dg_profile)prof,
+					       .width = DG_DESKTOP_WIDTH_DEFAULT,
+					       .height = DG_DESKTOP_HEIGHT_DEFAULT,
+					       .limits = &s->limits.limits,
+					       .log_to_stderr = sp->verbose,
+					       .strict = pl->strict,
+					       .egress = true};
+		struct dg_err err = {{0}};
+		if (dg_desktop_start(&spec, &s->desktop, &err) != 0 ||
+		    dg_worker_start(&s->desktop, &s->worker, &err) != 0) {
+			if (s->desktop.jail.pid > 0 || s->desktop.jail.cgroup)
+				dg_desktop_destroy(&s->desktop);
+			fprintf(stderr, "deskgate spawner: warm %s desktop: %s\n",
+				dg_profile_name((enum dg_profile)prof), err.msg);
+			/* Back off: a machine that cannot start desktops must not
+			 * spin on it. */
+			pl->failures++;
+			pl->retry_at = now_ms() + (pl->failures < 6 ? 250LL << pl->failures : 16000);
+			return false;
+		}
+		pl->failures = 0;
+		s->used = true;
+		s->warm = true;
+		s->strict = pl->strict;
+		return true;
+	}
+	return false;
+}
+
+/* {"op":"pool","xterm":N,"browser":N,"limits":{...},"strict":B}: the pool's
+ * sizes and what its desktops are started with. Smaller sizes do not end
+ * warm desktops already started; they are used first. */
+static void op_pool(struct spawner *sp, json_t *req)
+{
+	json_t *x = json_object_get(req, "xterm"), *b = json_object_get(req, "browser");
+	struct dg_err err = {{0}};
+	if (!json_is_integer(x) || !json_is_integer(b) || json_integer_value(x) < 0 ||
+	    json_integer_value(b) < 0 || json_integer_value(x) > DG_SPAWNER_POOL_MAX ||
+	    json_integer_value(b) > DG_SPAWNER_POOL_MAX)
+		return reply_error(sp, req, "pool: xterm and browser must be integers 0..%d",
+				   DG_SPAWNER_POOL_MAX);
+	struct dg_policy lim;
+	if (parse_limits(json_object_get(req, "limits"), &lim, &err) != 0)
+		return reply_error(sp, req, "pool: %s", err.msg);
+	dg_policy_free(&sp->pool.limits);
+	sp->pool.limits = lim;
+	sp->pool.strict = json_is_true(json_object_get(req, "strict"));
+	sp->pool.want[DG_PROFILE_XTERM] = (int)json_integer_value(x);
+	sp->pool.want[DG_PROFILE_BROWSER] = (int)json_integer_value(b);
+	sp->pool.failures = 0;
+	sp->pool.retry_at = 0;
+	reply(sp, json_pack("{s:O?, s:b}", "req", json_object_get(req, "req"), "ok", 1), NULL, 0);
+}
+
 static void op_create(struct spawner *sp, json_t *req)
 {
 	const char *id = json_string_value(json_object_get(req, "session"));
@@ -159,6 +285,16 @@ static void op_create(struct spawner *sp, json_t *req)
 	memset(s, 0, sizeof(*s));
 	if (parse_limits(json_object_get(req, "limits"), &s->limits, &err) != 0)
 		return reply_error(sp, req, "create: %s", err.msg);
+	bool strict = json_is_true(json_object_get(req, "strict"));
+	struct session *ws = pool_take(sp, prof, (int)json_integer_value(w), (int)json_integer_value(h),
+				       &s->limits.limits, strict);
+	if (ws) {
+		dg_policy_free(&s->limits);
+		snprintf(ws->id, sizeof(ws->id), "%s", id);
+		ws->warm = false;
+		hand_over(sp, req, ws, id, 0, true);
+		return;
+	}
 	struct dg_desktop_spec spec = {
 		.profile = prof,
 		.width = (int)json_integer_value(w),
@@ -177,17 +313,8 @@ static void op_create(struct spawner *sp, json_t *req)
 	}
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->used = true;
-	json_t *r = json_pack("{s:O?, s:b, s:s, s:i, s:I}", "req", json_object_get(req, "req"),
-			      "ok", 1, "session", id, "slot", (int)s->desktop.jail.slot,
-			      "start_ms", (json_int_t)(now_ms() - t0));
-	int fds[2] = {s->worker.ctl, s->desktop.jail.egress_fd};
-	reply(sp, r, fds, 2);
-	/* The gateway talks to the worker and hands the listener to the egress
-	 * proxy now; the spawner keeps only the pids. */
-	close(s->worker.ctl);
-	s->worker.ctl = -1;
-	close(s->desktop.jail.egress_fd);
-	s->desktop.jail.egress_fd = -1;
+	s->strict = strict;
+	hand_over(sp, req, s, id, now_ms() - t0, false);
 }
 
 static void op_destroy(struct spawner *sp, json_t *req)
@@ -477,7 +604,10 @@ static void reap(struct spawner *sp)
 				continue;
 			char id[sizeof(s->id)];
 			snprintf(id, sizeof(id), "%s", s->id);
+			bool warm = s->warm;
 			session_end(s);
+			if (warm) /* nobody's yet: the pool starts another */
+				break;
 			reply(sp, json_pack("{s:s, s:s, s:s}", "event", "ended", "session", id, "reason",
 					    what),
 			      NULL, 0);
@@ -517,6 +647,8 @@ static void handle(struct spawner *sp)
 		op_destroy(sp, req);
 	else if (strcmp(op, "exec") == 0)
 		op_exec(sp, req);
+	else if (strcmp(op, "pool") == 0)
+		op_pool(sp, req);
 	else
 		reply_error(sp, req, "unknown op");
 	json_decref(req);
@@ -536,14 +668,24 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 	signal(SIGPIPE, SIG_IGN);
 	if (sp.sigfd < 0 || dg_seccomp_prepare(&err) != 0)
 		_exit(1);
+	bool more = false;
 	for (;;) {
 		struct pollfd p[2] = {{sp.fd, POLLIN, 0}, {sp.sigfd, POLLIN, 0}};
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		long long wait = -1;
+		if (more)
+			wait = 0;
+		else if (sp.pool.retry_at > now_ms())
+			wait = sp.pool.retry_at - now_ms();
+		if (poll(p, 2, (int)wait) < 0 && errno != EINTR)
 			_exit(1);
 		if (p[1].revents)
 			reap(&sp);
 		if (p[0].revents)
 			handle(&sp);
+		/* One warm desktop per turn, only when no request waits. */
+		more = !(p[0].revents & POLLIN) && pool_refill(&sp);
+		if (!more && (p[0].revents & POLLIN))
+			more = true; /* look again at the pool after the requests */
 	}
 }
 

@@ -77,6 +77,7 @@ struct worker {
 	uint64_t png_hash;
 	int png_key[6];
 	bool png_valid;
+	uint64_t png_area;       /* w->area when png was encoded */
 };
 
 static struct worker *W; /* libvncclient callbacks carry no user pointer we need */
@@ -363,6 +364,9 @@ static double encode(struct worker *w, const int region[4], int out_w, int out_h
 	uint64_t h = 0;
 	/* The screen's key has region -1s, which no zoom's key has. */
 	int key[6] = {-1, -1, -1, -1, out_w, out_h};
+	if (!region && w->png_valid && w->png_area == w->area &&
+	    memcmp(key, w->png_key, sizeof(key)) == 0)
+		return 0; /* no rectangle arrived since: the same pixels, the same PNG */
 	if (region) {
 		h = dg_frame_hash(&f);
 		memcpy(key, region, 4 * sizeof(int));
@@ -379,6 +383,7 @@ static double encode(struct worker *w, const int region[4], int out_w, int out_h
 	w->png_hash = h;
 	memcpy(w->png_key, key, sizeof(key));
 	w->png_valid = true;
+	w->png_area = w->area;
 	return now_exact_ms() - t0;
 }
 
@@ -944,6 +949,10 @@ int dg_worker_main(int argc, char **argv)
 	if (dg_seccomp_install_worker(&err))
 		die("%s", err.msg);
 	send_ready(w);
+	/* The first screenshot is ready before anyone asks: its stripes are
+	 * encoded now, while the owner answers its client (a later screenshot of
+	 * an unchanged screen then costs one hashing pass). */
+	encode(w, NULL, w->width, w->height);
 	loop(w);
 	return 0;
 }

@@ -115,8 +115,11 @@ int dg_cmd_serve(int argc, char **argv);
  *       "recording_fsync_ms": 1000,    recordings reach the disk at most this
  *                                      long after an event (0: after every event)
  *       "retention_days": 30,          recordings older than this are deleted,
- *       "retention_mb": 10240          then the oldest until all fit (0: no limit;
+ *       "retention_mb": 10240,         then the oldest until all fit (0: no limit;
  *                                      a live session's recording is never deleted)
+ *       "warm_xterm": 0,               desktops of each profile kept started ahead
+ *       "warm_browser": 0              (the warm pool): a session of the default
+ *                                      size and policy takes one in milliseconds
  *     }
  *   }
  *
@@ -174,6 +177,12 @@ int dg_cmd_serve(int argc, char **argv);
 #define DG_GW_RETENTION_MB_DEFAULT 10240
 #define DG_GW_RETENTION_MB_MIN 0
 #define DG_GW_RETENTION_MB_MAX (1024u * 1024 * 1024)
+#define DG_GW_WARM_XTERM_DEFAULT 0
+#define DG_GW_WARM_XTERM_MIN 0
+#define DG_GW_WARM_XTERM_MAX 64      /* DG_SPAWNER_POOL_MAX */
+#define DG_GW_WARM_BROWSER_DEFAULT 0
+#define DG_GW_WARM_BROWSER_MIN 0
+#define DG_GW_WARM_BROWSER_MAX 64
 #define DG_GW_ACTIONS_PER_SECOND_DEFAULT 50
 #define DG_GW_ACTIONS_PER_SECOND_MIN 1
 #define DG_GW_ACTIONS_PER_SECOND_MAX 100000
@@ -193,6 +202,8 @@ struct dg_gw_limits {
 	uint32_t recording_fsync_ms;
 	uint32_t retention_days;
 	uint32_t retention_mb;
+	uint32_t warm_xterm;
+	uint32_t warm_browser;
 };
 
 enum dg_role {

@@ -143,6 +143,7 @@ struct gw_session {
 	unsigned long n_requests, n_requests_blocked; /* the browser's, decided here */
 	int egress_fd;         /* the jail's egress listener until the proxy has it; -1 */
 	bool egress_added;     /* the proxy serves the session's listener */
+	bool warm;             /* its desktop came from the warm pool */
 	/* actions decided in each of the last 60 seconds, for the policy's
 	 * actions_per_minute budget */
 	unsigned minute_count[60];
@@ -213,6 +214,7 @@ struct gw {
 
 long long dg_gw_now_ms(void);
 long long dg_gw_now_us(void);
+json_t *dg_gw_limits_json(const struct dg_limits *l); /* as the spawner reads them */
 
 /* server.c */
 void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);

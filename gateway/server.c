@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 
 #include "gateway/server-priv.h"
+#include "gateway/web-priv.h"
 
 static struct gw *G;
 
@@ -461,6 +462,10 @@ static int route_recordings(struct conn *c, const char *path)
 static int route(struct conn *c, const char *raw, size_t raw_len)
 {
 	const char *path = c->path;
+	/* The web pages are public and hold no data (web-priv.h). */
+	const struct dg_web_file *page = c->method == 'G' ? dg_web_find(path) : NULL;
+	if (page)
+		return dg_web_reply(c, page);
 	if (strcmp(path, "/healthz") == 0 && c->method == 'G') {
 		int live = 0;
 		for (int i = 0; i < G->n_sessions; i++)
@@ -1029,6 +1034,15 @@ int dg_cmd_serve(int argc, char **argv)
 	if (n_resolve)
 		fprintf(stderr, "deskgate serve: TEST ONLY: %d names resolved by --test-resolve, "
 				"exempt from the address checks\n", n_resolve);
+	if (gw.cfg.limits.warm_xterm || gw.cfg.limits.warm_browser) {
+		/* Warm desktops fit sessions of the default size and policy. */
+		json_t *pool = json_pack("{s:s, s:i, s:i, s:o, s:b}", "op", "pool", "xterm",
+					 (int)gw.cfg.limits.warm_xterm, "browser",
+					 (int)gw.cfg.limits.warm_browser, "limits",
+					 dg_gw_limits_json(&gw.policy.limits), "strict", gw.policy.rules != NULL);
+		if (dg_spawner_request(&gw.spawner, pool, &err) < 0)
+			fprintf(stderr, "deskgate serve: warm pool: %s\n", err.msg);
+	}
 	gw.n_sessions = (int)gw.cfg.limits.max_sessions;
 	gw.sessions = calloc((size_t)gw.n_sessions, sizeof(*gw.sessions));
 

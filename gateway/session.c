@@ -63,7 +63,16 @@ json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 		json_object_set_new(j, "url", json_string(s->url));
 	if (s->title)
 		json_object_set_new(j, "title", json_string(s->title));
+	json_object_set_new(j, "warm", json_boolean(s->warm));
 	return j;
+}
+
+json_t *dg_gw_limits_json(const struct dg_limits *l)
+{
+	return json_pack("{s:I, s:i, s:f, s:i, s:i, s:I, s:I}", "memory_mb", (json_int_t)l->memory_mb,
+			 "pids", (int)l->pids, "cpus", l->cpus, "exec_seconds", (int)l->exec_seconds,
+			 "session_seconds", (int)l->session_seconds, "output_bytes",
+			 (json_int_t)l->output_bytes, "scratch_mb", (json_int_t)l->scratch_mb);
 }
 
 /* ---- timers --------------------------------------------------------------- */
@@ -243,12 +252,7 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			       pname ? pname : "default");
 	dg_gw_rec_event(s, lc);
 	json_decref(lc);
-	json_t *limits = json_pack(
-		"{s:I, s:i, s:f, s:i, s:i, s:I, s:I}", "memory_mb", (json_int_t)policy.limits.memory_mb,
-		"pids", (int)policy.limits.pids, "cpus", policy.limits.cpus, "exec_seconds",
-		(int)policy.limits.exec_seconds, "session_seconds", (int)policy.limits.session_seconds,
-		"output_bytes", (json_int_t)policy.limits.output_bytes, "scratch_mb",
-		(json_int_t)policy.limits.scratch_mb);
+	json_t *limits = dg_gw_limits_json(&policy.limits);
 	struct dg_err serr = {{0}};
 	int req = dg_spawner_request(&gw->spawner,
 				     json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:b}", "op", "create",
@@ -279,8 +283,9 @@ static void became_ready(struct gw_session *s)
 	s->state = S_READY;
 	lws_sul_cancel(&s->sul_create);
 	touch(s);
-	json_t *lc = json_pack("{s:s, s:s, s:I}", "type", "lifecycle", "state", "ready", "start_ms",
-			       (json_int_t)(dg_gw_now_ms() - s->created_ms));
+	json_t *lc = json_pack("{s:s, s:s, s:I, s:b}", "type", "lifecycle", "state", "ready",
+			       "start_ms", (json_int_t)(dg_gw_now_ms() - s->created_ms), "warm",
+			       s->warm);
 	if (s->url)
 		json_object_set_new(lc, "url", json_string(s->url));
 	if (s->title)
@@ -1341,6 +1346,7 @@ void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
 			return;
 		}
 		s->egress_fd = fds[1];
+		s->warm = json_is_true(json_object_get(msg, "warm"));
 		dg_gw_egress_attach(s);
 		fcntl(fds[0], F_SETFL, O_NONBLOCK);
 		s->worker = dg_gw_adopt(gw, fds[0], dg_gw_raw_tag(s, 2));

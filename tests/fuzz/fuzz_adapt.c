@@ -43,7 +43,8 @@ static void answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
 	}
 }
 
-static void one(const char *msg, size_t len, const struct dg_adapt_scale *scale, const char *hostile)
+static void one(const char *msg, size_t len, const struct dg_adapt_scale *scale,
+		const char *hostile)
 {
 	struct dg_adapted a;
 	struct dg_err err = {{0}};

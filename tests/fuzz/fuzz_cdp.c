@@ -22,7 +22,7 @@
  * What the client writes is read and dropped after every step (with
  * DG_FUZZ_TRACE set in the environment it is printed, to write seeds).
  *
- * Checked: no crash or leak; every command whose sending call returned 0
+ * Checked: no crash, leak or descriptor left open; every command whose sending call returned 0
  * is completed exactly once, never inside the sending call, with a message
  * exactly when it failed; the accessors stay within their documented
  * bounds (URL, title); the guard's messages to the owner are JSON objects
@@ -129,7 +129,7 @@ static void on_event(void *arg, const char *method, const char *session, json_t 
 /* Reads and drops what the client wrote (printed when tracing). */
 static void drain_commands(struct state *s)
 {
-	char buf[65536];
+	char buf[8192];
 	ssize_t n;
 	while ((n = read(s->cmd_rd, buf, sizeof(buf))) > 0) {
 		if (!trace)
@@ -198,9 +198,11 @@ static void browser_write(struct state *s, const char *p, size_t n)
 	}
 }
 
-static void sent(struct state *s, int r)
+static void sent(struct state *s, int r, const struct dg_err *err)
 {
 	s->in_send = false;
+	if (trace && r != 0)
+		fprintf(stderr, "owner command: %d %s\n", r, err->msg);
 	DG_FUZZ_CHECK(r <= 0, "a sending call returned %d", r);
 	if (r == 0)
 		s->outstanding++;
@@ -260,17 +262,17 @@ static void owner(struct state *s, const char *seg, size_t n)
 	}
 	s->in_send = true;
 	if (VERB("!navigate")) {
-		sent(s, dg_cdp_navigate(s->c, arg, done, s, &err));
+		sent(s, dg_cdp_navigate(s->c, arg, done, s, &err), &err);
 	} else if (VERB("!back")) {
-		sent(s, dg_cdp_back(s->c, done, s, &err));
+		sent(s, dg_cdp_back(s->c, done, s, &err), &err);
 	} else if (VERB("!forward")) {
-		sent(s, dg_cdp_forward(s->c, done, s, &err));
+		sent(s, dg_cdp_forward(s->c, done, s, &err), &err);
 	} else if (VERB("!reload")) {
-		sent(s, dg_cdp_reload(s->c, done, s, &err));
+		sent(s, dg_cdp_reload(s->c, done, s, &err), &err);
 	} else if (VERB("!eval")) {
-		sent(s, dg_cdp_evaluate(s->c, arg, done, s, &err));
+		sent(s, dg_cdp_evaluate(s->c, arg, done, s, &err), &err);
 	} else if (VERB("!refresh")) {
-		sent(s, dg_cdp_refresh(s->c, done, s, &err));
+		sent(s, dg_cdp_refresh(s->c, done, s, &err), &err);
 	} else if (VERB("!send")) {
 		const char *sp2 = strchr(arg, ' ');
 		char method[64];
@@ -278,7 +280,7 @@ static void owner(struct state *s, const char *seg, size_t n)
 		snprintf(method, sizeof(method), "%.*s", (int)(ml < 63 ? ml : 63), arg);
 		json_t *params = sp2 ? json_loads(sp2 + 1, 0, NULL) : NULL;
 		const char *session = dg_cdp_session_id(s->c);
-		sent(s, dg_cdp_send(s->c, method, params, session[0] ? session : NULL, done, s, &err));
+		sent(s, dg_cdp_send(s->c, method, params, session[0] ? session : NULL, done, s, &err), &err);
 	} else {
 		s->in_send = false;
 	}
@@ -288,6 +290,7 @@ static void owner(struct state *s, const char *seg, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	int fds_before = dg_fuzz_fd_begin();
 	struct state *s = calloc(1, sizeof(*s));
 	DG_FUZZ_CHECK(s, "out of memory");
 	int cmd[2], ev[2];
@@ -337,6 +340,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s->ev_wr >= 0)
 		close(s->ev_wr);
 	free(s);
-	dg_fuzz_fd_check(256);
+	dg_fuzz_fd_end(fds_before);
 	return 0;
 }

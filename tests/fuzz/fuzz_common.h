@@ -70,22 +70,22 @@ static inline int dg_fuzz_fd_count(void)
 	return n - 1;
 }
 
-/* Aborts when the process holds more descriptors than after its first
- * input: a leak of one per input shows within `every` inputs. Counting
- * reads a directory, so it runs only every `every` calls. */
-static inline void dg_fuzz_fd_check(unsigned every)
+/* Descriptor leaks: dg_fuzz_fd_begin at the start of an input,
+ * dg_fuzz_fd_end at its end aborts when more are open than at the start.
+ * Counted around each input rather than against a baseline, because
+ * libFuzzer itself keeps descriptors between inputs (its pipes to the
+ * symbolizer it starts to print new functions). A count costs one small
+ * directory read. */
+static inline int dg_fuzz_fd_begin(void)
 {
-	static int baseline = -1;
-	static unsigned calls;
-	if (baseline < 0) {
-		baseline = dg_fuzz_fd_count();
-		return;
-	}
-	if (++calls % every)
-		return;
+	return dg_fuzz_fd_count();
+}
+
+static inline void dg_fuzz_fd_end(int before)
+{
 	int now = dg_fuzz_fd_count();
-	DG_FUZZ_CHECK(now <= baseline, "descriptor leak: %d open, %d after the first input", now,
-		      baseline);
+	DG_FUZZ_CHECK(now <= before, "descriptor leak: %d open after the input, %d before", now,
+		      before);
 }
 
 #endif

@@ -28,8 +28,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	static const char text[] = "{\"version\":1,\"default\":\"deny\",\"egress\":{\"allow\":[\"example.com:443\","
-				   "\"*.example.org:80\",\"a.test:8080\",\"93.184.216.34:443\"]}}";
+	static const char text[] = "{\"version\":1,\"default\":\"deny\",\"egress\":{\"allow\":["
+				   "\"example.com:443\",\"*.example.org:80\",\"a.test:8080\","
+				   "\"93.184.216.34:443\"]}}";
 	struct dg_err err = {{0}};
 	if (dg_policy_parse(text, sizeof(text) - 1, "fuzz_egress_http", &policy, &err) != 0) {
 		fprintf(stderr, "fuzz_egress_http: the built-in policy does not load: %s\n", err.msg);

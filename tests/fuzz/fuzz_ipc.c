@@ -29,7 +29,7 @@
  * gateway's handling of worker, spawner and proxy messages (gateway/
  * session.c and server.c, which need a running gateway).
  *
- * Checked: no crash, no leak, no descriptor left open (dg_fuzz_fd_check;
+ * Checked: no crash, no leak, no descriptor left open (dg_fuzz_fd_end;
  * descriptors that arrive with datagrams must all be closed), results as
  * documented. */
 #include <errno.h>
@@ -365,6 +365,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
 		return 0;
+	int fds_before = dg_fuzz_fd_begin();
 	uint8_t sel = data[0] % 5, param = data[1];
 	data += 2;
 	size -= 2;
@@ -397,6 +398,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	}
-	dg_fuzz_fd_check(64);
+	dg_fuzz_fd_end(fds_before);
 	return 0;
 }

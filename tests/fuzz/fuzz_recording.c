@@ -26,11 +26,13 @@
  * With DG_FUZZ_TRACE set in the environment, each step's result is printed
  * (to check what a seed reaches).
  *
- * The directory (a fresh mkdtemp per process) keeps a frames/ folder the
- * events may name: one good frame, one whose content does not hash to its
- * name, one symbolic link and one directory (names below, and in the seed
- * corpus). session.json and events.jsonl are written and removed for each
- * input; the whole directory is removed at exit. */
+ * The directory (a fresh mkdtemp per process, under $TMPDIR, else
+ * /dev/shm) keeps a frames/ folder the events may name: one good frame,
+ * one whose content does not hash to its name, one symbolic link and one
+ * directory (names below, and in the seed corpus). session.json and
+ * events.jsonl are written and removed for each input; the whole directory
+ * is removed at exit. No descriptor may stay open after an input
+ * (dg_fuzz_fd_end). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -150,8 +152,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	trace = getenv("DG_FUZZ_TRACE") != NULL;
+	/* $TMPDIR, else tmpfs when there is one: the files are rewritten for
+	 * every input and orphan sealing syncs them. */
 	const char *tmp = getenv("TMPDIR");
-	snprintf(root, sizeof(root), "%s/dg-fuzz-rec-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!tmp || !*tmp)
+		tmp = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
+	snprintf(root, sizeof(root), "%s/dg-fuzz-rec-XXXXXX", tmp);
 	if (!mkdtemp(root))
 		die("mkdtemp failed");
 	atexit(cleanup);
@@ -328,6 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
+	int fds_before = dg_fuzz_fd_begin();
 	uint8_t mode = data[0];
 	const char *rest = (const char *)data + 1;
 	size_t rest_len = size - 1;
@@ -387,5 +394,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				      "verifies as %s", r, err.msg, dg_rec_status_name(after));
 	}
 	remove_files();
+	dg_fuzz_fd_end(fds_before);
 	return 0;
 }

@@ -195,6 +195,8 @@ static const struct bound bounds[] = {
 	B(recording_fsync_ms, RECORDING_FSYNC_MS),
 	B(retention_days, RETENTION_DAYS),
 	B(retention_mb, RETENTION_MB),
+	B(warm_xterm, WARM_XTERM),
+	B(warm_browser, WARM_BROWSER),
 	B(session_seconds, SESSION_SECONDS),
 	B(disconnect_grace_seconds, DISCONNECT_GRACE_SECONDS),
 	B(max_observers, MAX_OBSERVERS),

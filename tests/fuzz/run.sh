@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# tests/fuzz/run.sh [SECONDS] [TARGET...]
+#
+# Builds the libFuzzer targets with clang (ASan+UBSan, -DDG_FUZZ=ON) into
+# build-fuzz/ and runs each for SECONDS (default 30), or only the TARGETs
+# named (fuzz_action, fuzz_cdp, ...). Each target starts from its working
+# corpus build-fuzz/corpus/<target>/, into which the seeds of
+# tests/fuzz/corpus/<target>/ are copied first; what a run finds stays
+# there for the next run (remove the folder to start from the seeds
+# again). Crash, leak, timeout and out-of-memory reproducers go to
+# build-fuzz/artifacts/<target>-*, the full log of each run to
+# build-fuzz/logs/<target>.log.
+#
+# Prints one line per target (executions, executions per second, corpus,
+# coverage) and exits 1 when any target crashed or failed to run.
+set -euo pipefail
+source "$(dirname "$0")/../../.ci/setup.sh"
+
+secs=${1:-30}
+shift || true
+if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 1)); then
+	echo "usage: tests/fuzz/run.sh [SECONDS] [TARGET...]" >&2
+	exit 2
+fi
+
+DG_PACKAGES+=(clang libclang-rt-dev) # libFuzzer's runtime is in libclang-rt
+dg_install_missing
+dg_build build-fuzz -DDG_FUZZ=ON -DCMAKE_C_COMPILER=clang
+
+build="$DG_ROOT/build-fuzz"
+seeds="$DG_ROOT/tests/fuzz/corpus"
+mkdir -p "$build/artifacts" "$build/logs" "$build/corpus"
+
+if (($# == 0)); then
+	set -- $(cd "$build/fuzz" && ls fuzz_* | sort)
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+failed=()
+printf '%-18s %-7s %12s %9s %8s %7s\n' target result executions exec/s corpus cov
+for t in "$@"; do
+	bin="$build/fuzz/$t"
+	if [[ ! -x $bin ]]; then
+		echo "run.sh: no fuzz target $t (have: $(cd "$build/fuzz" && echo fuzz_*))" >&2
+		failed+=("$t")
+		continue
+	fi
+	work="$build/corpus/$t"
+	log="$build/logs/$t.log"
+	mkdir -p "$work"
+	if [[ -d $seeds/$t ]]; then
+		cp -R "$seeds/$t"/. "$work"/
+	fi
+	rc=0
+	(cd "$build" && "$bin" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+		-print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "$work") \
+		>"$log" 2>&1 || rc=$?
+	# libFuzzer's last status line ("#N DONE cov: C ft: F corp: K/S ... exec/s: E")
+	# and its final stats (stat::number_of_executed_units, stat::average_exec_per_sec).
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
+	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
+	last=$(grep -E '^#[0-9]+[[:space:]]+(DONE|NEW|REDUCE|pulse|INITED)' "$log" | tail -n1 || true)
+	cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+	corp=$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' <<<"$last")
+	if [[ -z $execs ]]; then
+		execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
+	fi
+	if [[ -z $rate ]]; then
+		rate=$(sed -n 's/.* exec\/s: \([0-9]*\).*/\1/p' <<<"$last")
+	fi
+	result=ok
+	if ((rc != 0)); then
+		result=FAILED
+		failed+=("$t")
+	fi
+	printf '%-18s %-7s %12s %9s %8s %7s\n' "$t" "$result" "${execs:-?}" "${rate:-?}" \
+		"${corp:-?}" "${cov:-?}"
+	if ((rc != 0)); then
+		echo "---- $t exited with $rc; the end of $log:"
+		grep -v '^#[0-9]' "$log" | tail -n 60
+		echo "---- reproducers: $(ls "$build/artifacts" | grep "^$t-" | sed "s|^|build-fuzz/artifacts/|" | tr '\n' ' ')"
+		echo "---- replay one: build-fuzz/fuzz/$t build-fuzz/artifacts/<file>"
+	fi
+done
+
+if ((${#failed[@]})); then
+	echo "run.sh: failed: ${failed[*]}" >&2
+	exit 1
+fi
