@@ -205,6 +205,7 @@ struct gw {
 	struct gw_verify_cache verify_cache[DG_GW_VERIFY_CACHE];
 	unsigned verify_next;
 	struct lws *egress_wsi;
+	bool egress_dead;             /* it died: sessions are refused */
 	struct gw_session *sessions; /* cfg.limits.max_sessions of them */
 	int n_sessions;
 	struct gw_metrics m;

@@ -775,6 +775,22 @@ struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque)
 static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL};
 static struct raw_tag egress_tag = {RAW_EGRESS, NULL};
 
+/* The egress proxy died: every session's only way out went with it, so
+ * every session ends saying so, and new ones are refused (503) until
+ * deskgate is restarted; the gateway stays up for viewers and recordings. */
+static void egress_lost(const char *why)
+{
+	if (G->egress_dead)
+		return;
+	G->egress_dead = true;
+	lwsl_err("deskgate: the egress proxy is gone (%s): ending every session; new sessions "
+		 "are refused until deskgate restarts\n", why);
+	for (int i = 0; i < G->n_sessions; i++) {
+		if (G->sessions[i].used)
+			dg_gw_session_end(&G->sessions[i], "the egress proxy died");
+	}
+}
+
 /* The egress proxy's events: decisions and closed connections, each for a
  * session's observers and recording. A proxy that went away takes every
  * session's way out with it: the gateway stops rather than run sessions
@@ -788,9 +804,7 @@ static void egress_readable(void)
 		if (r == 0)
 			return;
 		if (r < 0) {
-			lwsl_err("deskgate: the egress proxy is gone (%s); stopping\n", err.msg);
-			G->stopping = true;
-			lws_cancel_service(G->ctx);
+			egress_lost(err.msg);
 			return;
 		}
 		dg_gw_egress_event(G, ev);
@@ -843,11 +857,13 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		if (!t)
 			return 0;
 		if (t->kind == RAW_SPAWNER || t->kind == RAW_EGRESS) {
-			if (t->kind == RAW_SPAWNER)
+			if (t->kind == RAW_SPAWNER) {
 				G->spawner_wsi = NULL;
-			else
+				G->stopping = true;
+			} else {
 				G->egress_wsi = NULL;
-			G->stopping = true;
+				egress_lost("its channel closed");
+			}
 		} else if (t->kind == RAW_WORKER) {
 			dg_gw_worker_closed(t->s);
 		} else if (t->kind == RAW_EXEC) {

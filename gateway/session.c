@@ -171,6 +171,12 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			 DG_MODEL_DIM_MIN, DG_MODEL_DIM_MIN, DG_MODEL_DIM_MAX, DG_MODEL_DIM_MAX);
 		return -1;
 	}
+	if (gw->egress_dead) {
+		*status = 503;
+		snprintf(err, errlen, "the egress proxy died: no session can reach anything until "
+				      "deskgate restarts");
+		return -1;
+	}
 	struct gw_session *s = NULL;
 	for (int i = 0; i < gw->n_sessions && !s; i++) {
 		if (!gw->sessions[i].used)
