@@ -1,0 +1,575 @@
+/* deskgate web: what every page shares.
+ *
+ * - The viewer's token lives in sessionStorage (this tab only, gone when the
+ *   tab closes) and goes to the gateway in the Authorization header, or as
+ *   the WebSocket subprotocol "bearer.<token>": never in a URL.
+ * - Everything shown comes from the API and is inserted as text (el(),
+ *   textContent), never as HTML.
+ * - The pages only read, except the approval buttons: nothing here sends
+ *   anything to a session.
+ */
+'use strict';
+
+const DG = (() => {
+  const TOKEN_KEY = 'deskgate.token';
+
+  /* ---- DOM helpers ------------------------------------------------------ */
+
+  // el('a', {href: '/', class: 'x'}, 'text', child): attributes set with
+  // setAttribute (except on*: never), children appended as text or nodes.
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k.startsWith('on')) throw new Error('el: no inline handlers');
+      if (k === 'class') e.className = v;
+      else if (k === 'dataset') Object.assign(e.dataset, v);
+      else if (v === true) e.setAttribute(k, '');
+      else e.setAttribute(k, String(v));
+    }
+    append(e, children);
+    return e;
+  }
+
+  function append(parent, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return parent;
+  }
+
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined) continue;
+      e.setAttribute(k, String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function clear(node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    return node;
+  }
+
+  const $ = (sel, root = document) => root.querySelector(sel);
+
+  /* ---- the token -------------------------------------------------------- */
+
+  function token() {
+    try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+  }
+  function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
+  function clearToken() { try { sessionStorage.removeItem(TOKEN_KEY); } catch { /* none */ } }
+
+  /* ---- the API ---------------------------------------------------------- */
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  // fetch() with the token; throws ApiError on any non-2xx status (401
+  // also signs out: the token is no longer valid).
+  async function api(path, opts = {}) {
+    const headers = Object.assign({}, opts.headers || {});
+    const t = token();
+    if (t) headers.Authorization = 'Bearer ' + t;
+    let body = opts.body;
+    if (body !== undefined && typeof body !== 'string') {
+      body = JSON.stringify(body);
+      headers['Content-Type'] = 'application/json';
+    }
+    const res = await fetch(path, {
+      method: opts.method || 'GET', headers, body, cache: 'no-store',
+      credentials: 'omit', referrerPolicy: 'no-referrer',
+    });
+    if (!res.ok) {
+      let code = 'http_' + res.status, message = res.statusText || 'request failed';
+      try {
+        const j = await res.json();
+        if (j && j.error) { code = j.error.code || code; message = j.error.message || message; }
+      } catch { /* not JSON */ }
+      if (res.status === 401 && !opts.noSignOut) signedOut('Your token was refused; sign in again.');
+      throw new ApiError(res.status, code, message);
+    }
+    return res;
+  }
+  const getJSON = async (path) => (await api(path)).json();
+
+  // The events of a recording, parsed; a torn last line (no newline: the
+  // writer died mid-line) is reported by the verifier, skipped here.
+  async function events(id) {
+    const text = await (await api(`/v1/recordings/${encodeURIComponent(id)}/events`)).text();
+    const out = [];
+    const lines = text.split('\n');
+    if (!text.endsWith('\n')) lines.pop();
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      try { out.push(JSON.parse(line)); } catch { /* a broken line: verify reports it */ }
+    }
+    return out;
+  }
+
+  // Frames are fetched with the token and shown through blob: URLs, kept
+  // for the life of the page (a recording names each frame once).
+  const frameCache = new Map();
+  function frameURL(recording, hash) {
+    if (!hash || !/^[0-9a-f]{64}$/.test(hash)) return Promise.resolve(null);
+    const key = recording + '/' + hash;
+    if (!frameCache.has(key)) {
+      const p = api(`/v1/recordings/${encodeURIComponent(recording)}/frames/${hash}.png`)
+        .then((r) => r.blob())
+        .then((b) => URL.createObjectURL(b))
+        .catch((e) => { frameCache.delete(key); throw e; });
+      frameCache.set(key, p);
+    }
+    return frameCache.get(key);
+  }
+
+  /* ---- formatting ------------------------------------------------------- */
+
+  const pad = (n, w = 2) => String(n).padStart(w, '0');
+  function fmtTime(ms) {
+    if (ms === null || ms === undefined || Number.isNaN(ms)) return '—';
+    const d = new Date(ms);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  function fmtClock(ms) {
+    const d = new Date(ms);
+    return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  function fmtDuration(ms) {
+    if (ms === null || ms === undefined || Number.isNaN(ms) || ms < 0) return '—';
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    const s = Math.round(ms / 1000);
+    if (s < 60) return `${s} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m} min ${pad(s % 60)} s`;
+    return `${Math.floor(m / 60)} h ${pad(m % 60)} min`;
+  }
+  function fmtAgo(ms) {
+    const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+    if (s < 10) return 'just now';
+    if (s < 60) return `${s} s ago`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    return `${Math.floor(s / 86400)} d ago`;
+  }
+  function fmtBytes(n) {
+    if (n >= 1 << 30 && n % (1 << 30) === 0) return `${n / (1 << 30)} GiB`;
+    if (n >= 1 << 20) return `${+(n / (1 << 20)).toFixed(1)} MiB`;
+    if (n >= 1024) return `${+(n / 1024).toFixed(1)} KiB`;
+    return `${n} bytes`;
+  }
+  const shortId = (id) => (id && id.length > 12 ? id.slice(0, 8) + '…' : id || '');
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many || one + 's'}`;
+
+  /* ---- actions ---------------------------------------------------------- */
+
+  const KEY_NAMES = {
+    Control_L: 'ctrl', Control_R: 'ctrl', Shift_L: 'shift', Shift_R: 'shift', Alt_L: 'alt',
+    Alt_R: 'alt', Super_L: 'super', Super_R: 'super', Meta_L: 'meta', Meta_R: 'meta',
+    Return: 'Enter', BackSpace: 'Backspace', Escape: 'Esc', Page_Down: 'PageDown',
+    Page_Up: 'PageUp',
+  };
+  // "Control_L+Alt_L+Delete ctrl+a" -> [["ctrl","alt","Delete"],["ctrl","a"]]
+  function chords(keys) {
+    return String(keys || '').split(/\s+/).filter(Boolean)
+      .map((c) => c.split('+').map((k) => KEY_NAMES[k] || k));
+  }
+
+  // Typed text as shown: the text, or its length when redacted.
+  function typedText(text) {
+    if (text && typeof text === 'object') {
+      if (text.redacted) return { redacted: true, length: text.length, label: `${plural(text.length, 'character')} (redacted)` };
+      if (text.omitted) return { redacted: true, length: null, label: `${fmtBytes(text.bytes)} (omitted)` };
+    }
+    const s = typeof text === 'string' ? text : '';
+    return { redacted: false, length: [...s].length, text: s, label: `“${s.length > 80 ? s.slice(0, 79) + '…' : s}”` };
+  }
+
+  const BUTTONS = { left: '', middle: 'middle ', right: 'right ', back: 'back ', forward: 'forward ' };
+  // A one-line human description of a canonical action.
+  function describe(a) {
+    if (!a || typeof a !== 'object') return 'unknown action';
+    const mods = Array.isArray(a.modifiers) && a.modifiers.length ? a.modifiers.join('+') + '+' : '';
+    const at = (x, y) => `at (${x}, ${y})`;
+    switch (a.type) {
+      case 'click': {
+        const n = a.count === 2 ? 'double ' : a.count === 3 ? 'triple ' : '';
+        return `${mods}${n}${BUTTONS[a.button || 'left'] || ''}click ${at(a.x, a.y)}`;
+      }
+      case 'move': return `move the pointer to (${a.x}, ${a.y})`;
+      case 'drag': {
+        const p = Array.isArray(a.path) ? a.path : [];
+        const s = p[0] || [], e = p[p.length - 1] || [];
+        return `drag from (${s[0]}, ${s[1]}) to (${e[0]}, ${e[1]})` + (p.length > 2 ? ` through ${p.length - 2} more points` : '');
+      }
+      case 'mouse_down': return `press the ${a.button || 'left'} button` + (a.x !== undefined ? ' ' + at(a.x, a.y) : '');
+      case 'mouse_up': return `release the ${a.button || 'left'} button` + (a.x !== undefined ? ' ' + at(a.x, a.y) : '');
+      case 'scroll': {
+        const parts = [];
+        if (a.dy) parts.push(`${Math.abs(a.dy)} ${a.dy > 0 ? 'down' : 'up'}`);
+        if (a.dx) parts.push(`${Math.abs(a.dx)} ${a.dx > 0 ? 'right' : 'left'}`);
+        return `scroll ${parts.join(', ') || '0'} ${at(a.x, a.y)}`;
+      }
+      case 'type': return `type ${typedText(a.text).label}`;
+      case 'key': return `press ${chords(a.keys).map((c) => c.join('+')).join(', then ')}`;
+      case 'hold_key': return `hold ${chords(a.keys).map((c) => c.join('+')).join(' ')} for ${a.ms} ms`;
+      case 'navigate': return `go to ${a.url}`;
+      case 'back': return 'go back';
+      case 'forward': return 'go forward';
+      case 'reload': return 'reload the page';
+      case 'screenshot': return 'take a screenshot';
+      case 'cursor_position': return 'ask where the pointer is';
+      case 'zoom': return `zoom into (${(a.region || []).join(', ')})`;
+      case 'wait': return `wait ${a.ms} ms`;
+      case 'exec': return `run ${(Array.isArray(a.argv) ? a.argv : []).map(shellWord).join(' ')}`;
+      default: return String(a.type || 'unknown action');
+    }
+  }
+  function shellWord(w) {
+    const s = String(w);
+    return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`;
+  }
+
+  /* ---- verdicts and verify results ------------------------------------- */
+
+  const VERDICT_LABEL = { allow: 'Allowed', deny: 'Denied', ask: 'Asked' };
+  function badge(verdict, text) {
+    const v = ['allow', 'deny', 'ask'].includes(verdict) ? verdict : 'other';
+    return el('span', { class: `badge badge-${v}` }, text || VERDICT_LABEL[verdict] || String(verdict || '?'));
+  }
+
+  // What a recording's verify result means, for people: level ok | warn |
+  // danger | info, a short label and a sentence.
+  function verifyInfo(v) {
+    const s = (v && v.status) || 'unknown';
+    const msg = (v && v.message) || '';
+    switch (s) {
+      case 'sealed': return { level: 'ok', label: 'Sealed', title: 'Sealed and verified', text: 'Every event and frame checks out and the gateway signed the end of the session.', detail: msg };
+      case 'sealed-after-crash': return { level: 'warn', label: 'Sealed after crash', title: 'Sealed after a crash', text: `The gateway stopped during this session. Events up to seq ${v.last_seq} are intact and signed; what happened after that was not recorded.`, detail: msg };
+      case 'unsealed': return { level: 'danger', label: 'Unsealed', title: 'Not sealed: this recording may be incomplete', text: `The chain is intact up to seq ${v.last_seq}, but nothing vouches for the end: the file may have been cut short. Do not rely on it as a complete record.`, detail: msg };
+      case 'unchecked': return { level: 'warn', label: 'Unchecked', title: 'Signature not checked', text: 'The events hold together but the seal was not checked against a key.', detail: msg };
+      case 'bad': return { level: 'danger', label: 'Broken', title: 'Broken recording: it was changed or damaged', text: `Verification fails at seq ${v.bad_seq}. Events from there on cannot be trusted.`, detail: msg };
+      case 'live': return { level: 'info', label: 'Live', title: 'The session is still running', text: 'Its recording is sealed when the session ends.', detail: '' };
+      case 'unreadable': return { level: 'danger', label: 'Unreadable', title: 'The recording cannot be read', text: msg, detail: '' };
+      default: return { level: 'warn', label: s, title: `Verify status: ${s}`, text: msg, detail: '' };
+    }
+  }
+  function verifyBadge(v) {
+    const i = verifyInfo(v);
+    return el('span', { class: `badge badge-${i.level}`, title: i.detail || i.text }, i.label);
+  }
+
+  /* ---- steps of a recording -------------------------------------------- */
+
+  // Groups a recording's events into steps: one per action event, with the
+  // approval events and the browser/egress decisions and page changes that
+  // came before it (since the previous action). Also returns the session's
+  // lifecycle facts.
+  function buildSteps(evs) {
+    const steps = [];
+    let pending = { approvals: [], decisions: [], pages: [] };
+    const info = { created: null, ready: null, ended: null, seal: null, first: evs[0] || null, last: evs[evs.length - 1] || null };
+    for (const e of evs) {
+      if (e.type === 'action') {
+        const approval = pending.approvals.find((x) => x.state === 'pending') || null;
+        const outcome = pending.approvals.find((x) => x.state !== 'pending') || null;
+        steps.push({
+          n: steps.length + 1, ev: e, action: e.action || {}, verdict: e.verdict,
+          asked: !!approval, approval, outcome, decisions: pending.decisions, pages: pending.pages,
+        });
+        pending = { approvals: [], decisions: [], pages: [] };
+      } else if (e.type === 'approval') {
+        pending.approvals.push(e);
+      } else if (e.type === 'decision') {
+        pending.decisions.push(e);
+      } else if (e.type === 'page') {
+        pending.pages.push(e);
+      } else if (e.type === 'lifecycle') {
+        info[e.state] = e;
+      } else if (e.type === 'seal') {
+        info.seal = e;
+      }
+    }
+    info.trailing = pending;
+    return { steps, info };
+  }
+
+  // Counts of a recording's actions: {actions, allow, deny, ask}.
+  function countVerdicts(evs) {
+    const c = { actions: 0, allow: 0, deny: 0, ask: 0 };
+    for (const e of evs) {
+      if (e.type !== 'action') continue;
+      c.actions++;
+      if (c[e.verdict] !== undefined) c[e.verdict]++;
+    }
+    return c;
+  }
+
+  /* ---- the overlay: what an action did, drawn over its screen ----------- */
+
+  const COLORS = { allow: '#1f6feb', deny: '#d1242f', ask: '#bf6a02' };
+
+  // Draws action a over a screen of size [w, h] into the <svg> node
+  // (viewBox w x h, stretched over the frame image). pointer: where the
+  // pointer was ([x, y]) for keyboard actions. Returns the svg.
+  function drawOverlay(node, a, screen, verdict, pointer) {
+    clear(node);
+    const [w, h] = Array.isArray(screen) && screen[0] > 0 ? screen : [1280, 800];
+    node.setAttribute('viewBox', `0 0 ${w} ${h}`);
+    node.setAttribute('preserveAspectRatio', 'none');
+    if (!a || !a.type) return node;
+    const color = COLORS[verdict] || COLORS.allow;
+    const u = Math.max(w, h) / 1280; // one "screen pixel" at 1280 wide
+    const g = svg('g', { class: 'overlay', 'data-action': a.type, 'data-verdict': verdict || '' });
+    node.append(g);
+    const label = (x, y, text, anchor = 'start') => {
+      const fs = 15 * u;
+      const t = svg('text', { x, y, 'font-size': fs, 'text-anchor': anchor, class: 'ov-label', fill: '#fff' }, text);
+      const approxW = text.length * fs * 0.58 + 12 * u;
+      const bx = anchor === 'middle' ? x - approxW / 2 : anchor === 'end' ? x - approxW + 6 * u : x - 6 * u;
+      const box = svg('rect', { x: bx, y: y - fs - 2 * u, width: approxW, height: fs + 10 * u, rx: 4 * u, fill: color, opacity: 0.92 });
+      return svg('g', { class: 'ov-tag' }, box, t);
+    };
+    const clampX = (x) => Math.min(Math.max(x, 10 * u), w - 10 * u);
+    const clampY = (y) => Math.min(Math.max(y, 28 * u), h - 12 * u);
+    const tagNear = (x, y, text) => {
+      const right = x < w - 300 * u;
+      return label(right ? x + 24 * u : x - 24 * u, clampY(y - 20 * u), text, right ? 'start' : 'end');
+    };
+    const ring = (x, y, r, extra = {}) => svg('circle', Object.assign({ cx: x, cy: y, r, fill: 'none', stroke: color, 'stroke-width': 4 * u }, extra));
+    const dot = (x, y, r = 5 * u) => svg('circle', { cx: x, cy: y, r, fill: color, stroke: '#fff', 'stroke-width': 2 * u });
+    const arrowHead = (x1, y1, x2, y2, size = 16 * u) => {
+      const ang = Math.atan2(y2 - y1, x2 - x1);
+      const p = (d, s) => `${x2 - size * Math.cos(ang + s * d)},${y2 - size * Math.sin(ang + s * d)}`;
+      return svg('polygon', { points: `${x2},${y2} ${p(0.45, 1)} ${p(0.45, -1)}`, fill: color });
+    };
+    const banner = (text) => label(w / 2, 44 * u, text, 'middle');
+    const hasXY = typeof a.x === 'number' && typeof a.y === 'number';
+    const px = Array.isArray(pointer) ? pointer[0] : null, py = Array.isArray(pointer) ? pointer[1] : null;
+
+    switch (a.type) {
+      case 'click': case 'mouse_down': case 'mouse_up': case 'move': {
+        const x = hasXY ? a.x : px, y = hasXY ? a.y : py;
+        if (x === null || x === undefined) { g.append(banner(describe(a))); break; }
+        if (a.type === 'move') {
+          if (px !== null && (px !== x || py !== y)) {
+            g.append(svg('line', { x1: px, y1: py, x2: x, y2: y, stroke: color, 'stroke-width': 3 * u, 'stroke-dasharray': `${8 * u} ${6 * u}` }), arrowHead(px, py, x, y));
+          }
+          g.append(svg('path', { d: `M${x - 14 * u},${y}H${x + 14 * u}M${x},${y - 14 * u}V${y + 14 * u}`, stroke: color, 'stroke-width': 3 * u }));
+        } else {
+          g.append(svg('circle', { cx: x, cy: y, r: 22 * u, fill: color, opacity: 0.18 }), ring(x, y, 22 * u, { class: 'ov-target' }));
+          if (a.count > 1) g.append(ring(x, y, 31 * u));
+          if (a.count > 2) g.append(ring(x, y, 40 * u));
+          g.append(dot(x, y));
+        }
+        const what = a.type === 'click' ? describe(a).replace(/ at \(.*\)$/, '') : a.type.replace('_', ' ');
+        g.append(tagNear(x, y, `${what} (${x}, ${y})`));
+        break;
+      }
+      case 'drag': {
+        const pts = (Array.isArray(a.path) ? a.path : []).filter((p) => Array.isArray(p));
+        if (pts.length < 2) break;
+        g.append(svg('polyline', { points: pts.map((p) => p.join(',')).join(' '), fill: 'none', stroke: color, 'stroke-width': 4 * u, 'stroke-linejoin': 'round', 'stroke-linecap': 'round', class: 'ov-path' }));
+        const [a1, a2] = [pts[pts.length - 2], pts[pts.length - 1]];
+        g.append(arrowHead(a1[0], a1[1], a2[0], a2[1], 20 * u));
+        g.append(ring(pts[0][0], pts[0][1], 9 * u), dot(pts[0][0], pts[0][1], 4 * u));
+        g.append(tagNear(pts[0][0], pts[0][1], `drag: ${pts.length} points`));
+        break;
+      }
+      case 'scroll': {
+        const x = a.x, y = a.y;
+        g.append(ring(x, y, 18 * u, { class: 'ov-target' }), dot(x, y));
+        const len = 60 * u;
+        const dirs = [];
+        if (a.dy) dirs.push([0, Math.sign(a.dy)]);
+        if (a.dx) dirs.push([Math.sign(a.dx), 0]);
+        for (const [dx, dy] of dirs) {
+          const x1 = x + dx * 26 * u, y1 = y + dy * 26 * u, x2 = x + dx * (26 * u + len), y2 = y + dy * (26 * u + len);
+          g.append(svg('line', { x1, y1, x2, y2, stroke: color, 'stroke-width': 6 * u, 'stroke-linecap': 'round', class: 'ov-scroll' }), arrowHead(x1, y1, x2, y2, 22 * u));
+        }
+        g.append(tagNear(x, y, describe(a).replace(/ at \(.*\)$/, '')));
+        break;
+      }
+      case 'type': case 'key': case 'hold_key': {
+        const text = a.type === 'type' ? `typed ${typedText(a.text).label}` : describe(a).replace(/^press /, 'keys ');
+        if (px !== null && px !== undefined) {
+          g.append(svg('path', { d: `M${px},${py}l0,${22 * u}l${6 * u},${-6 * u}l${9 * u},0z`, fill: color, stroke: '#fff', 'stroke-width': 1.5 * u }));
+          g.append(label(clampX(px + 26 * u), clampY(py + 40 * u), text.length > 70 ? text.slice(0, 69) + '…' : text));
+        } else {
+          g.append(banner(text));
+        }
+        break;
+      }
+      case 'zoom': {
+        const r = Array.isArray(a.region) ? a.region : null;
+        if (r) g.append(svg('rect', { x: r[0], y: r[1], width: r[2] - r[0], height: r[3] - r[1], fill: color, 'fill-opacity': 0.12, stroke: color, 'stroke-width': 4 * u, 'stroke-dasharray': `${10 * u} ${6 * u}` }));
+        g.append(banner(describe(a)));
+        break;
+      }
+      default: {
+        const text = describe(a);
+        g.append(banner(text.length > 90 ? text.slice(0, 89) + '…' : text));
+      }
+    }
+    if (verdict === 'deny' || verdict === 'ask') {
+      g.append(label(w - 16 * u, h - 18 * u, verdict === 'deny' ? 'DENIED: not performed' : 'ASKED A HUMAN', 'end'));
+    }
+    return node;
+  }
+
+  /* ---- page frame: header, sign-in, start ------------------------------ */
+
+  const NAV = [
+    ['sessions', '/', 'Sessions'],
+    ['approvals', 'approvals.html', 'Approvals'],
+    ['blast', 'blast.html', 'Blast radius'],
+  ];
+
+  let started = false;
+  let pageInit = null;
+
+  function header() {
+    const page = document.body.dataset.page;
+    const nav = el('nav', { class: 'nav', 'aria-label': 'Main' },
+      NAV.map(([id, href, text]) => el('a', { href, 'aria-current': id === page || (page === 'live' || page === 'player') && id === 'sessions' ? 'page' : null },
+        text, id === 'approvals' ? el('span', { class: 'count', id: 'nav-approvals', hidden: true }) : null)));
+    const out = el('button', { type: 'button', class: 'btn btn-ghost', id: 'signout', hidden: true }, 'Sign out');
+    out.addEventListener('click', () => { clearToken(); location.reload(); });
+    const bar = el('header', { class: 'topbar' },
+      el('a', { class: 'brand', href: '/' }, el('span', { class: 'brand-mark', 'aria-hidden': 'true' }), 'deskgate'),
+      nav, el('div', { class: 'topbar-right' }, el('span', { class: 'who', id: 'who' }), out));
+    document.body.prepend(bar);
+  }
+
+  function signinView(message) {
+    let box = $('#signin');
+    if (!box) {
+      const input = el('input', { id: 'token', name: 'token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'token-help', placeholder: 'viewer or admin token' });
+      const form = el('form', { class: 'signin-form', id: 'signin-form' },
+        el('label', { for: 'token' }, 'Token'),
+        input,
+        el('p', { class: 'help', id: 'token-help' }, 'Kept in this tab only (sessionStorage) and sent in a header, never in a URL.'),
+        el('p', { class: 'error', id: 'signin-error', role: 'alert' }),
+        el('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign in'));
+      form.addEventListener('submit', (ev) => { ev.preventDefault(); signIn(input.value.trim()); });
+      box = el('main', { id: 'signin', class: 'signin' },
+        el('section', { class: 'card signin-card', 'aria-labelledby': 'signin-title' },
+          el('h1', { id: 'signin-title' }, 'Sign in to deskgate'),
+          el('p', { class: 'muted' }, 'Watch sessions, replay recordings and answer approvals with a viewer token.'),
+          form));
+      document.body.append(box);
+    }
+    box.hidden = false;
+    const app = $('#app');
+    if (app) app.hidden = true;
+    $('#signin-error').textContent = message || '';
+    $('#signout').hidden = true;
+    $('#who').textContent = '';
+    $('#token').focus();
+  }
+
+  // A token is tried on an endpoint only viewers and admins may read.
+  async function signIn(t) {
+    const errBox = $('#signin-error');
+    if (!t) { errBox.textContent = 'Enter a token.'; return; }
+    const res = await fetch('/v1/approvals', { headers: { Authorization: 'Bearer ' + t }, cache: 'no-store', credentials: 'omit' })
+      .catch(() => null);
+    if (!res) { errBox.textContent = 'The gateway cannot be reached.'; return; }
+    if (res.status === 401) { errBox.textContent = 'This token is not valid.'; return; }
+    if (res.status === 403) { errBox.textContent = 'This is an agent token. The viewer needs a viewer or admin token.'; return; }
+    if (!res.ok) { errBox.textContent = `The gateway answered ${res.status}.`; return; }
+    setToken(t);
+    $('#token').value = '';
+    if (started) { location.reload(); return; } // signed out by a 401 earlier
+    $('#signin').hidden = true;
+    enter();
+  }
+
+  function signedOut(message) {
+    clearToken();
+    stopTimers();
+    signinView(message);
+  }
+
+  const timers = new Set();
+  // setInterval that stops when the viewer signs out.
+  function every(ms, fn) {
+    const id = setInterval(fn, ms);
+    timers.add(id);
+    return id;
+  }
+  function stopTimers() {
+    for (const id of timers) clearInterval(id);
+    timers.clear();
+  }
+
+  // Approvals waiting, in the navigation bar of every page.
+  async function refreshApprovalCount() {
+    try {
+      const j = await getJSON('/v1/approvals');
+      const n = (j.approvals || []).length;
+      const c = $('#nav-approvals');
+      c.textContent = String(n);
+      c.hidden = n === 0;
+      c.setAttribute('aria-label', `${n} waiting`);
+    } catch { /* shown by the page */ }
+  }
+
+  function enter() {
+    $('#signout').hidden = false;
+    $('#who').textContent = 'Signed in';
+    const app = $('#app');
+    app.hidden = false;
+    refreshApprovalCount();
+    every(3000, refreshApprovalCount);
+    if (pageInit && !started) {
+      started = true;
+      Promise.resolve(pageInit()).catch((e) => showError(e));
+    }
+  }
+
+  // A failure the page could not handle: shown at the top of the page.
+  function showError(e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    const app = $('#app');
+    let box = $('#page-error');
+    if (!box) {
+      box = el('div', { id: 'page-error', class: 'banner banner-danger', role: 'alert' });
+      app.prepend(box);
+    }
+    clear(box).append(el('strong', {}, 'Something went wrong. '), e && e.message ? e.message : String(e));
+  }
+
+  // Each page calls DG.start(init): init runs once the viewer is signed in.
+  function start(init) {
+    pageInit = init;
+    header();
+    if (token()) enter();
+    else signinView('');
+  }
+
+  function param(name) {
+    return new URLSearchParams(location.search).get(name);
+  }
+
+  return {
+    el, svg, clear, append, $, api, getJSON, events, frameURL, ApiError, token,
+    fmtTime, fmtClock, fmtDuration, fmtAgo, fmtBytes, shortId, plural,
+    describe, typedText, chords, badge, verifyInfo, verifyBadge, buildSteps, countVerdicts,
+    drawOverlay, start, every, showError, param, refreshApprovalCount, COLORS,
+  };
+})();
