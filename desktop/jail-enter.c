@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/landlock.h>
 
 #include "desktop/cgroup-priv.h"
 #include "desktop/jail-priv.h"
@@ -99,6 +100,32 @@ __attribute__((noreturn)) static void supervise(pid_t prog)
 	}
 }
 
+/* A Landlock domain of its own: Landlock lets a process reach another
+ * (ptrace access, which /proc/PID/mem, environ and fd need) only when that
+ * one is in the same domain or one nested in it. A program run beside the
+ * desktop gets a fresh domain, so it cannot reach into the desktop's
+ * processes (the same uid, dumpable), as the seccomp filter's refusal of
+ * ptrace and process_vm_* means. The ruleset handles only making block
+ * devices, which nothing in a jail can do anyway. */
+static int own_domain(struct dg_err *err)
+{
+	struct landlock_ruleset_attr a;
+	memset(&a, 0, sizeof(a));
+	a.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return dg_err_set(err, -errno, "jail enter: no_new_privs: %s", strerror(errno));
+	long fd = syscall(SYS_landlock_create_ruleset, &a, sizeof(a), 0);
+	if (fd < 0)
+		return dg_err_set(err, -errno, "jail enter: landlock_create_ruleset: %s",
+				  strerror(errno));
+	long r = syscall(SYS_landlock_restrict_self, (int)fd, 0);
+	int e = errno;
+	close((int)fd);
+	if (r != 0)
+		return dg_err_set(err, -e, "jail enter: landlock_restrict_self: %s", strerror(e));
+	return 0;
+}
+
 __attribute__((noreturn)) static void enter_main(const struct dg_jail *j, struct dg_jail_child *c,
 						 pid_t parent)
 {
@@ -118,7 +145,7 @@ __attribute__((noreturn)) static void enter_main(const struct dg_jail *j, struct
 	if (getppid() != parent)
 		_exit(DG_JAIL_EXIT_SETUP);
 	if (prctl(PR_SET_DUMPABLE, 0) != 0 || dg_jail_set_rlimits(c->spec->limits, &err) != 0 ||
-	    dg_caps_drop_all(&err) != 0 || dg_seccomp_install(&err) != 0)
+	    dg_caps_drop_all(&err) != 0 || own_domain(&err) != 0 || dg_seccomp_install(&err) != 0)
 		report(c, &err);
 	dg_jail_scrub_environ();
 	pid_t p = fork();

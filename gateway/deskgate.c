@@ -9,6 +9,7 @@
 
 #include "desktop/desktop.h"
 #include "desktop/worker-priv.h"
+#include "gateway/cli-audit.h"
 #include "gateway/cli-check.h"
 #include "gateway/cli-record.h"
 #include "gateway/gateway.h"
@@ -41,6 +42,9 @@ static const char usage_text[] =
 	"      re-decide a recording's actions under FILE; print the verdicts that change\n"
 	"  test --policy FILE [--live] SCRIPT.jsonl\n"
 	"      run a policy test script (steps with expected verdicts); exit 1 on a failure\n"
+	"  audit [--policy FILE] [--profile xterm|browser] [--json] [--state-dir DIR]\n"
+	"      run the containment probes inside a fresh session under the policy;\n"
+	"      one finding per probe; exit 1 when anything leaked\n"
 	"  key --state-dir DIR [--create]\n"
 	"      print the public key that verifies recordings' seals (PEM)\n"
 	"  help\n"
@@ -143,6 +147,7 @@ static const struct command commands[] = {
 	{"replay", dg_cmd_replay},
 	{"test", dg_cmd_test},
 	{"key", dg_cmd_key},
+	{"audit", dg_cmd_audit},
 	{"worker", cmd_worker},
 	{"help", cmd_help},
 	{"--help", cmd_help},

@@ -320,6 +320,11 @@ static int metrics_reply(struct conn *c)
 	    "deskgate_browser_requests_total{verdict=\"allow\"} %lu\n"
 	    "deskgate_browser_requests_total{verdict=\"deny\"} %lu\n",
 	    G->m.requests[0], G->m.requests[1]);
+	OUT("# HELP deskgate_recording_events_total Events written to recordings.\n"
+	    "# TYPE deskgate_recording_events_total counter\ndeskgate_recording_events_total %lu\n"
+	    "# HELP deskgate_recording_seconds_total Time spent writing recordings (events and frames).\n"
+	    "# TYPE deskgate_recording_seconds_total counter\ndeskgate_recording_seconds_total %.6f\n",
+	    G->m.rec_events, (double)G->m.rec_us / 1e6);
 	OUT("# HELP deskgate_egress_total Connections through the egress proxy, decided.\n"
 	    "# TYPE deskgate_egress_total counter\n"
 	    "deskgate_egress_total{verdict=\"allow\"} %lu\ndeskgate_egress_total{verdict=\"deny\"} %lu\n",

@@ -308,10 +308,13 @@ const DG = (() => {
     return { steps, info };
   }
 
-  // Counts of a recording's actions: {actions, allow, deny, ask}.
+  // Counts of a recording's actions: {actions, allow, deny, ask} by
+  // recorded verdict (an approved action stays "ask", a refused approval is
+  // "deny"), and asked: how many waited for a human.
   function countVerdicts(evs) {
-    const c = { actions: 0, allow: 0, deny: 0, ask: 0 };
+    const c = { actions: 0, allow: 0, deny: 0, ask: 0, asked: 0 };
     for (const e of evs) {
+      if (e.type === 'approval' && e.state === 'pending') c.asked++;
       if (e.type !== 'action') continue;
       c.actions++;
       if (c[e.verdict] !== undefined) c[e.verdict]++;
@@ -321,113 +324,126 @@ const DG = (() => {
 
   /* ---- the overlay: what an action did, drawn over its screen ----------- */
 
-  const COLORS = { allow: '#1f6feb', deny: '#d1242f', ask: '#bf6a02' };
+  const COLORS = { allow: '#1f6feb', deny: '#d1242f', ask: '#b06000' };
 
   // Draws action a over a screen of size [w, h] into the <svg> node
-  // (viewBox w x h, stretched over the frame image). pointer: where the
-  // pointer was ([x, y]) for keyboard actions. Returns the svg.
-  function drawOverlay(node, a, screen, verdict, pointer) {
+  // (viewBox w x h, stretched over the frame image, which has the screen's
+  // proportions): the click point, the drag path, the scroll direction,
+  // the typed text (or its length when redacted) or key chord at the
+  // pointer, and for other actions a banner. Marks and labels are sized in
+  // CSS pixels of the svg as laid out now, so they stay readable however
+  // small the frame is shown. pointer: where the pointer was ([x, y]).
+  // tag: the corner label (default: from the verdict; null: none).
+  // Returns the svg.
+  function drawOverlay(node, a, screen, verdict, pointer, tag) {
     clear(node);
     const [w, h] = Array.isArray(screen) && screen[0] > 0 ? screen : [1280, 800];
     node.setAttribute('viewBox', `0 0 ${w} ${h}`);
     node.setAttribute('preserveAspectRatio', 'none');
     if (!a || !a.type) return node;
     const color = COLORS[verdict] || COLORS.allow;
-    const u = Math.max(w, h) / 1280; // one "screen pixel" at 1280 wide
+    const shown = node.getBoundingClientRect().width;
+    const u = w / (shown > 0 ? shown : 640); // one CSS pixel, in screen pixels
     const g = svg('g', { class: 'overlay', 'data-action': a.type, 'data-verdict': verdict || '' });
     node.append(g);
+    const clamp = (v, lo, hi) => Math.min(Math.max(v, lo), Math.max(lo, hi));
+
+    // A text tag: its box fits the text as rendered.
     const label = (x, y, text, anchor = 'start') => {
-      const fs = 15 * u;
-      const t = svg('text', { x, y, 'font-size': fs, 'text-anchor': anchor, class: 'ov-label', fill: '#fff' }, text);
-      const approxW = text.length * fs * 0.58 + 12 * u;
-      const bx = anchor === 'middle' ? x - approxW / 2 : anchor === 'end' ? x - approxW + 6 * u : x - 6 * u;
-      const box = svg('rect', { x: bx, y: y - fs - 2 * u, width: approxW, height: fs + 10 * u, rx: 4 * u, fill: color, opacity: 0.92 });
-      return svg('g', { class: 'ov-tag' }, box, t);
+      const fs = 13 * u, padX = 6 * u, padY = 4 * u;
+      const t = svg('text', { 'font-size': fs, fill: '#fff', class: 'ov-label', 'dominant-baseline': 'central' }, text);
+      const box = svg('rect', { rx: 3 * u, fill: color, opacity: 0.95 });
+      const tag = svg('g', { class: 'ov-tag' }, box, t);
+      g.append(tag);
+      let tw = 0;
+      try { tw = t.getComputedTextLength(); } catch { tw = 0; }
+      if (!tw) tw = text.length * fs * 0.6;
+      const bw = tw + 2 * padX, bh = fs + 2 * padY;
+      const bx = clamp(anchor === 'middle' ? x - bw / 2 : anchor === 'end' ? x - bw : x, 2 * u, w - bw - 2 * u);
+      const by = clamp(y - bh / 2, 2 * u, h - bh - 2 * u);
+      for (const [k, v] of Object.entries({ x: bx, y: by, width: bw, height: bh })) box.setAttribute(k, v);
+      t.setAttribute('x', bx + padX);
+      t.setAttribute('y', by + bh / 2);
+      return tag;
     };
-    const clampX = (x) => Math.min(Math.max(x, 10 * u), w - 10 * u);
-    const clampY = (y) => Math.min(Math.max(y, 28 * u), h - 12 * u);
-    const tagNear = (x, y, text) => {
-      const right = x < w - 300 * u;
-      return label(right ? x + 24 * u : x - 24 * u, clampY(y - 20 * u), text, right ? 'start' : 'end');
-    };
-    const ring = (x, y, r, extra = {}) => svg('circle', Object.assign({ cx: x, cy: y, r, fill: 'none', stroke: color, 'stroke-width': 4 * u }, extra));
-    const dot = (x, y, r = 5 * u) => svg('circle', { cx: x, cy: y, r, fill: color, stroke: '#fff', 'stroke-width': 2 * u });
-    const arrowHead = (x1, y1, x2, y2, size = 16 * u) => {
+    // A tag beside a point, on whichever side has room.
+    const tagNear = (x, y, text) => (x < w * 0.7 ? label(x + 20 * u, y - 18 * u, text, 'start') : label(x - 20 * u, y - 18 * u, text, 'end'));
+    const ring = (x, y, r, extra = {}) => svg('circle', Object.assign({ cx: x, cy: y, r, fill: 'none', stroke: color, 'stroke-width': 3 * u }, extra));
+    const dot = (x, y, r = 3.5 * u) => svg('circle', { cx: x, cy: y, r, fill: color, stroke: '#fff', 'stroke-width': 1.5 * u });
+    const arrowHead = (x1, y1, x2, y2, size = 12 * u) => {
       const ang = Math.atan2(y2 - y1, x2 - x1);
-      const p = (d, s) => `${x2 - size * Math.cos(ang + s * d)},${y2 - size * Math.sin(ang + s * d)}`;
+      const p = (d, sgn) => `${x2 - size * Math.cos(ang + sgn * d)},${y2 - size * Math.sin(ang + sgn * d)}`;
       return svg('polygon', { points: `${x2},${y2} ${p(0.45, 1)} ${p(0.45, -1)}`, fill: color });
     };
-    const banner = (text) => label(w / 2, 44 * u, text, 'middle');
+    const banner = (text) => label(w / 2, 24 * u, text.length > 100 ? text.slice(0, 99) + '…' : text, 'middle');
     const hasXY = typeof a.x === 'number' && typeof a.y === 'number';
     const px = Array.isArray(pointer) ? pointer[0] : null, py = Array.isArray(pointer) ? pointer[1] : null;
 
     switch (a.type) {
       case 'click': case 'mouse_down': case 'mouse_up': case 'move': {
         const x = hasXY ? a.x : px, y = hasXY ? a.y : py;
-        if (x === null || x === undefined) { g.append(banner(describe(a))); break; }
+        if (x === null || x === undefined) { banner(describe(a)); break; }
         if (a.type === 'move') {
           if (px !== null && (px !== x || py !== y)) {
-            g.append(svg('line', { x1: px, y1: py, x2: x, y2: y, stroke: color, 'stroke-width': 3 * u, 'stroke-dasharray': `${8 * u} ${6 * u}` }), arrowHead(px, py, x, y));
+            g.append(svg('line', { x1: px, y1: py, x2: x, y2: y, stroke: color, 'stroke-width': 2.5 * u, 'stroke-dasharray': `${6 * u} ${4 * u}` }), arrowHead(px, py, x, y));
           }
-          g.append(svg('path', { d: `M${x - 14 * u},${y}H${x + 14 * u}M${x},${y - 14 * u}V${y + 14 * u}`, stroke: color, 'stroke-width': 3 * u }));
+          g.append(svg('path', { class: 'ov-target', d: `M${x - 10 * u},${y}H${x + 10 * u}M${x},${y - 10 * u}V${y + 10 * u}`, stroke: color, 'stroke-width': 2.5 * u }));
         } else {
-          g.append(svg('circle', { cx: x, cy: y, r: 22 * u, fill: color, opacity: 0.18 }), ring(x, y, 22 * u, { class: 'ov-target' }));
-          if (a.count > 1) g.append(ring(x, y, 31 * u));
-          if (a.count > 2) g.append(ring(x, y, 40 * u));
+          g.append(svg('circle', { cx: x, cy: y, r: 15 * u, fill: color, opacity: 0.16 }), ring(x, y, 15 * u, { class: 'ov-target' }));
+          if (a.count > 1) g.append(ring(x, y, 21 * u));
+          if (a.count > 2) g.append(ring(x, y, 27 * u));
           g.append(dot(x, y));
         }
         const what = a.type === 'click' ? describe(a).replace(/ at \(.*\)$/, '') : a.type.replace('_', ' ');
-        g.append(tagNear(x, y, `${what} (${x}, ${y})`));
+        tagNear(x, y, `${what} (${x}, ${y})`);
         break;
       }
       case 'drag': {
         const pts = (Array.isArray(a.path) ? a.path : []).filter((p) => Array.isArray(p));
         if (pts.length < 2) break;
-        g.append(svg('polyline', { points: pts.map((p) => p.join(',')).join(' '), fill: 'none', stroke: color, 'stroke-width': 4 * u, 'stroke-linejoin': 'round', 'stroke-linecap': 'round', class: 'ov-path' }));
+        g.append(svg('polyline', { class: 'ov-path', points: pts.map((p) => p.join(',')).join(' '), fill: 'none', stroke: color, 'stroke-width': 3 * u, 'stroke-linejoin': 'round', 'stroke-linecap': 'round' }));
         const [a1, a2] = [pts[pts.length - 2], pts[pts.length - 1]];
-        g.append(arrowHead(a1[0], a1[1], a2[0], a2[1], 20 * u));
-        g.append(ring(pts[0][0], pts[0][1], 9 * u), dot(pts[0][0], pts[0][1], 4 * u));
-        g.append(tagNear(pts[0][0], pts[0][1], `drag: ${pts.length} points`));
+        g.append(arrowHead(a1[0], a1[1], a2[0], a2[1], 14 * u));
+        g.append(ring(pts[0][0], pts[0][1], 7 * u), dot(pts[0][0], pts[0][1], 3 * u));
+        tagNear(pts[0][0], pts[0][1], `drag (${pts.length} points)`);
         break;
       }
       case 'scroll': {
         const x = a.x, y = a.y;
-        g.append(ring(x, y, 18 * u, { class: 'ov-target' }), dot(x, y));
-        const len = 60 * u;
+        g.append(ring(x, y, 13 * u, { class: 'ov-target' }), dot(x, y));
+        const len = 40 * u;
         const dirs = [];
         if (a.dy) dirs.push([0, Math.sign(a.dy)]);
         if (a.dx) dirs.push([Math.sign(a.dx), 0]);
         for (const [dx, dy] of dirs) {
-          const x1 = x + dx * 26 * u, y1 = y + dy * 26 * u, x2 = x + dx * (26 * u + len), y2 = y + dy * (26 * u + len);
-          g.append(svg('line', { x1, y1, x2, y2, stroke: color, 'stroke-width': 6 * u, 'stroke-linecap': 'round', class: 'ov-scroll' }), arrowHead(x1, y1, x2, y2, 22 * u));
+          const x1 = x + dx * 18 * u, y1 = y + dy * 18 * u, x2 = x + dx * (18 * u + len), y2 = y + dy * (18 * u + len);
+          g.append(svg('line', { class: 'ov-scroll', x1, y1, x2, y2, stroke: color, 'stroke-width': 4 * u, 'stroke-linecap': 'round' }), arrowHead(x1, y1, x2, y2, 14 * u));
         }
-        g.append(tagNear(x, y, describe(a).replace(/ at \(.*\)$/, '')));
+        tagNear(x, y, describe(a).replace(/ at \(.*\)$/, ''));
         break;
       }
       case 'type': case 'key': case 'hold_key': {
-        const text = a.type === 'type' ? `typed ${typedText(a.text).label}` : describe(a).replace(/^press /, 'keys ');
+        const text = a.type === 'type' ? `typed ${typedText(a.text).label}` : describe(a).replace(/^press /, 'keys ').replace(/^hold /, 'held ');
+        const shortText = text.length > 70 ? text.slice(0, 69) + '…' : text;
         if (px !== null && px !== undefined) {
-          g.append(svg('path', { d: `M${px},${py}l0,${22 * u}l${6 * u},${-6 * u}l${9 * u},0z`, fill: color, stroke: '#fff', 'stroke-width': 1.5 * u }));
-          g.append(label(clampX(px + 26 * u), clampY(py + 40 * u), text.length > 70 ? text.slice(0, 69) + '…' : text));
+          g.append(svg('path', { d: `M${px},${py}l0,${16 * u}l${4.5 * u},${-4.5 * u}l${6.5 * u},0z`, fill: color, stroke: '#fff', 'stroke-width': 1.2 * u }));
+          label(px + 14 * u, py + 24 * u, shortText);
         } else {
-          g.append(banner(text));
+          banner(shortText);
         }
         break;
       }
       case 'zoom': {
         const r = Array.isArray(a.region) ? a.region : null;
-        if (r) g.append(svg('rect', { x: r[0], y: r[1], width: r[2] - r[0], height: r[3] - r[1], fill: color, 'fill-opacity': 0.12, stroke: color, 'stroke-width': 4 * u, 'stroke-dasharray': `${10 * u} ${6 * u}` }));
-        g.append(banner(describe(a)));
+        if (r) g.append(svg('rect', { x: r[0], y: r[1], width: r[2] - r[0], height: r[3] - r[1], fill: color, 'fill-opacity': 0.12, stroke: color, 'stroke-width': 3 * u, 'stroke-dasharray': `${8 * u} ${5 * u}` }));
+        banner(describe(a));
         break;
       }
-      default: {
-        const text = describe(a);
-        g.append(banner(text.length > 90 ? text.slice(0, 89) + '…' : text));
-      }
+      default:
+        banner(describe(a));
     }
-    if (verdict === 'deny' || verdict === 'ask') {
-      g.append(label(w - 16 * u, h - 18 * u, verdict === 'deny' ? 'DENIED: not performed' : 'ASKED A HUMAN', 'end'));
-    }
+    if (tag === undefined) tag = verdict === 'deny' ? 'DENIED: not performed' : verdict === 'ask' ? 'ASKED A HUMAN' : null;
+    if (tag) label(w - 8 * u, h - 16 * u, tag, 'end');
     return node;
   }
 
@@ -518,14 +534,16 @@ const DG = (() => {
   }
 
   // Approvals waiting, in the navigation bar of every page.
+  function setApprovalCount(n) {
+    const c = $('#nav-approvals');
+    c.textContent = String(n);
+    c.hidden = n === 0;
+    c.setAttribute('aria-label', `${n} waiting`);
+  }
   async function refreshApprovalCount() {
     try {
       const j = await getJSON('/v1/approvals');
-      const n = (j.approvals || []).length;
-      const c = $('#nav-approvals');
-      c.textContent = String(n);
-      c.hidden = n === 0;
-      c.setAttribute('aria-label', `${n} waiting`);
+      setApprovalCount((j.approvals || []).length);
     } catch { /* shown by the page */ }
   }
 
@@ -570,6 +588,6 @@ const DG = (() => {
     el, svg, clear, append, $, api, getJSON, events, frameURL, ApiError, token,
     fmtTime, fmtClock, fmtDuration, fmtAgo, fmtBytes, shortId, plural,
     describe, typedText, chords, badge, verifyInfo, verifyBadge, buildSteps, countVerdicts,
-    drawOverlay, start, every, showError, param, refreshApprovalCount, COLORS,
+    drawOverlay, start, every, showError, param, refreshApprovalCount, setApprovalCount, COLORS,
   };
 })();

@@ -33,7 +33,7 @@
     if (!c) return el('td', { class: 'num muted' }, '—');
     return el('td', { class: 'num' },
       c.deny ? el('span', { class: 'count-deny' }, String(c.deny)) : el('span', { class: 'muted' }, '0'),
-      c.ask ? el('span', { class: 'count-ask', title: 'asked a human' }, ` +${c.ask} asked`) : null);
+      c.asked ? el('span', { class: 'count-ask', title: 'actions that waited for a human' }, ` · ${c.asked} asked`) : null);
   }
 
   function row(r) {
@@ -41,7 +41,7 @@
     const links = el('td', { class: 'row-actions' });
     if (r.live) links.append(el('a', { class: 'btn btn-small btn-primary', href }, 'Watch live'));
     if (r.recorded) {
-      links.append(el('a', { class: 'btn btn-small', href: `player.html?id=${encodeURIComponent(r.id)}` }, r.live ? 'Recording so far' : 'Replay'));
+      links.append(el('a', { class: 'btn btn-small', href: `player.html?id=${encodeURIComponent(r.id)}` }, r.live ? 'Replay so far' : 'Replay'));
     }
     return el('tr', { dataset: { id: r.id } },
       el('td', {}, el('a', { class: 'mono', href, title: r.id }, DG.shortId(r.id)),
@@ -51,7 +51,7 @@
       el('td', {}, r.policy || '—'),
       el('td', { title: r.start ? DG.fmtTime(r.start) : '' }, r.start ? DG.fmtTime(r.start) : '—',
         r.start ? el('div', { class: 'sub' }, DG.fmtAgo(r.start)) : null),
-      el('td', { class: 'num' }, DG.fmtDuration(r.durationMs)),
+      el('td', { class: 'num' }, r.durationMs === null || r.durationMs === undefined ? '—' : r.durationMs < 1000 ? '< 1 s' : DG.fmtDuration(r.durationMs)),
       el('td', { class: 'num', dataset: { col: 'actions' } }, num(r.counts ? r.counts.actions : r.actions)),
       deniedCell(r.counts),
       el('td', {}, r.verify ? DG.verifyBadge(r.verify) : el('span', { class: 'muted' }, 'no recording')),
@@ -63,7 +63,9 @@
       return el('p', { class: 'empty' }, live ? 'No session is running right now.' : 'No recorded sessions yet.');
     }
     const cols = ['Session', 'Profile', 'Agent', 'Policy', 'Started', 'Duration', 'Actions', 'Denied', 'Recording', ''];
-    return el('table', { class: 'table', id: live ? 'live-table' : 'ended-table' },
+    const widths = ['11%', '7%', '10%', '8%', '14%', '7%', '6%', '9%', '9%', '19%'];
+    return el('table', { class: 'table table-fixed', id: live ? 'live-table' : 'ended-table' },
+      el('colgroup', {}, widths.map((w) => { const c = el('col'); c.style.width = w; return c; })),
       el('thead', {}, el('tr', {}, cols.map((c, i) => el('th', { scope: 'col', class: i >= 5 && i <= 7 ? 'num' : null }, c)))),
       el('tbody', {}, rows.map(row)));
   }

@@ -19,12 +19,16 @@
  *   "!verdict JSON"     the owner's DG_MSG_VERDICT to dg_guard_verdict
  *   "!allow", "!deny"   a verdict for every request the guard asked about
  *   "!close"            the browser closes its pipe
- * What the client writes is read and dropped after every step (with
- * DG_FUZZ_TRACE set in the environment it is printed, to write seeds).
+ *   "!stall", "!resume" the browser stops / starts again reading what the
+ *                       client writes (both pipes hold 4 KiB, so the
+ *                       client's write queue fills)
+ * What the client writes is read and dropped after every step, unless
+ * stalled (with DG_FUZZ_TRACE set in the environment it is printed, to
+ * write seeds).
  *
- * Checked: no crash, leak or descriptor left open; every command whose sending call returned 0
- * is completed exactly once, never inside the sending call, with a message
- * exactly when it failed; the accessors stay within their documented
+ * Checked: no crash, leak or descriptor left open; every command whose
+ * sending call returned 0 is completed exactly once, never inside the
+ * sending call, with a message exactly when it failed; the accessors stay within their documented
  * bounds (URL, title); the guard's messages to the owner are JSON objects
  * and its requests carry increasing "req" numbers. */
 #include <errno.h>
@@ -59,6 +63,7 @@ struct state {
 	uint64_t queue[QUEUE_MAX]; /* requests the guard asked about */
 	int n_queue;
 	uint64_t last_req;
+	bool stalled;           /* "!stall": the browser does not read its commands */
 };
 
 static void done(void *arg, int status, json_t *result, const char *error_message)
@@ -131,6 +136,8 @@ static void drain_commands(struct state *s)
 {
 	char buf[8192];
 	ssize_t n;
+	if (s->stalled)
+		return;
 	while ((n = read(s->cmd_rd, buf, sizeof(buf))) > 0) {
 		if (!trace)
 			continue;
@@ -244,6 +251,11 @@ static void owner(struct state *s, const char *seg, size_t n)
 		}
 		return;
 	}
+	if (VERB("!stall") || VERB("!resume")) {
+		s->stalled = VERB("!stall");
+		pump(s);
+		return;
+	}
 	if (VERB("!fail")) {
 		int k = dg_cdp_fail_all(s->c, -ETIMEDOUT, "the owner's deadline passed");
 		DG_FUZZ_CHECK(k >= 0, "fail_all: %d", k);
@@ -300,6 +312,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->ev_wr = ev[1];
 	fcntl(s->cmd_rd, F_SETFL, O_NONBLOCK);
 	fcntl(s->ev_wr, F_SETFL, O_NONBLOCK);
+	/* Small pipes: a stalled browser fills its command pipe within a few
+	 * dozen commands (the client's write queue then grows), and long
+	 * messages arrive in several reads. */
+	fcntl(s->cmd_rd, F_SETPIPE_SZ, 4096);
+	fcntl(s->ev_wr, F_SETPIPE_SZ, 4096);
 	s->c = dg_cdp_new(cmd[1], ev[0]);
 	DG_FUZZ_CHECK(s->c, "dg_cdp_new failed");
 	s->g = dg_guard_new(s->c, emit, s);

@@ -6,11 +6,15 @@
  *      scheme "://" host [":" port] path ["?" query] ["#" fragment]
  *    with host lowercase, the port the scheme's default when not given,
  *    path and query pointing into the input;
+ *  - the host is a dotted quad that inet_ntop writes the same way, a
+ *    bracketed address inet_pton reads, or a name of [a-z0-9.-] that is
+ *    no IPv4 address;
  *  - the host passes dg_egress_host_check, the proxy's check of the same
  *    rules for CONNECT targets, with the same IP-ness;
  * and for every input: dg_policy_decide_url under a policy with "urls"
  * rules denies with rule "urls.canonical" exactly when dg_url_parse
  * refuses. */
+#include <arpa/inet.h>
 #include <errno.h>
 
 #include "desktop/egress-priv.h"
@@ -74,6 +78,32 @@ static void check_fields(const char *url, const struct dg_url *u)
 		k += 1 + u->query_len;
 	}
 	DG_FUZZ_CHECK(url[k] == '\0' || url[k] == '#', "unexplained bytes after the path: %s", url);
+
+	/* The host's form, against libc's address parsers as an oracle. */
+	if (u->host_is_ip && u->host[0] == '[') {
+		DG_FUZZ_CHECK(hl > 2 && u->host[hl - 1] == ']', "IPv6 brackets: %s", url);
+		char a6[64];
+		unsigned char bin[16];
+		DG_FUZZ_CHECK(hl - 2 < sizeof(a6), "IPv6 host of %zu bytes: %s", hl, url);
+		memcpy(a6, u->host + 1, hl - 2);
+		a6[hl - 2] = '\0';
+		DG_FUZZ_CHECK(inet_pton(AF_INET6, a6, bin) == 1, "not an IPv6 address: %s", url);
+	} else if (u->host_is_ip) {
+		unsigned char bin[4];
+		char back[INET_ADDRSTRLEN];
+		DG_FUZZ_CHECK(inet_pton(AF_INET, u->host, bin) == 1 &&
+			      inet_ntop(AF_INET, bin, back, sizeof(back)) &&
+			      strcmp(back, u->host) == 0, "not a canonical dotted quad: %s", url);
+	} else {
+		for (size_t i = 0; i < hl; i++)
+			DG_FUZZ_CHECK((u->host[i] >= 'a' && u->host[i] <= 'z') ||
+				      (u->host[i] >= '0' && u->host[i] <= '9') || u->host[i] == '-' ||
+				      u->host[i] == '.', "host byte 0x%02x: %s", (unsigned char)u->host[i],
+				      url);
+		unsigned char bin[16];
+		DG_FUZZ_CHECK(inet_pton(AF_INET, u->host, bin) != 1, "an IPv4 address as a name: %s",
+			      url);
+	}
 
 	char host[DG_URL_HOST_MAX + 1];
 	bool is_ip = false;

@@ -42,6 +42,11 @@
  *
  * The probe is static and must work in an empty jail root: no NSS, no locale,
  * no dynamic loading.
+ *
+ * It is also a product binary: the build installs it beside deskgate as
+ * `deskgate-probe`, and `deskgate audit` (gateway/cli-audit.c) runs it in a
+ * live session's jail from a memfd, comparing what it sees with facts only
+ * the host knows (the probes after p_hello take those as arguments).
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -903,7 +908,57 @@ static int p_fill(int argc, char **argv)
 /* -------------------------------------------------------- credentials */
 
 /* Names a jail's environment may hold: deskgate's allowlist, plus PWD, which
- * the /bin/sh that delivers the probe into the jail exports itself. */
+ * the /bin/sh that delivers the probe into the jail exports itself, plus the
+ * names given with `env --allow` (a desktop's programs get DISPLAY, exec'd
+ * programs the proxy variables: chosen by deskgate, never the host's). */
+#define ENV_EXTRA_MAX 16
+static const char *env_extra[ENV_EXTRA_MAX];
+static int n_env_extra;
+/* `env --host NAMES`: the names of the host's own environment. With them, a
+ * name outside the allowlist is not judged here: a desktop's programs set
+ * variables of their own (Chromium gives its crash handler
+ * DBUS_SESSION_BUS_ADDRESS, and rewrites its environ block with its command
+ * line), which may share a name with the host's. Each entry with a host
+ * name is printed instead, as "HOSTVAR <fnv1a64 of its value> <where>
+ * <name>", for the caller to compare with the host's value (which never
+ * enters the jail, not even as a hash); other foreign names are counted.
+ * Without --host, any name outside the allowlist leaks. The markers (secret
+ * values the caller planted) leak either way. */
+#define ENV_HOST_MAX 1024
+static const char *env_host[ENV_HOST_MAX];
+static int n_env_host;
+static int env_inside;    /* names outside the allowlist that are not the host's */
+static int env_hostnamed; /* entries named like one of the host's, printed as HOSTVAR */
+
+/* FNV-1a, 64 bits: only for comparing values on the host side. */
+static uint64_t fnv1a64(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static bool env_is_host_name(const char *entry, size_t l)
+{
+	for (int i = 0; i < n_env_host; i++)
+		if (strlen(env_host[i]) == l && strncmp(entry, env_host[i], l) == 0)
+			return true;
+	return false;
+}
+
+/* Splits a comma-separated list (modified in place) into out. */
+static int split_names(char *list, const char **out, int max)
+{
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(list, ",", &save); t && n < max;
+	     t = strtok_r(NULL, ",", &save))
+		out[n++] = t;
+	return n;
+}
+
 static bool env_allowed(const char *entry)
 {
 	static const char *const allow[] = {"PATH", "HOME", "USER",  "LOGNAME", "SHELL",
@@ -912,12 +967,15 @@ static bool env_allowed(const char *entry)
 	for (size_t i = 0; i < sizeof(allow) / sizeof(allow[0]); i++)
 		if (strlen(allow[i]) == l && strncmp(entry, allow[i], l) == 0)
 			return true;
+	for (int i = 0; i < n_env_extra; i++)
+		if (strlen(env_extra[i]) == l && strncmp(entry, env_extra[i], l) == 0)
+			return true;
 	return false;
 }
 
 /* Checks one environment block (NUL-separated entries). Returns true when it
- * shows a name outside the allowlist or any marker; notes the first few
- * names (never values). */
+ * shows a name outside the allowlist (with --host: one of the host's) or
+ * any marker; notes the first few names (never values). */
 static bool env_block_leaks(const char *where, const char *block, size_t len, int nmark,
 			    char **marks, bool quiet)
 {
@@ -927,7 +985,16 @@ static bool env_block_leaks(const char *where, const char *block, size_t len, in
 	while (off < len) {
 		const char *e = block + off;
 		size_t l = strnlen(e, len - off);
-		if (l > 0 && !env_allowed(e)) {
+		size_t kl0 = strcspn(e, "=");
+		if (l > 0 && !env_allowed(e) && n_env_host > 0 && !env_is_host_name(e, kl0)) {
+			env_inside++;
+		} else if (l > 0 && !env_allowed(e) && n_env_host > 0) {
+			const char *val = kl0 < l ? e + kl0 + 1 : e + l;
+			printf("HOSTVAR %016llx %s %.*s\n",
+			       (unsigned long long)fnv1a64(val, (size_t)(e + l - val)), where,
+			       (int)kl0, e);
+			env_hostnamed++;
+		} else if (l > 0 && !env_allowed(e)) {
 			size_t nl = strlen(names), kl = strcspn(e, "=");
 			if (bad++ < 6 && nl + kl + 2 < sizeof(names))
 				fmt(names + nl, sizeof(names) - nl, "%s%.*s", nl ? "," : "", (int)kl,
@@ -947,12 +1014,26 @@ static bool env_block_leaks(const char *where, const char *block, size_t len, in
 	return bad > 0 || marked > 0;
 }
 
-/* env [MARKER...]: the process environment and every readable
- * /proc/PID/environ (PID 1 included) hold only allowlisted names and none of
- * the secret values (markers) the test put into deskgate's environment. */
+/* env [--allow NAME,...] [--host NAME,...] [MARKER...]: the process
+ * environment and every readable /proc/PID/environ (PID 1 included) hold
+ * only allowlisted names (with --host: see env_host) and none of the secret
+ * values (markers) the caller put into deskgate's environment. */
 static int p_env(int argc, char **argv)
 {
 	bool leaked = false;
+	while (argc >= 2 && (!strcmp(argv[0], "--allow") || !strcmp(argv[0], "--host"))) {
+		char *list = strdup(argv[1]);
+		if (!list)
+			return error_out("out of memory");
+		if (!strcmp(argv[0], "--allow"))
+			n_env_extra += split_names(list, env_extra + n_env_extra,
+						   ENV_EXTRA_MAX - n_env_extra);
+		else
+			n_env_host += split_names(list, env_host + n_env_host,
+						  ENV_HOST_MAX - n_env_host);
+		argc -= 2;
+		argv += 2;
+	}
 	char *block = malloc(1 << 20);
 	if (!block)
 		return error_out("out of memory");
@@ -995,8 +1076,12 @@ static int p_env(int argc, char **argv)
 	}
 	if (d)
 		closedir(d);
-	note("%d /proc/*/environ readable (%d showing names outside the allowlist), %d not",
-	     readable, leaking, unreadable);
+	note("%d /proc/*/environ readable (%d showing %s), %d not", readable, leaking,
+	     n_env_host ? "a marker" : "names outside the allowlist", unreadable);
+	if (n_env_host)
+		note("%d of the host's name(s) looked for: %d entr%s named like one (HOSTVAR, for "
+		     "the caller to compare), %d other name(s) set inside the session",
+		     n_env_host, env_hostnamed, env_hostnamed == 1 ? "y" : "ies", env_inside);
 	free(block);
 	return finish(leaked);
 }
@@ -1129,8 +1214,33 @@ static long attach_detach(pid_t pid, int *err)
 	return r;
 }
 
+/* A process to reach into when the parent is outside the pid namespace (a
+ * program run beside a desktop by dg_jail_enter: its supervisor is not in
+ * the jail): the first other visible process of our own uid, which the
+ * kernel alone would let us trace (a desktop's Xvnc); 0 when none. */
+static pid_t other_process(void)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	pid_t found = 0, self = getpid();
+	struct dirent *e;
+	while (!found && (e = readdir(d))) {
+		pid_t p = (pid_t)atoi(e->d_name);
+		struct stat st;
+		char path[300];
+		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
+		if (p > 1 && p != self && stat(path, &st) == 0 && st.st_uid == getuid())
+			found = p;
+	}
+	closedir(d);
+	return found;
+}
+
 /* ptrace: PTRACE_TRACEME in a child, PTRACE_ATTACH to an own child (allowed
- * by the kernel alone: only the filter stops it) and to the parent. */
+ * by the kernel alone: only the filter stops it) and to the parent (or,
+ * when the parent is outside the pid namespace, to another process of the
+ * same uid). An attach that succeeds stops the target only for a moment. */
 static int p_ptrace(int argc, char **argv)
 {
 	(void)argc, (void)argv;
@@ -1165,19 +1275,31 @@ static int p_ptrace(int argc, char **argv)
 		ok &= denied(what, r, err);
 	} else {
 		note("parent outside the pid namespace (ppid 0)");
+		pid_t other = other_process();
+		if (other > 0) {
+			char what[64];
+			snprintf(what, sizeof(what), "PTRACE_ATTACH pid %d (same uid)", (int)other);
+			long r = attach_detach(other, &err);
+			ok &= denied(what, r, err);
+		}
 	}
 	return finish(!ok);
 }
 
 /* process-vm-readv: reads the parent's memory (the address comes from its
- * maps when readable; EFAULT still means the permission check passed). */
+ * maps when readable; EFAULT still means the permission check passed). When
+ * the parent is outside the pid namespace, another process of the same uid
+ * is the target. */
 static int p_process_vm_readv(int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	pid_t pp = getppid();
 	if (pp <= 0) {
-		note("parent outside the pid namespace (ppid 0): no target");
-		return finish(false);
+		pp = other_process();
+		note("parent outside the pid namespace (ppid 0): %s", pp > 0 ? "another process of "
+		     "the same uid is the target" : "no other process of the same uid either");
+		if (pp <= 0)
+			return finish(false);
 	}
 	unsigned long addr = 0x10000;
 	char path[64];
@@ -1194,9 +1316,9 @@ static int p_process_vm_readv(int argc, char **argv)
 			}
 		}
 		fclose(f);
-		note("parent's maps readable");
+		note("maps of %d readable", (int)pp);
 	} else {
-		note("parent's maps: %s", en(errno));
+		note("maps of %d: %s", (int)pp, en(errno));
 	}
 	char buf[16];
 	struct iovec local = {buf, sizeof(buf)}, remote = {(void *)addr, sizeof(buf)};
@@ -1204,14 +1326,14 @@ static int p_process_vm_readv(int argc, char **argv)
 	long r = process_vm_readv(pp, &local, 1, &remote, 1, 0);
 	int e = errno;
 	if (r > 0) {
-		note("read %ld byte(s) of parent %d at %#lx", r, (int)pp, addr);
+		note("read %ld byte(s) of process %d at %#lx", r, (int)pp, addr);
 		return finish(true);
 	}
 	if (e == EPERM || e == ESRCH) {
-		note("process_vm_readv(parent %d): %s", (int)pp, en(e));
+		note("process_vm_readv(%d): %s", (int)pp, en(e));
 		return finish(false);
 	}
-	note("process_vm_readv(parent %d) passed the permission check: %s", (int)pp, en(e));
+	note("process_vm_readv(%d) passed the permission check: %s", (int)pp, en(e));
 	return finish(true);
 }
 
@@ -1665,27 +1787,73 @@ static int p_memhog(int argc, char **argv)
 	return finish(true);
 }
 
-/* cpuspin MS MAX_RATIO: spins MS milliseconds of wall time; the ratio of CPU
- * time to wall time shows the CPU limit. Contained when <= MAX_RATIO. */
+/* Where spinning work goes, so the compiler keeps it. */
+static volatile unsigned long spin_sink;
+
+/* Spins until t0 + ms of wall time; returns the wall time spun. */
+static double spin_until(double t0, long ms)
+{
+	double t1;
+	do {
+		for (int i = 0; i < 100000; i++)
+			spin_sink += (unsigned long)i;
+		t1 = now_s();
+	} while (t1 - t0 < (double)ms / 1000.0);
+	return t1 - t0;
+}
+
+#define CPUSPIN_PROCS_MAX 64
+
+/* cpuspin MS MAX_RATIO [PROCS]: spins MS milliseconds of wall time in PROCS
+ * processes at once (default 1: this one); the ratio of their CPU time to
+ * the wall time shows the CPU limit. Contained when <= MAX_RATIO. One
+ * spinner can never use more than one core, so a quota of N cores is only
+ * seen to hold with more than N spinners on a machine with more than N. */
 static int p_cpuspin(int argc, char **argv)
 {
 	if (argc < 2)
-		return error_out("usage: cpuspin MS MAX_RATIO");
+		return error_out("usage: cpuspin MS MAX_RATIO [PROCS]");
 	long ms = parse_long(argv[0], 1, 600000, "MS");
 	double max = strtod(argv[1], NULL);
-	struct timespec c0, c1;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-	double t0 = now_s(), t1;
-	volatile unsigned long x = 0;
-	do {
-		for (int i = 0; i < 100000; i++)
-			x += (unsigned long)i;
-		t1 = now_s();
-	} while (t1 - t0 < (double)ms / 1000.0);
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-	double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
-	double ratio = cpu / (t1 - t0);
-	note("cpu %.3f s over %.3f s wall: ratio %.2f (max %.2f)", cpu, t1 - t0, ratio, max);
+	long procs = argc > 2 ? parse_long(argv[2], 1, CPUSPIN_PROCS_MAX, "PROCS") : 1;
+	double t0 = now_s(), wall;
+	double cpu;
+	if (procs == 1) {
+		struct timespec c0, c1;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+		wall = spin_until(t0, ms);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+		cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+	} else {
+		pid_t kids[CPUSPIN_PROCS_MAX];
+		long n = 0;
+		pid_t self = getpid();
+		fflush(NULL);
+		for (; n < procs; n++) {
+			kids[n] = fork();
+			if (kids[n] < 0)
+				break;
+			if (kids[n] == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				if (getppid() != self)
+					_exit(0);
+				spin_until(t0, ms);
+				_exit(0);
+			}
+		}
+		for (long i = 0; i < n; i++)
+			waitpid(kids[i], NULL, 0);
+		wall = now_s() - t0;
+		struct rusage ru;
+		getrusage(RUSAGE_CHILDREN, &ru);
+		cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		      (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+		if (n < procs)
+			note("only %ld of %ld spinners started", n, procs);
+	}
+	double ratio = cpu / wall;
+	note("%ld spinner(s): cpu %.3f s over %.3f s wall: ratio %.2f (max %.2f)", procs, cpu, wall,
+	     ratio, max);
 	return finish(ratio > max);
 }
 
@@ -1816,6 +1984,531 @@ static int p_hello(int argc, char **argv)
 	(void)argc, (void)argv;
 	printf("HELLO uid=%u gid=%u pid=%d\n", (unsigned)getuid(), (unsigned)getgid(),
 	       (int)getpid());
+	return 0;
+}
+
+/* ------------------------------------------------ probes of `deskgate audit`
+ *
+ * These compare what the jail sees with facts only the host knows (file
+ * identities, namespace inodes, the other desktop's screen size), passed as
+ * arguments by `deskgate audit` (gateway/cli-audit.c). Each is harmless on
+ * the host too, where it must report LEAKED (the control).
+ */
+
+/* same-file PATH MAJ:MIN:INO [PATH MAJ:MIN:INO ...]: leaked when PATH, seen
+ * from here, is the very file the host has there: the same device and inode
+ * (a bind mount of it shows the same pair; a file of the jail's own tmpfs
+ * with the same name does not). Nothing is read but its metadata. */
+static int p_same_file(int argc, char **argv)
+{
+	if (argc < 2 || argc % 2)
+		return error_out("usage: same-file PATH MAJ:MIN:INO [PATH MAJ:MIN:INO ...]");
+	bool leaked = false;
+	for (int i = 0; i + 1 < argc; i += 2) {
+		unsigned maj, min;
+		unsigned long long ino;
+		char tail;
+		if (sscanf(argv[i + 1], "%u:%u:%llu%c", &maj, &min, &ino, &tail) != 3)
+			return error_out("bad file identity '%s' (want MAJ:MIN:INO)", argv[i + 1]);
+		struct stat st;
+		if (lstat(argv[i], &st) != 0) {
+			note("%s: %s", argv[i], en(errno));
+			continue;
+		}
+		if (major(st.st_dev) == maj && minor(st.st_dev) == min && st.st_ino == ino) {
+			int fd = open(argv[i], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+			note("%s is the host's file (dev %u:%u ino %llu)%s%s", argv[i], maj, min, ino,
+			     fd >= 0 ? ", readable" : ", open: ", fd >= 0 ? "" : en(errno));
+			if (fd >= 0)
+				close(fd);
+			leaked = true;
+		} else {
+			note("%s exists but is not the host's (dev %u:%u ino %llu here)", argv[i],
+			     major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino);
+		}
+	}
+	return finish(leaked);
+}
+
+/* ids MIN_OUTSIDE: who the probe is. Leaked when a user or group id map
+ * (/proc/self/uid_map, gid_map) maps any id to an outside id below
+ * MIN_OUTSIDE (the range deskgate keeps for jails: host root and every
+ * ordinary user are below it) or maps more than one id, or when the probe
+ * holds a supplementary group other than its own gid. On the host (the
+ * initial namespace maps everything, 0 to 0) it leaks. */
+static int p_ids(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: ids MIN_OUTSIDE_ID");
+	char *end;
+	errno = 0;
+	unsigned long long min = strtoull(argv[0], &end, 0);
+	if (errno || *end || end == argv[0])
+		return error_out("bad id '%s'", argv[0]);
+	bool leaked = false;
+	note("uid %u gid %u", (unsigned)getuid(), (unsigned)getgid());
+	static const char *const maps[] = {"/proc/self/uid_map", "/proc/self/gid_map"};
+	for (int m = 0; m < 2; m++) {
+		FILE *f = fopen(maps[m], "re");
+		if (!f)
+			return error_out("%s: %s", maps[m], en(errno));
+		unsigned long long in, out, count;
+		int lines = 0;
+		while (fscanf(f, "%llu %llu %llu", &in, &out, &count) == 3) {
+			lines++;
+			bool bad = out < min || count != 1;
+			note("%s: %llu -> host %llu (%#llx) x%llu%s", maps[m] + 11, in, out, out, count,
+			     bad ? " (!)" : "");
+			leaked |= bad;
+		}
+		fclose(f);
+		if (lines != 1) {
+			note("%s has %d line(s)", maps[m] + 11, lines);
+			leaked |= lines != 1;
+		}
+	}
+	gid_t groups[64];
+	int n = getgroups(64, groups);
+	if (n < 0)
+		return error_out("getgroups: %s", en(errno));
+	for (int i = 0; i < n; i++)
+		if (groups[i] != getgid()) {
+			note("supplementary group %u", (unsigned)groups[i]);
+			leaked = true;
+		}
+	note("%d supplementary group(s)", n);
+	return finish(leaked);
+}
+
+/* ns-ids WHO:TYPE:INO ...: leaked when this process's namespace of TYPE
+ * (user, mnt, net, ipc, uts, pid, cgroup) is WHO's (the host's, another
+ * session's): the same nsfs inode. */
+static int p_ns_ids(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: ns-ids WHO:TYPE:INO ...");
+	bool leaked = false;
+	for (int i = 0; i < argc; i++) {
+		char who[64], type[16];
+		unsigned long long ino;
+		if (sscanf(argv[i], "%63[^:]:%15[a-z]:%llu", who, type, &ino) != 3)
+			return error_out("bad namespace id '%s' (want WHO:TYPE:INO)", argv[i]);
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", type);
+		struct stat st;
+		if (stat(path, &st) != 0)
+			return error_out("%s: %s", path, en(errno));
+		if (st.st_ino == ino) {
+			note("%s namespace is %s's (%llu)", type, who, ino);
+			leaked = true;
+		} else {
+			note("%s %llu (%s's %llu)", type, (unsigned long long)st.st_ino, who, ino);
+		}
+	}
+	return finish(leaked);
+}
+
+/* Reads exactly len bytes within the deadline (ms since now_s() at t0). */
+static int read_full(int s, void *buf, size_t len, double deadline)
+{
+	size_t got = 0;
+	while (got < len) {
+		int left = (int)((deadline - now_s()) * 1000);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = {s, POLLIN, 0};
+		int n = poll(&p, 1, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ETIMEDOUT;
+		ssize_t k = recv(s, (char *)buf + got, len - got, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -ECONNRESET;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/* Bytes of an X connection setup reply read at most. */
+#define X11_REPLY_MAX (64 * 1024)
+#define X11_DISPLAYS 10
+#define X11_WAIT_S 2.0
+
+/* Opens X connection setup (no authorization) on a connected socket and
+ * reads the size of the server's first screen. Returns 0 (w, h, vendor
+ * set), or a negative errno / -EPROTO with why. */
+static int x11_setup(int s, int *w, int *h, char *vendor, size_t vlen, char *why, size_t wlen)
+{
+	static const uint8_t req[12] = {'l', 0, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+	if (send(s, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
+		return -errno;
+	double deadline = now_s() + X11_WAIT_S;
+	uint8_t head[8];
+	int r = read_full(s, head, sizeof(head), deadline);
+	if (r)
+		return r;
+	size_t extra = (size_t)(head[6] | head[7] << 8) * 4;
+	if (extra > X11_REPLY_MAX)
+		return -EPROTO;
+	uint8_t *d = malloc(extra + 8);
+	if (!d)
+		return -ENOMEM;
+	memcpy(d, head, 8);
+	if ((r = read_full(s, d + 8, extra, deadline))) {
+		free(d);
+		return r;
+	}
+	if (head[0] != 1) {
+		/* Failed (0) or Authenticate (2): the reason follows the header. */
+		size_t rl = head[0] == 0 ? head[1] : extra;
+		fmt(why, wlen, "setup refused: %.*s", (int)(rl < extra ? rl : extra), d + 8);
+		for (char *c = why; *c; c++)
+			if (!isprint((unsigned char)*c))
+				*c = '.';
+		free(d);
+		return -EACCES;
+	}
+	size_t total = extra + 8;
+	if (total < 40) {
+		free(d);
+		return -EPROTO;
+	}
+	size_t vl = (size_t)(d[24] | d[25] << 8), nformats = d[29];
+	size_t screen = 40 + ((vl + 3) & ~(size_t)3) + 8 * nformats;
+	if (d[28] < 1 || screen + 24 > total) {
+		free(d);
+		return -EPROTO;
+	}
+	fmt(vendor, vlen, "%.*s", (int)(vl < 64 ? vl : 64), d + 40);
+	for (char *c = vendor; *c; c++)
+		if (!isprint((unsigned char)*c))
+			*c = '.';
+	*w = d[screen + 20] | d[screen + 21] << 8;
+	*h = d[screen + 22] | d[screen + 23] << 8;
+	free(d);
+	return 0;
+}
+
+/* x11 WxH: connects, without authorization, to every X server this process
+ * can name: displays :0 to :9, each by its abstract socket
+ * (@/tmp/.X11-unix/XN) and by its file (/tmp/.X11-unix/XN), and reads the
+ * size of each server's first screen. Leaked when one of them has size WxH:
+ * the other desktop's (deskgate gives the two different sizes). A server of
+ * another size (the jail's own) is noted, not a leak. */
+static int p_x11(int argc, char **argv)
+{
+	int ow, oh;
+	char tail;
+	if (argc < 1 || sscanf(argv[0], "%dx%d%c", &ow, &oh, &tail) != 2)
+		return error_out("usage: x11 WxH (the other desktop's screen size)");
+	bool leaked = false;
+	int reached = 0;
+	for (int n = 0; n < X11_DISPLAYS; n++) {
+		for (int abstract = 1; abstract >= 0; abstract--) {
+			struct sockaddr_un un = {.sun_family = AF_UNIX};
+			char name[64];
+			snprintf(name, sizeof(name), "/tmp/.X11-unix/X%d", n);
+			size_t l = strlen(name);
+			memcpy(un.sun_path + abstract, name, l);
+			socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + abstract + l);
+			int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (s < 0)
+				return error_out("socket: %s", en(errno));
+			if (connect(s, (struct sockaddr *)&un, alen) != 0) {
+				if (n == 0)
+					note("%s%s: %s", abstract ? "@" : "", name, en(errno));
+				close(s);
+				continue;
+			}
+			int w = 0, h = 0;
+			char vendor[80] = "", why[256] = "";
+			int r = x11_setup(s, &w, &h, vendor, sizeof(vendor), why, sizeof(why));
+			close(s);
+			reached++;
+			if (r == 0) {
+				bool other = w == ow && h == oh;
+				note("%s%s: X server '%s', screen %dx%d%s", abstract ? "@" : "", name,
+				     vendor, w, h, other ? " (the other desktop's)" : "");
+				leaked |= other;
+			} else {
+				/* Connected, but no screen size: a server of unknown
+				 * identity answered, which counts as reaching it. */
+				note("%s%s: connected; %s", abstract ? "@" : "", name,
+				     why[0] ? why : en(-r));
+				leaked = true;
+			}
+		}
+	}
+	note("%d X socket(s) of displays :0..:%d answered", reached, X11_DISPLAYS - 1);
+	return finish(leaked);
+}
+
+/* Reads /proc/PID/cmdline (NULs made spaces) into buf. */
+static void read_cmdline(const char *pid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	buf[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t k = read(fd, buf, len - 1);
+	close(fd);
+	if (k < 0)
+		k = 0;
+	for (ssize_t i = 0; i < k; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[k] = '\0';
+}
+
+static void read_comm(const char *pid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+	buf[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t k = read(fd, buf, len - 1);
+	close(fd);
+	buf[k > 0 ? k : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* devtools: Chromium's DevTools pipe (its fds 3 and 4, whose other ends the
+ * worker holds) from another process of the jail. Finds the browser process
+ * (comm "chromium", --remote-debugging-pipe, no --type=) and tries to get a
+ * descriptor of either pipe: by opening /proc/PID/fd/3 for writing and
+ * /proc/PID/fd/4 for reading (nothing is written or read), by
+ * pidfd_getfd, and by PTRACE_ATTACH. Leaked when any yields one. No browser
+ * running: an error (nothing to check). */
+static int p_devtools(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return error_out("/proc: %s", en(errno));
+	char pid[32] = "";
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char comm[64], cmd[8192];
+		read_comm(e->d_name, comm, sizeof(comm));
+		if (strcmp(comm, "chromium") != 0)
+			continue;
+		read_cmdline(e->d_name, cmd, sizeof(cmd));
+		if (strstr(cmd, "--remote-debugging-pipe") && !strstr(cmd, "--type=")) {
+			fmt(pid, sizeof(pid), "%s", e->d_name);
+			break;
+		}
+	}
+	closedir(d);
+	if (!pid[0])
+		return error_out("no Chromium browser process is visible");
+	note("browser process %s", pid);
+	bool leaked = false;
+	static const struct {
+		int fd, flags;
+		const char *what;
+	} ends[] = {{3, O_WRONLY, "command pipe (fd 3) for writing"},
+		    {4, O_RDONLY, "reply pipe (fd 4) for reading"}};
+	for (int i = 0; i < 2; i++) {
+		char path[64], target[128] = "?";
+		snprintf(path, sizeof(path), "/proc/%s/fd/%d", pid, ends[i].fd);
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		int fd = open(path, ends[i].flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd >= 0) {
+			note("opened its %s (%s)", ends[i].what, n > 0 ? target : "?");
+			close(fd);
+			leaked = true;
+		} else {
+			note("open %s (%s): %s", path, n > 0 ? target : "link unreadable", en(errno));
+		}
+	}
+	long pfd = syscall(SYS_pidfd_open, atoi(pid), 0);
+	if (pfd >= 0) {
+		for (int i = 0; i < 2; i++) {
+			errno = 0;
+			long r = syscall(SYS_pidfd_getfd, (int)pfd, ends[i].fd, 0);
+			int err = errno;
+			char what[64];
+			snprintf(what, sizeof(what), "pidfd_getfd(fd %d)", ends[i].fd);
+			if (r >= 0)
+				close((int)r);
+			leaked |= !denied(what, r, err);
+		}
+		close((int)pfd);
+	} else {
+		note("pidfd_open: %s", en(errno));
+	}
+	int err;
+	long r = attach_detach(atoi(pid), &err);
+	leaked |= !denied("PTRACE_ATTACH", r, err);
+	return finish(leaked);
+}
+
+/* proc-mem: for every other process this one can see (not itself), opens
+ * /proc/PID/mem for reading and writing, never reading or writing it.
+ * The jail refuses ptrace and process_vm_readv/writev ("reach into other
+ * processes"); /proc/PID/mem is the same reach through a file. Leaked when
+ * any opens, naming which. */
+static int p_proc_mem(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return error_out("/proc: %s", en(errno));
+	int self = getpid(), opened = 0, refused = 0, seen = 0;
+	char names[512] = "", errs[256] = "";
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0]) || atoi(e->d_name) == self)
+			continue;
+		seen++;
+		char path[300], comm[64];
+		snprintf(path, sizeof(path), "/proc/%s/mem", e->d_name);
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			read_comm(e->d_name, comm, sizeof(comm));
+			size_t l = strlen(names);
+			if (opened++ < 8)
+				fmt(names + l, sizeof(names) - l, "%s%s(%s)", l ? "," : "", e->d_name,
+				    comm);
+		} else {
+			refused++;
+			if (!strstr(errs, en(errno))) {
+				size_t l = strlen(errs);
+				fmt(errs + l, sizeof(errs) - l, "%s%s", l ? "," : "", en(errno));
+			}
+		}
+	}
+	closedir(d);
+	if (opened)
+		note("/proc/PID/mem opened read-write for %d of %d other process(es): %s%s", opened,
+		     seen, names, opened > 8 ? ",..." : "");
+	note("%d refused (%s)", refused, errs[0] ? errs : "-");
+	return finish(opened > 0);
+}
+
+/* Bytes of a proxy's answer read at most, and the default wait for it. */
+#define PROXY_HEAD_MAX 4096
+#define PROXY_WAIT_MS 5000
+
+/* proxy ADDR PORT CONNECT|GET TARGET [WAIT_MS]: asks the HTTP proxy at
+ * ADDR:PORT for TARGET (host:port): `CONNECT TARGET`, or `GET http://TARGET/`
+ * in absolute form. For a target the proxy must refuse: contained when it
+ * answers 403 (a policy or address rule); leaked when it lets the request
+ * through: a 2xx (tunnel or origin reached), or a 502/504 whose
+ * X-Deskgate-Rule is egress.resolve or egress.connect (it looked the name up
+ * or connected). Anything else (no proxy, no answer in WAIT_MS, 400) is an
+ * error. The evidence names the status, the rule and the proxy's reason. */
+static int p_proxy(int argc, char **argv)
+{
+	if (argc < 4)
+		return error_out("usage: proxy ADDR PORT CONNECT|GET HOST:PORT [WAIT_MS]");
+	int port = (int)parse_long(argv[1], 1, 65535, "port");
+	bool connect_m = strcmp(argv[2], "CONNECT") == 0;
+	if (!connect_m && strcmp(argv[2], "GET"))
+		return error_out("method must be CONNECT or GET");
+	long wait = argc > 4 ? parse_long(argv[4], 1, 60000, "WAIT_MS") : PROXY_WAIT_MS;
+	union addr a;
+	socklen_t alen;
+	if (parse_addr(argv[0], port, &a, &alen) < 0)
+		return error_out("bad address %s", argv[0]);
+	if (!may_send_to(&a))
+		return finish(true);
+	int s = socket(a.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return error_out("socket: %s", en(errno));
+	if (connect(s, &a.sa, alen) != 0) {
+		int e = errno;
+		close(s);
+		return error_out("no proxy at %s:%d: %s", argv[0], port, en(e));
+	}
+	char req[1024];
+	int n = connect_m ? snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+				     argv[3], argv[3])
+			  : snprintf(req, sizeof(req),
+				     "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+				     argv[3], argv[3]);
+	if (n <= 0 || (size_t)n >= sizeof(req) || send(s, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		close(s);
+		return error_out("sending the request failed");
+	}
+	/* Read until the head and the body's first line are in, or the proxy
+	 * closes, or the wait ends. */
+	char resp[PROXY_HEAD_MAX + 1];
+	size_t got = 0;
+	double deadline = now_s() + (double)wait / 1000.0;
+	while (got < PROXY_HEAD_MAX) {
+		int left = (int)((deadline - now_s()) * 1000);
+		struct pollfd p = {s, POLLIN, 0};
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			break;
+		ssize_t k = recv(s, resp + got, PROXY_HEAD_MAX - got, 0);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+		resp[got] = '\0';
+		char *body = strstr(resp, "\r\n\r\n");
+		if (body && strchr(body + 4, '\n'))
+			break;
+		if (body && strncmp(resp, "HTTP/1.1 200", 12) == 0)
+			break; /* a tunnel: nothing more comes until we speak */
+	}
+	close(s);
+	resp[got] = '\0';
+	int status = 0;
+	if (got == 0 || sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
+		return error_out("%s %s: no answer from the proxy in %ld ms", argv[2], argv[3],
+				 wait);
+	char rule[128] = "-", reason[256] = "";
+	char *h = strcasestr(resp, "\r\nX-Deskgate-Rule:");
+	if (h)
+		sscanf(h + 18, " %127[^\r\n]", rule);
+	char *body = strstr(resp, "\r\n\r\n");
+	if (body)
+		sscanf(body + 4, "%255[^\r\n]", reason);
+	for (char *c = reason; *c; c++)
+		if (!isprint((unsigned char)*c))
+			*c = '.';
+	note("%s %s: proxy answered %d, rule %s%s%s", argv[2], argv[3], status, rule,
+	     reason[0] ? ": " : "", reason);
+	if (status == 403)
+		return finish(false);
+	if ((status >= 200 && status < 300) ||
+	    ((status == 502 || status == 504) &&
+	     (!strcmp(rule, "egress.resolve") || !strcmp(rule, "egress.connect"))))
+		return finish(true);
+	return error_out("%s", ev);
+}
+
+/* mark PATH: creates PATH (a new, empty file) and leaves it: the other
+ * session's marker that the probe in the audited session must not see.
+ * Not a containment probe: exit 0 with "MARKED", 2 on failure. */
+static int p_mark(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: mark PATH");
+	int fd = open(argv[0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return error_out("create %s: %s", argv[0], en(errno));
+	close(fd);
+	printf("MARKED %s\n", argv[0]);
 	return 0;
 }
 
@@ -2093,11 +2786,42 @@ static const struct probe {
 	{"daemon", p_daemon},
 	{"alive", p_alive},
 	{"hello", p_hello},
+	{"same-file", p_same_file},
+	{"ids", p_ids},
+	{"ns-ids", p_ns_ids},
+	{"x11", p_x11},
+	{"devtools", p_devtools},
+	{"proc-mem", p_proc_mem},
+	{"proxy", p_proxy},
+	{"mark", p_mark},
 	{"ns", ns_main},
 };
 
+/* `deskgate audit` runs the probe from a memfd handed in as a descriptor,
+ * argv[0] "/proc/self/fd/N" (the jail cannot see the host's copy). That
+ * descriptor is the probe's own image, not something the jail leaked: it is
+ * closed first, so `leaked-fd` judges only what the jail handed over. It is
+ * closed only when it is the very file running (same device and inode as
+ * /proc/self/exe). */
+static void close_own_image(const char *argv0)
+{
+	static const char prefix[] = "/proc/self/fd/";
+	if (strncmp(argv0, prefix, sizeof(prefix) - 1) != 0)
+		return;
+	char *end;
+	long fd = strtol(argv0 + sizeof(prefix) - 1, &end, 10);
+	if (*end || fd < 3 || fd > INT32_MAX)
+		return;
+	struct stat a, b;
+	if (fstat((int)fd, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		close((int)fd);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 0)
+		close_own_image(argv[0]);
 	if (argc < 2)
 		return error_out("usage: dg_probe NAME [ARGS...]");
 	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)

@@ -1520,3 +1520,181 @@ void dg_site_stop(struct dg_site *s)
 		free(s->log[i]);
 	s->n = 0;
 }
+
+/* ---- Soak and fault helpers (issue #9) ---------------------------------- */
+
+long dg_test_proc_mem_kb(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	bool rollup = strncmp(key, "Vm", 2) != 0;
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, rollup ? "smaps_rollup" : "status");
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t kl = strlen(key);
+	long kb = -1;
+	while (kb < 0 && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':' && sscanf(line + kl + 1, "%ld", &kb) != 1)
+			kb = -1;
+	}
+	fclose(f);
+	return kb;
+}
+
+int dg_test_proc_fds(pid_t pid, char *what, size_t what_len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	if (what && what_len)
+		what[0] = '\0';
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		n++;
+		if (what && what_len) {
+			char link[320], target[256];
+			snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+			ssize_t k = readlink(link, target, sizeof(target) - 1);
+			target[k > 0 ? k : 0] = '\0';
+			size_t l = strlen(what);
+			snprintf(what + l, what_len - l, "%s -> %s; ", e->d_name, target);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top)
+{
+	pid_t found = -1;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && found < 0 && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		char v[64], st[64], pv[64];
+		if (dg_test_proc_status(p, "Name", v, sizeof(v)) != 0 || strcmp(v, comm) != 0 ||
+		    real_uid(p) != uid || dg_test_proc_status(p, "State", st, sizeof(st)) != 0 ||
+		    st[0] == 'Z' || st[0] == 'X')
+			continue;
+		pid_t pp = ppid_of(p);
+		if (!top || (pp > 0 && dg_test_proc_status(pp, "Name", pv, sizeof(pv)) == 0 &&
+			     strcmp(pv, comm) != 0))
+			found = p;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+int dg_test_leftovers_slot_live(uint32_t slot, pid_t ours, char *what, size_t what_len)
+{
+	what[0] = '\0';
+	pid_t holder = slot_lock_holder(slot);
+	if (holder > 0 && (ours <= 0 || !descends_from(holder, ours)))
+		return 0;
+	int count = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		char path[300], st[64];
+		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
+		struct stat sb;
+		unsigned uid = real_uid(p);
+		bool owner = stat(path, &sb) == 0 && (sb.st_uid == DG_JAIL_ID_BASE + slot ||
+						      sb.st_uid == DG_WORKER_ID_BASE + slot);
+		if (!owner && uid != DG_JAIL_ID_BASE + slot && uid != DG_WORKER_ID_BASE + slot)
+			continue;
+		if (dg_test_proc_status(p, "State", st, sizeof(st)) != 0 || st[0] == 'Z' || st[0] == 'X')
+			continue;
+		count++;
+		size_t l = strlen(what);
+		snprintf(what + l, what_len - l, "process %d (uid %u); ", (int)p, uid);
+	}
+	if (d)
+		closedir(d);
+	static const char *const dirs[] = {
+		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
+		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
+		"/sys/fs/cgroup/unified/deskgate",
+	};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char path[300];
+		struct stat sb;
+		snprintf(path, sizeof(path), "%s/jail-%u", dirs[i], (unsigned)slot);
+		if (stat(path, &sb) == 0) {
+			count++;
+			size_t l = strlen(what);
+			snprintf(what + l, what_len - l, "cgroup %s; ", path);
+		}
+	}
+	return count;
+}
+
+char *dg_test_read_file(const char *path)
+{
+	return read_file_all(path);
+}
+
+/* A mountinfo line without its first two fields (mount id, parent id). */
+static const char *mount_key(const char *line, size_t *len)
+{
+	const char *p = line;
+	for (int f = 0; f < 2 && p; f++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p)
+		p = line;
+	const char *nl = strchr(p, '\n');
+	*len = nl ? (size_t)(nl - p) : strlen(p);
+	return p;
+}
+
+int dg_test_new_mounts(const char *before, char *what, size_t what_len)
+{
+	what[0] = '\0';
+	char *now = read_file_all("/proc/self/mountinfo");
+	/* Multiset difference: each line of before matches at most one now. */
+	size_t nb = 0;
+	for (const char *p = before; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
+		nb++;
+	bool *used = calloc(nb + 1, sizeof(*used));
+	if (!used)
+		abort();
+	int count = 0;
+	for (const char *l = now; *l;) {
+		size_t kl;
+		const char *k = mount_key(l, &kl);
+		bool seen = false;
+		size_t i = 0;
+		for (const char *b = before; *b && !seen; i++) {
+			size_t bl;
+			const char *bk = mount_key(b, &bl);
+			if (!used[i] && bl == kl && memcmp(bk, k, kl) == 0)
+				seen = used[i] = true;
+			const char *nl = strchr(b, '\n');
+			b = nl ? nl + 1 : b + strlen(b);
+		}
+		if (!seen) {
+			count++;
+			size_t wl = strlen(what);
+			snprintf(what + wl, what_len - wl, "%.*s; ", (int)kl, k);
+		}
+		const char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	free(used);
+	free(now);
+	return count;
+}

@@ -285,3 +285,40 @@ bool dg_site_saw(struct dg_site *s, const char *needle);
 int dg_site_count(struct dg_site *s);
 void dg_site_reply(int fd, const char *status, const char *type, const char *extra_headers,
 		   const char *body);
+
+/* ---- Soak and fault helpers (issue #9: tests/containment/test_soak.c,
+ * test_faults.c) ---- */
+#ifndef DG_TEST_SOAK_FAULTS_H
+#define DG_TEST_SOAK_FAULTS_H
+#include <sys/types.h>
+
+/* A memory figure of pid in KiB: a /proc/PID/status key when it starts
+ * with "Vm" ("VmRSS", "VmHWM"), else a /proc/PID/smaps_rollup one ("Rss",
+ * "Pss", "Private_Dirty"). -1 when unreadable. */
+long dg_test_proc_mem_kb(pid_t pid, const char *key);
+
+/* Open descriptors of pid (entries of /proc/PID/fd), -1 when unreadable.
+ * When what is not NULL, their targets are written there ("3 -> socket:[..]; "). */
+int dg_test_proc_fds(pid_t pid, char *what, size_t what_len);
+
+/* Like dg_test_find_process, but only a live process (not a zombie: a
+ * killed process's children can linger as zombies until the host's init
+ * reaps them, with their comm and uid), and with top, the outermost one:
+ * whose parent has another comm (Chromium's browser process rather than one
+ * of its zygotes or renderers). -1 when none. */
+pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top);
+
+/* dg_test_leftovers_slot without zombies: processes that are dead but not
+ * reaped yet (the host's init reaps the orphans of a killed spawner when it
+ * gets to it) hold nothing but their pid. */
+int dg_test_leftovers_slot_live(uint32_t slot, pid_t ours, char *what, size_t what_len);
+
+/* The whole of a file (malloc'd, NUL-terminated; "" when unreadable). */
+char *dg_test_read_file(const char *path);
+
+/* Mounts of this process's mount namespace (/proc/self/mountinfo) that are
+ * not in before (a copy of that file read earlier), compared without the
+ * mount and parent ids. Returns how many and lists them in what. */
+int dg_test_new_mounts(const char *before, char *what, size_t what_len);
+
+#endif

@@ -15,7 +15,7 @@ function page(title, body) {
  td, th { border: 1px solid #ccd3dd; padding: 6px 10px; text-align: left; }
  input { font-size: 16px; padding: 6px; width: 300px; }
  button { font-size: 16px; padding: 6px 14px; }
- .tall { height: 1400px; }
+ .tall { height: 900px; }
 </style></head><body>${body}</body></html>`;
 }
 
@@ -24,6 +24,18 @@ const ORDERS = [
   ['1042', 'Notebook, squared', '5', '$22.50'],
   ['1043', 'Desk lamp', '1', '$39.90'],
   ['1044', 'USB-C cable', '3', '$15.00'],
+  ['1045', 'Stapler', '1', '$12.40'],
+  ['1046', 'Sticky notes, yellow', '12', '$9.60'],
+  ['1047', 'Monitor arm', '1', '$89.00'],
+  ['1048', 'Whiteboard markers', '4', '$11.80'],
+  ['1049', 'Paper, A4 (500)', '10', '$54.90'],
+  ['1050', 'Desk organiser', '2', '$31.00'],
+  ['1051', 'Headset', '1', '$64.50'],
+  ['1052', 'Webcam cover', '6', '$7.20'],
+  ['1053', 'Laptop stand', '1', '$42.00'],
+  ['1054', 'Cable ties (100)', '2', '$6.40'],
+  ['1055', 'Ergonomic mouse', '1', '$38.90'],
+  ['1056', 'Keyboard wrist rest', '1', '$19.90'],
 ];
 
 function handler(req, res) {

@@ -1,0 +1,45 @@
+/* `deskgate audit`: the containment probe battery, run from inside a live
+ * session under a policy. (Declared here until the lead moves it into
+ * gateway/gateway.h.)
+ *
+ * deskgate audit [--policy FILE] [--profile xterm|browser] [--json]
+ *                [--state-dir DIR] [--recordings DIR] [--probe PATH]
+ *
+ * Starts what `deskgate serve` would start for one session of the policy
+ * (the built-in default without --policy): an egress proxy, a desktop of the
+ * profile (default browser) with the policy's limits, strict when the policy
+ * has rules, its egress listener handed to the proxy, and its worker; plus a
+ * second, xterm desktop, "the other session", to probe isolation against.
+ * Then runs `deskgate-probe` (found beside the deskgate binary unless --probe
+ * names it) inside the first desktop's jail, the way an exec action runs,
+ * one probe at a time, each with a deadline, and prints one finding per
+ * probe:
+ *
+ *   EDGE         OUTCOME    what was tried — evidence
+ *
+ * edge: egress, filesystem, credentials, isolation, resources; outcome:
+ * contained, allowed (ran as the policy allows), leaked, not-checked (this
+ * machine cannot exercise it; the reason is the evidence) or error (the
+ * probe could not run). Then "N probes: N contained, N ran as allowed,
+ * N leaked". --json prints one object instead (see the README section in
+ * tests/probes/README-audit-section.md for its fields).
+ *
+ * With a state directory (--state-dir, else /var/lib/deskgate when it
+ * exists) the JSON result is also written to
+ * STATE_DIR/audit/<policy sha256>.json: the SHA-256, in lowercase hex, of
+ * the policy file's bytes (of DG_GW_BUILTIN_POLICY_TEXT for the built-in
+ * default), as in a recording's policy_sha256. The directory is created
+ * 0750 and the file 0640, both owned by STATE_DIR's owner (the gateway's
+ * uid); the file is replaced atomically (write, fsync, rename).
+ *
+ * Exit status: 0 nothing leaked and every probe ran; 1 something leaked;
+ * 2 usage (unknown flag, bad profile, a policy that does not load);
+ * 125 the audit could not run or not every probe could (the message or the
+ * error findings say why). Needs root (it starts jails). argv[0] is "audit".
+ */
+#ifndef DG_CLI_AUDIT_H
+#define DG_CLI_AUDIT_H
+
+int dg_cmd_audit(int argc, char **argv);
+
+#endif

@@ -1,0 +1,728 @@
+'use strict';
+// Browser tests of deskgate's web pages: a real gateway (`deskgate serve`,
+// as root), real recorded sessions driven by a test agent over the
+// canonical WebSocket API, and Debian's Chromium driven headless by
+// playwright-core.
+//
+//   node web.test.js DESKGATE_BINARY
+//
+// Exit 0 when every check passed, 1 when one failed (each failure says what
+// and saves a screenshot of the page under test), 2 when something needed
+// is missing. Page screenshots go to tests/web/screenshots/.
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { Gateway, Agent, TOKENS, sleep, waitFor } = require('./lib/gateway');
+const { startSite } = require('./lib/site');
+
+const CHROMIUM = process.env.DG_CHROMIUM || '/usr/bin/chromium';
+const SHOTS = process.env.DG_WEB_SCREENSHOTS || path.join(__dirname, 'screenshots');
+const VIEWPORT = { width: 1440, height: 900 };
+
+/* ---- a tiny sequential runner ------------------------------------------- */
+
+const checks = [];
+const check = (name, fn, timeoutMs = 60000) => checks.push({ name, fn, timeoutMs });
+let failures = 0;
+let current = null; // the page a failing check is looking at
+const t0 = Date.now();
+const say = (s) => process.stdout.write(s + '\n');
+
+async function runChecks() {
+  for (const c of checks) {
+    const start = Date.now();
+    let timer;
+    try {
+      await Promise.race([
+        c.fn(),
+        new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${c.timeoutMs} ms`)), c.timeoutMs); }),
+      ]);
+      say(`ok   ${c.name} (${Date.now() - start} ms)`);
+    } catch (e) {
+      failures++;
+      say(`FAIL ${c.name} (${Date.now() - start} ms)\n     ${String(e && e.stack || e).split('\n').join('\n     ')}`);
+      if (current) {
+        const file = path.join(os.tmpdir(), `dg-web-failed-${checks.indexOf(c) + 1}.png`);
+        await current.screenshot({ path: file }).then(() => say(`     page at failure: ${file}`), () => {});
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/* ---- the world under test ------------------------------------------------ */
+
+const bin = process.argv[2];
+let gw = null, site = null, browser = null;
+let cleaned = false;
+function cleanupNow() {
+  if (cleaned) return;
+  cleaned = true;
+  if (gw) gw.killNow();
+}
+process.on('exit', cleanupNow);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => { say(`interrupted (${sig})`); cleanupNow(); process.exit(1); });
+}
+
+function policies(host) {
+  const main = {
+    version: 1,
+    default: 'deny',
+    actions: {
+      allow: ['screenshot', 'move', 'click', 'drag', 'scroll', 'type', 'key', 'navigate', 'back', 'forward', 'reload', 'wait', 'zoom', 'cursor_position'],
+      ask: ['exec'],
+      deny: [],
+    },
+    urls: { allow: [`http://${host}/**`], deny: [`http://${host}/admin/**`] },
+    regions: [{ name: 'browser-chrome', rect: [0, 0, 1280, 88], actions: ['click', 'drag', 'scroll'], verdict: 'deny', reason: "the browser's tabs and address bar are off limits" }],
+    keys: { deny: ['ctrl+alt+*', 'super+*'], ask: ['ctrl+Return'] },
+    text: { max_length: 2000, deny: ['BEGIN [A-Z ]*PRIVATE KEY'] },
+    egress: { allow: [host] },
+    budgets: { actions_per_minute: 600, max_actions: 1000, max_exec: 20 },
+    limits: { memory_mb: 2048, pids: 512, cpus: 1, session_seconds: 900, exec_seconds: 20, output_bytes: 65536, scratch_mb: 256 },
+  };
+  return {
+    default: main,
+    redacted: { ...main, recording: { redact_text: true } },
+    locked: { version: 1, default: 'deny', actions: { allow: ['screenshot', 'click', 'type', 'key', 'scroll', 'wait'], ask: [], deny: ['exec'] }, limits: { memory_mb: 1024, session_seconds: 600 } },
+  };
+}
+
+// The recorded session's script: each step's action, the verdict it must
+// get and, for steps after which a page must have loaded, its title (the
+// test fails right there if the page is not there yet). The two exec
+// actions are asked about and answered in the Approvals page.
+function scriptA(host) {
+  const steps = [
+    { name: 'open', a: { type: 'navigate', url: `http://${host}/` }, v: 'allow', title: 'Acme shop: orders' },
+    { name: 'focus', a: { type: 'click', x: 180, y: 178 }, v: 'allow' },
+    { name: 'typeSearch', a: { type: 'type', text: 'desk lamp' }, v: 'allow' },
+    { name: 'addressBar', a: { type: 'click', x: 640, y: 62 }, v: 'deny' },
+    { name: 'enter', a: { type: 'key', keys: 'Return' }, v: 'allow' },
+    { name: 'waitSearch', a: { type: 'wait', ms: 1000 }, v: 'allow', title: 'Search: desk lamp' },
+    { name: 'back1', a: { type: 'back' }, v: 'allow', title: 'Acme shop: orders' },
+    { name: 'link', a: { type: 'click', x: 57, y: 400 }, v: 'allow' },
+    { name: 'waitOrder', a: { type: 'wait', ms: 1000 }, v: 'allow', title: 'Order #1043' },
+    { name: 'back2', a: { type: 'back' }, v: 'allow', title: 'Acme shop: orders' },
+    { name: 'scroll', a: { type: 'scroll', x: 640, y: 500, dx: 0, dy: 3 }, v: 'allow' },
+    { name: 'drag', a: { type: 'drag', path: [[40, 300], [400, 320], [620, 340]] }, v: 'allow' },
+    { name: 'chord', a: { type: 'key', keys: 'ctrl+alt+Delete' }, v: 'deny' },
+    { name: 'admin', a: { type: 'navigate', url: `http://${host}/admin/users` }, v: 'deny' },
+    { name: 'execOk', a: { type: 'exec', argv: ['echo', 'hello from the jail'] }, v: 'ask' },  // approved in the page
+    { name: 'execNo', a: { type: 'exec', argv: ['cat', '/etc/shadow'] }, v: 'deny' },          // denied in the page
+    { name: 'secret', a: { type: 'type', text: '-----BEGIN RSA PRIVATE KEY-----' }, v: 'deny' },
+  ];
+  const S = {};
+  steps.forEach((x, i) => { x.n = i + 1; S[x.name] = x.n; });
+  return { steps, S };
+}
+
+// Runs steps [from, to) of the script on agent a, checking each verdict and
+// page title.
+async function runSteps(a, steps, from, to) {
+  for (const st of steps.slice(from, to)) {
+    const r = await a.act(st.a);
+    assert.equal(r.verdict, st.v, `step ${st.n} ${JSON.stringify(st.a)}: ${JSON.stringify(r)}`);
+    if (st.title) assert.equal(r.title, st.title, `step ${st.n} ${JSON.stringify(st.a)}: the page is not loaded: ${JSON.stringify(r)}`);
+  }
+}
+
+/* ---- page helpers --------------------------------------------------------- */
+
+const pageErrors = [];
+let requestURLs = [];
+
+async function newPage(ctx, label) {
+  const page = await ctx.newPage();
+  page.on('pageerror', (e) => pageErrors.push(`${label}: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content.Security.Policy|Refused to/i.test(m.text())) pageErrors.push(`${label}: ${m.text()}`);
+  });
+  page.on('websocket', (ws) => requestURLs.push(ws.url()));
+  return page;
+}
+
+async function signIn(page, token) {
+  await page.fill('#token', token);
+  await page.click('#signin-form button[type=submit]');
+  await page.waitForSelector('#app:not([hidden])', { timeout: 10000 });
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+}
+
+async function shot(page, name, opts = {}) {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), ...opts });
+}
+
+const text = (page, sel) => page.locator(sel).innerText();
+
+// The centre of the overlay's target mark, in screen coordinates (the
+// recording's 1280x800), measured from where the browser drew it over the
+// frame image.
+async function overlayPoint(page, which, sel = '.ov-target') {
+  return page.evaluate(([which, sel]) => {
+    const img = document.querySelector(`#img-${which}`);
+    const mark = document.querySelector(`#ov-${which} ${sel}`);
+    if (!img || img.hidden || !img.naturalWidth || !mark) return null;
+    const ib = img.getBoundingClientRect(), mb = mark.getBoundingClientRect();
+    return {
+      x: (mb.left + mb.width / 2 - ib.left) / ib.width * 1280,
+      y: (mb.top + mb.height / 2 - ib.top) / ib.height * 800,
+      natural: [img.naturalWidth, img.naturalHeight],
+    };
+  }, [which, sel]);
+}
+
+function near(p, x, y, what, tol = 4) {
+  assert.ok(p, `${what}: no overlay mark drawn over a loaded frame`);
+  assert.ok(Math.abs(p.x - x) <= tol && Math.abs(p.y - y) <= tol,
+    `${what}: overlay drawn at (${p.x.toFixed(1)}, ${p.y.toFixed(1)}), the action was at (${x}, ${y})`);
+}
+
+async function playerStep(page) {
+  return +(await page.getAttribute('body', 'data-step'));
+}
+
+async function waitStep(page, n) {
+  await page.waitForSelector(`body[data-step="${n}"]`, { timeout: 5000 });
+  // Both frames (when the step has them) have loaded.
+  await page.waitForFunction(() => ['before', 'after'].every((w) => {
+    const img = document.querySelector(`#img-${w}`);
+    return img.hidden || (img.complete && img.naturalWidth > 0);
+  }), null, { timeout: 5000 });
+}
+
+/* ---- the checks ----------------------------------------------------------- */
+
+async function main() {
+  if (!bin || !fs.existsSync(bin)) { say(`usage: node web.test.js DESKGATE_BINARY (got ${bin})`); process.exit(2); }
+  if (!fs.existsSync(CHROMIUM)) { say(`FAIL: ${CHROMIUM} is missing: apt-get install chromium`); process.exit(2); }
+  let chromium;
+  try {
+    ({ chromium } = require('playwright-core'));
+  } catch (e) {
+    say(`FAIL: playwright-core is not installed (npm ci in ${__dirname}): ${e.message}`);
+    process.exit(2);
+  }
+
+  site = await startSite();
+  const host = `shop.test:${site.address().port}`;
+  gw = new Gateway(bin, {
+    policies: policies(host),
+    resolve: [`${host}=127.0.0.1:${site.address().port}`],
+    limits: { approval_seconds: 90 },
+  });
+  await gw.start();
+  say(`gateway on ${gw.base} (${gw.dir}), site ${host}`);
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
+  say(`chromium ${browser.version()}`);
+  const ctxOpts = { viewport: VIEWPORT, deviceScaleFactor: 1, baseURL: gw.base, colorScheme: 'light' };
+
+  const { steps: script, S } = scriptA(host);
+  const N = script.length;
+  const flaggedSteps = script.filter((x) => x.v !== 'allow').map((x) => x.n);
+  const clickSteps = script.filter((x) => x.a.type === 'click').map((x) => x.n);
+  let A = null;          // the recorded (and watched) browser session
+  let R = null;          // a short xterm session with redacted text
+  let viewerCtx = null, P1 = null, P2 = null;
+
+  check('pages are served from the binary with security headers; nothing else is', async () => {
+    for (const p of ['/', '/index.html', '/live.html', '/player.html', '/approvals.html', '/blast.html', '/style.css', '/common.js', '/player.js']) {
+      const r = await gw.http('GET', p);
+      assert.equal(r.status, 200, `GET ${p}`);
+      const csp = r.headers.get('content-security-policy') || '';
+      assert.match(csp, /default-src 'self'/, `${p}: CSP`);
+      assert.match(csp, /img-src 'self' blob:/, `${p}: CSP img-src`);
+      assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/, `${p}: CSP allows inline code`);
+      assert.equal(r.headers.get('x-content-type-options'), 'nosniff', p);
+      assert.equal(r.headers.get('x-frame-options'), 'DENY', p);
+      assert.equal(r.headers.get('referrer-policy'), 'no-referrer', p);
+    }
+    assert.match((await gw.http('GET', '/')).headers.get('content-type'), /^text\/html/);
+    assert.match((await gw.http('GET', '/style.css')).headers.get('content-type'), /^text\/css/);
+    assert.match((await gw.http('GET', '/common.js')).headers.get('content-type'), /^text\/javascript/);
+    // No inline script anywhere: every <script> has a src.
+    for (const p of ['/', '/live.html', '/player.html', '/approvals.html', '/blast.html']) {
+      const html = (await gw.http('GET', p)).text;
+      assert.doesNotMatch(html, /<script(?![^>]*\ssrc=)[^>]*>/i, `${p} has an inline script`);
+      assert.doesNotMatch(html, /\son[a-z]+=/i, `${p} has an inline handler`);
+    }
+    // Only the embedded names: anything else is the API, which wants a token.
+    for (const p of ['/nope.html', '/web/index.html', '/../CMakeLists.txt', '/%2e%2e/README.md', '/embed.cmake', '/index.html/']) {
+      const r = await gw.http('GET', p);
+      assert.notEqual(r.status, 200, `GET ${p} answered 200`);
+      assert.doesNotMatch(r.text, /<html/i, `GET ${p} served a page`);
+    }
+    assert.equal((await gw.http('POST', '/', undefined, '{}')).status, 401, 'POST / is not a page');
+  });
+
+  check('a page without a token gets nothing', async () => {
+    const ctx = await browser.newContext(ctxOpts);
+    const page = await newPage(ctx, 'no-token');
+    current = page;
+    const api = [];
+    page.on('response', (r) => { if (new URL(r.url()).pathname.startsWith('/v1/')) api.push(`${r.status()} ${r.url()}`); });
+    for (const p of ['/', '/live.html?id=0123abcd', '/player.html?id=0123abcd', '/approvals.html', '/blast.html']) {
+      await page.goto(p);
+      await page.waitForSelector('#signin-form', { state: 'visible' });
+      assert.equal(await page.isHidden('#app'), true, `${p}: the page's content shows without a token`);
+      assert.equal(await page.locator('#app *:visible').count(), 0, `${p}: the page shows content without a token`);
+    }
+    assert.deepEqual(api.filter((x) => x.startsWith('2')), [], 'the API answered a page without a token');
+    // The API itself: nothing without a token, from the page's origin.
+    const statuses = await page.evaluate(async () => {
+      const out = [];
+      for (const p of ['/v1/sessions', '/v1/recordings', '/v1/approvals', '/v1/policies', '/metrics']) out.push((await fetch(p)).status);
+      const ws = await new Promise((res) => {
+        const s = new WebSocket(`ws://${location.host}/v1/sessions/x/watch`, ['deskgate.v1']);
+        s.onopen = () => res('open');
+        s.onclose = () => res('closed');
+      });
+      return [...out, ws];
+    });
+    assert.deepEqual(statuses, [401, 401, 401, 401, 401, 'closed']);
+    await page.goto('/');
+    await page.waitForSelector('#signin-form');
+    await shot(page, 'signin');
+    await ctx.close();
+  });
+
+  check('sign-in refuses a wrong token and an agent token, keeps a viewer token in sessionStorage', async () => {
+    viewerCtx = await browser.newContext(ctxOpts);
+    viewerCtx.on('request', (r) => requestURLs.push(r.url()));
+    P1 = await newPage(viewerCtx, 'viewer');
+    current = P1;
+    await P1.goto('/');
+    await P1.fill('#token', 'not-a-token-not-a-token-not-a-token');
+    await P1.click('#signin-form button[type=submit]');
+    await P1.waitForFunction(() => /not valid/.test(document.querySelector('#signin-error').textContent));
+    await P1.fill('#token', TOKENS.agent);
+    await P1.click('#signin-form button[type=submit]');
+    await P1.waitForFunction(() => /agent token/.test(document.querySelector('#signin-error').textContent));
+    assert.equal(await P1.isHidden('#app'), true);
+    await signIn(P1, TOKENS.viewer);
+    assert.equal(await P1.evaluate(() => sessionStorage.getItem('deskgate.token')), TOKENS.viewer);
+    assert.equal(await P1.evaluate(() => localStorage.length + document.cookie.length), 0, 'the token leaked into localStorage or cookies');
+  });
+
+  check('the sessions page shows a live session; Watch live opens its live view', async () => {
+    A = await Agent.create(gw, { profile: 'browser' });
+    await P1.goto('/');
+    await P1.waitForSelector(`#live-table tr[data-id="${A.id}"]`, { timeout: 10000 });
+    const row = P1.locator(`#live-table tr[data-id="${A.id}"]`);
+    const cells = await row.locator('td').allInnerTexts();
+    assert.equal(cells[1], 'browser');
+    assert.equal(cells[2], 'env-agent');
+    assert.equal(cells[3], 'default');
+    assert.match(cells[8], /live/i);
+    await row.locator('a', { hasText: 'Watch live' }).click();
+    await P1.waitForURL(/live\.html\?id=/);
+    await P1.waitForSelector('body[data-ready="1"]');
+    await P1.waitForSelector('body[data-state="live"]', { timeout: 10000 });
+    // No screen before the agent's first action: the page says it waits.
+    await P1.waitForSelector('#noframe:visible');
+  }, 60000);
+
+  check('the live view updates while the test agent acts, with verdicts', async () => {
+    current = P1;
+    const frames0 = +(await P1.getAttribute('body', 'data-frames')) || 0;
+    await runSteps(A, script, 0, S.typeSearch);
+    // New frames arrived over the observer socket and the log has the steps.
+    await P1.waitForFunction((n) => +document.body.dataset.frames > n, frames0, { timeout: 10000 });
+    await P1.waitForFunction(() => [...document.querySelectorAll('#log li[data-kind=action] .desc')].some((e) => e.textContent === 'type “desk lamp”'), null, { timeout: 10000 });
+    await P1.waitForFunction(() => /Acme shop/.test(document.querySelector('#meta').textContent), null, { timeout: 10000 });
+    await runSteps(A, script, S.typeSearch, S.admin);
+    // Refused actions reach the page too, with their verdict.
+    await P1.waitForFunction((n) => document.querySelectorAll('#log li[data-kind=action]').length === n, S.admin, { timeout: 10000 });
+    const denied = await P1.locator('#log li[data-kind=action][data-verdict=deny] .desc').allInnerTexts();
+    assert.deepEqual(denied.sort(), ['click at (640, 62)', `go to http://${host}/admin/users`, 'press ctrl+alt+Delete'].sort());
+    const why = await P1.locator('#log li[data-verdict=deny] .why').allInnerTexts();
+    assert.ok(why.some((w) => w.includes('regions[browser-chrome]')), `no rule shown: ${why}`);
+    // The live overlay shows the last action.
+    assert.equal(await P1.getAttribute('#overlay g.overlay', 'data-action'), 'navigate');
+  }, 90000);
+
+  check('the live view is read-only: clicks, keys and observer messages do not reach the session', async () => {
+    current = P1;
+    const before = (await gw.api('GET', `/v1/sessions/${A.id}`, TOKENS.viewer)).actions;
+    const evBefore = (await gw.events(A.id)).filter((e) => e.type === 'action').length;
+    const box = await P1.locator('#screen').boundingBox();
+    await P1.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await P1.mouse.dblclick(box.x + 100, box.y + 100);
+    await P1.mouse.wheel(0, 300);
+    await P1.keyboard.type('rm -rf / # typed into the live view');
+    await P1.keyboard.press('Enter');
+    await P1.keyboard.press('Control+L');
+    // Even a script in the page speaking on an observer socket is ignored.
+    const sent = await P1.evaluate(async (id) => {
+      const t = sessionStorage.getItem('deskgate.token');
+      const ws = new WebSocket(`ws://${location.host}/v1/sessions/${id}/watch`, ['deskgate.v1', 'bearer.' + t]);
+      await new Promise((res, rej) => { ws.onopen = res; ws.onerror = rej; });
+      ws.send(JSON.stringify({ type: 'click', x: 200, y: 300 }));
+      ws.send(JSON.stringify({ type: 'type', text: 'observer was here' }));
+      ws.send(JSON.stringify({ type: 'tool_use', id: 'toolu_x', name: 'computer', input: { action: 'key', text: 'Return' } }));
+      await new Promise((r) => setTimeout(r, 800));
+      ws.close();
+      return true;
+    }, A.id);
+    assert.ok(sent);
+    await sleep(700);
+    const after = (await gw.api('GET', `/v1/sessions/${A.id}`, TOKENS.viewer)).actions;
+    const evAfter = (await gw.events(A.id)).filter((e) => e.type === 'action').length;
+    assert.equal(after, before, 'the session performed an action the viewer page sent');
+    assert.equal(evAfter, evBefore, 'the recording has an action the viewer page sent');
+  });
+
+  check('a viewer token cannot create a session or send an action', async () => {
+    current = P1;
+    const r = await P1.evaluate(async (id) => {
+      const t = sessionStorage.getItem('deskgate.token');
+      const h = { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' };
+      const create = (await fetch('/v1/sessions', { method: 'POST', headers: h, body: '{"profile":"xterm"}' })).status;
+      const del = (await fetch(`/v1/sessions/${id}`, { method: 'DELETE', headers: h })).status;
+      const agent = await new Promise((res) => {
+        const ws = new WebSocket(`ws://${location.host}/v1/sessions/${id}/ws`, ['deskgate.v1', 'bearer.' + t]);
+        ws.onopen = () => { ws.send(JSON.stringify({ type: 'click', x: 10, y: 10 })); res('open'); };
+        ws.onclose = () => res('refused');
+      });
+      return { create, del, agent };
+    }, A.id);
+    assert.equal(r.create, 403, 'POST /v1/sessions with a viewer token');
+    assert.equal(r.del, 403, 'DELETE /v1/sessions/{id} with a viewer token');
+    assert.equal(r.agent, 'refused', "a viewer token opened the session's agent socket");
+    const s = await gw.api('GET', '/v1/sessions', TOKENS.viewer);
+    assert.equal(s.sessions.length, 1, 'a session was created with a viewer token');
+    assert.equal(s.sessions[0].id, A.id);
+  });
+
+  check('approving in the Approvals page unblocks the waiting action, recorded with who approved', async () => {
+    P2 = await newPage(viewerCtx, 'approvals');
+    current = P2;
+    await P2.goto('/approvals.html');
+    await signIn(P2, TOKENS.alice);
+    await P2.waitForSelector('#none');
+    const pending = await A.sendAsk(script[S.execOk - 1].a);
+    assert.equal(pending.type, 'pending', JSON.stringify(pending));
+    const card = P2.locator(`.approval[data-id="${pending.approval}"]`);
+    await card.waitFor({ timeout: 5000 });
+    await P2.waitForSelector(`.approval[data-id="${pending.approval}"][data-frame-loaded="1"]`, { timeout: 5000 });
+    assert.equal(await card.locator('.wants').innerText(), "run echo 'hello from the jail'");
+    assert.equal(await card.locator('.rule').innerText(), 'actions.ask[0]');
+    assert.deepEqual(JSON.parse(await card.locator('pre.exact').innerText()), { type: 'exec', argv: ['echo', 'hello from the jail'], stdin: '' });
+    assert.match(await card.locator('.time-text').innerText(), /^\d+ s left/);
+    assert.match(await card.locator('.kv').innerText(), /Acme shop: orders/);
+    // The live view shows the action waiting.
+    await P1.waitForSelector('#log li[data-kind=pending]', { timeout: 5000 });
+    await P1.waitForSelector('#overlay g.overlay[data-action=exec][data-verdict=ask]', { timeout: 5000 });
+    await P1.bringToFront();
+    await shot(P1, 'live');
+    await P2.bringToFront();
+    await shot(P2, 'approvals');
+    // The agent is still waiting.
+    let answered = false;
+    const result = A.result(15000).then((r) => { answered = true; return r; });
+    await sleep(300);
+    assert.equal(answered, false, 'the action ran before anyone approved it');
+    await card.locator('button[data-decision=approve]').click();
+    const r = await result;
+    assert.equal(r.ok, true, JSON.stringify(r));
+    assert.equal(r.approved_by, 'alice');
+    assert.equal(r.exec.stdout, 'hello from the jail\n');
+    await P2.waitForFunction((id) => /Approved by alice/.test(document.querySelector(`.approval[data-id="${id}"] .decision-status`).textContent), pending.approval);
+    const ev = (await gw.events(A.id)).filter((e) => e.type === 'approval' && e.id === pending.approval);
+    assert.deepEqual(ev.map((e) => [e.state, e.by]), [['pending', undefined], ['approved', 'alice']]);
+  });
+
+  check('denying in the Approvals page refuses the waiting action', async () => {
+    current = P2;
+    const pending = await A.sendAsk(script[S.execNo - 1].a);
+    assert.equal(pending.type, 'pending');
+    const card = P2.locator(`.approval[data-id="${pending.approval}"]`);
+    await card.waitFor({ timeout: 5000 });
+    assert.equal(await card.locator('.wants').innerText(), 'run cat /etc/shadow');
+    await card.locator('button[data-decision=deny]').click();
+    const r = await A.result(15000);
+    assert.equal(r.ok, false);
+    assert.equal(r.verdict, 'deny');
+    assert.equal(r.rule, 'approval');
+    assert.equal(r.reason, 'denied by alice');
+    await P2.waitForFunction((id) => /Denied by alice/.test(document.querySelector(`.approval[data-id="${id}"] .decision-status`).textContent), pending.approval);
+    assert.equal(await P2.locator('#done tr').count(), 2);
+    // Answered cards leave the queue.
+    await P2.waitForSelector('#none', { timeout: 10000 });
+    const last = await A.act(script[S.secret - 1].a);
+    assert.equal(last.verdict, 'deny');
+    await P2.close();
+    P2 = null;
+  }, 60000);
+
+  check('the live view sees the session end; the sessions page lists its sealed recording', async () => {
+    current = P1;
+    await P1.waitForFunction((n) => document.querySelectorAll('#log li[data-kind=action]').length === n, N, { timeout: 10000 });
+    await A.end();
+    await P1.waitForSelector('body[data-state="ended"]', { timeout: 10000 });
+    assert.match(await text(P1, '#ended-banner'), /ended/);
+    await waitFor('the recording to be sealed', async () => (await gw.api('GET', `/v1/recordings/${A.id}`, TOKENS.viewer)).verify.status === 'sealed');
+    // A second, short session (xterm, typed text redacted) runs while the
+    // list is shown: live and recorded side by side.
+    R = await Agent.create(gw, { profile: 'xterm', policy: 'redacted' });
+    for (const a of [{ type: 'click', x: 400, y: 300 }, { type: 'type', text: 'echo my secret words' }, { type: 'key', keys: 'Return' }, { type: 'click', x: 600, y: 20 }]) await R.act(a);
+    await P1.goto('/');
+    await P1.waitForSelector(`#ended-table tr[data-id="${A.id}"]`);
+    await P1.waitForSelector(`#live-table tr[data-id="${R.id}"]`);
+    const cells = await P1.locator(`#ended-table tr[data-id="${A.id}"] td`).allInnerTexts();
+    assert.equal(cells[1], 'browser');
+    assert.equal(cells[2], 'env-agent');
+    assert.equal(cells[3], 'default');
+    assert.equal(cells[6], String(N), 'actions');
+    assert.match(cells[7], /^5 · 2 asked$/, 'denied');
+    assert.match(cells[8], /sealed/i);
+    const live = await P1.locator(`#live-table tr[data-id="${R.id}"] td`).allInnerTexts();
+    assert.equal(live[1], 'xterm');
+    assert.equal(live[3], 'redacted');
+    assert.match(live[7], /^1/);
+    await shot(P1, 'sessions');
+    await R.end();
+  }, 60000);
+
+  check('the player loads the recording: verify result, steps, frames', async () => {
+    current = P1;
+    await P1.goto(`/player.html?id=${A.id}`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    assert.equal(await P1.getAttribute('#verify-banner', 'data-status'), 'sealed');
+    assert.match(await text(P1, '#verify-banner'), /Sealed and verified/);
+    assert.equal(await P1.locator('#steps li').count(), N);
+    await waitStep(P1, 1);
+    assert.equal(await text(P1, '#step-title'), `go to http://${host}/`);
+    assert.match(await text(P1, '#meta'), new RegExp(`${N} \\(5 denied, 2 asked\\)`));
+    const verdicts = await P1.locator('#steps li').evaluateAll((l) => l.map((x) => x.dataset.verdict));
+    assert.deepEqual(verdicts, script.map((x) => x.v));
+  });
+
+  check('the player steps forward and back with the keyboard and draws each action where it happened', async () => {
+    current = P1;
+    await P1.locator('body').click({ position: { x: 5, y: 300 } });
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 2);
+    assert.equal(await text(P1, '#step-title'), 'click at (180, 178)');
+    near(await overlayPoint(P1, 'before'), 180, 178, 'click, before');
+    near(await overlayPoint(P1, 'after'), 180, 178, 'click, after');
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 3);
+    assert.match(await P1.locator('#ov-before .ov-tag text').first().textContent(), /typed “desk lamp”/);
+    await P1.keyboard.press('ArrowLeft');
+    await waitStep(P1, 2);
+    await P1.keyboard.press('ArrowRight');
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 4);
+    // A refused click: drawn where it was aimed, the after frame not taken.
+    assert.equal(await P1.getAttribute('body', 'data-verdict'), 'deny');
+    near(await overlayPoint(P1, 'before'), 640, 62, 'denied click');
+    assert.match(await text(P1, '#ph-after'), /Not performed/);
+    assert.match(await text(P1, '#step-reason'), /regions\[browser-chrome\]/);
+    assert.match(await text(P1, '#step'), new RegExp(`Acme shop: orders · http://${host.replace('.', '\\.')}/`));
+    await P1.keyboard.press('ArrowRight');
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, S.waitSearch);
+    // The page it happened on, or the one it led to (the search page was
+    // loading: whether the wait was decided on it depends on timing).
+    assert.match(await text(P1, '#step'), /Search: desk lamp · http:\/\/shop\.test:\d+\/search\?q=desk\+lamp/);
+    // The scroll: its mark and an arrow pointing down.
+    await P1.keyboard.press('End');
+    await waitStep(P1, N);
+    await P1.keyboard.press('Home');
+    await waitStep(P1, 1);
+    await P1.locator(`#steps li[data-n="${S.scroll}"] button`).click();
+    await waitStep(P1, S.scroll);
+    near(await overlayPoint(P1, 'before'), 640, 500, 'scroll');
+    const arrow = await P1.locator('#ov-before line.ov-scroll').evaluate((l) => [+l.getAttribute('y1'), +l.getAttribute('y2'), +l.getAttribute('x1'), +l.getAttribute('x2')]);
+    assert.ok(arrow[1] > arrow[0] && arrow[2] === arrow[3], `the scroll arrow does not point down: ${arrow}`);
+    // The drag: its path as recorded, drawn over the frame.
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, S.drag);
+    assert.equal(await P1.getAttribute('#ov-before .ov-path', 'points'), '40,300 400,320 620,340');
+    const box = await P1.evaluate(() => {
+      const ib = document.querySelector('#img-before').getBoundingClientRect();
+      const pb = document.querySelector('#ov-before .ov-path').getBoundingClientRect();
+      return [(pb.left - ib.left) / ib.width * 1280, (pb.right - ib.left) / ib.width * 1280];
+    });
+    assert.ok(Math.abs(box[0] - 38) < 6 && Math.abs(box[1] - 622) < 6, `drag path drawn from x=${box[0]} to x=${box[1]}`);
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, S.chord);
+    assert.match(await P1.locator('#ov-before .ov-tag text').first().textContent(), /keys ctrl\+alt\+Delete/);
+    // URL and title of the steps on the order page.
+    await P1.locator(`#steps li[data-n="${S.waitOrder}"] button`).click();
+    await waitStep(P1, S.waitOrder);
+    assert.match(await text(P1, '#step'), /Order #1043 · http:\/\/shop\.test:\d+\/orders\/1043/);
+    await P1.locator(`#steps li[data-n="${S.link}"] button`).click();
+    await waitStep(P1, S.link);
+    near(await overlayPoint(P1, 'before'), 57, 400, 'click on a link');
+    await shot(P1, 'player', { fullPage: true });
+  });
+
+  check('the player jumps to the next denied or asked action, and plays', async () => {
+    current = P1;
+    await P1.keyboard.press('Home');
+    await waitStep(P1, 1);
+    const seen = [];
+    for (let i = 0; i < 6; i++) {
+      await P1.keyboard.press('n');
+      await P1.waitForFunction((prev) => document.body.dataset.step !== String(prev), seen[seen.length - 1] || 1);
+      seen.push(await playerStep(P1));
+    }
+    assert.deepEqual(seen, flaggedSteps);
+    await P1.keyboard.press('N');
+    await waitStep(P1, S.execNo);
+    assert.match(await text(P1, '#step'), /denied by alice/);
+    await P1.keyboard.press('N');
+    await waitStep(P1, S.execOk);
+    assert.match(await text(P1, '#step'), /approved by alice/);
+    assert.match(await text(P1, '#step'), /hello from the jail/);
+    // Play at 4x, then pause.
+    await P1.keyboard.press('Home');
+    await P1.selectOption('#speed', '4');
+    await P1.click('#play');
+    await P1.waitForFunction(() => +document.body.dataset.step >= 3, null, { timeout: 5000 });
+    await P1.click('#play');
+    const at = await playerStep(P1);
+    await sleep(700);
+    assert.equal(await playerStep(P1), at, 'pause did not stop playback');
+    await P1.selectOption('#speed', '1');
+  });
+
+  check('the player filters by verdict and action type', async () => {
+    current = P1;
+    await P1.uncheck('input[data-filter=verdict][value=allow]');
+    let rows = await P1.locator('#steps li').evaluateAll((l) => l.map((x) => [+x.dataset.n, x.dataset.verdict]));
+    assert.deepEqual(rows, script.filter((x) => x.v !== 'allow').map((x) => [x.n, x.v]));
+    assert.match(await text(P1, '#shown'), new RegExp(`6 of ${N} steps shown`));
+    assert.notEqual(await P1.getAttribute('body', 'data-verdict'), 'allow');
+    // Stepping stays within the filter.
+    await P1.keyboard.press('Home');
+    await waitStep(P1, flaggedSteps[0]);
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, flaggedSteps[1]);
+    assert.equal(await P1.getAttribute('#scrubber', 'max'), '6');
+    await P1.uncheck('input[data-filter=verdict][value=deny]');
+    rows = await P1.locator('#steps li').evaluateAll((l) => l.map((x) => +x.dataset.n));
+    assert.deepEqual(rows, [S.execOk]);
+    await P1.check('input[data-filter=verdict][value=deny]');
+    await P1.check('input[data-filter=verdict][value=allow]');
+    // By action type: clicks only.
+    const others = ['back', 'drag', 'exec', 'key', 'navigate', 'scroll', 'type', 'wait'];
+    for (const t of others) await P1.uncheck(`input[data-filter=type][value=${t}]`);
+    rows = await P1.locator('#steps li').evaluateAll((l) => l.map((x) => [+x.dataset.n, x.dataset.type]));
+    assert.deepEqual(rows, clickSteps.map((n) => [n, 'click']));
+    // The scrubber moves through what is shown.
+    await P1.locator('#scrubber').fill('3');
+    await waitStep(P1, clickSteps[2]);
+    for (const t of others) await P1.check(`input[data-filter=type][value=${t}]`);
+    assert.equal(await P1.locator('#steps li').count(), N);
+  });
+
+  check('the player shows redacted text as its length; warns about unsealed and broken recordings', async () => {
+    current = P1;
+    await waitFor('the xterm recording to be sealed', async () => (await gw.api('GET', `/v1/recordings/${R.id}`, TOKENS.viewer)).verify.status === 'sealed');
+    await P1.goto(`/player.html?id=${R.id}`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    await P1.locator('#steps li[data-n="2"] button').click();
+    await waitStep(P1, 2);
+    assert.equal(await text(P1, '#step-title'), 'type 20 characters (redacted)');
+    assert.match(await P1.locator('#ov-before .ov-tag text').first().textContent(), /typed 20 characters \(redacted\)/);
+    assert.doesNotMatch(await P1.content(), /secret words/);
+    // Cut off the seal: the recording may be incomplete.
+    const evFile = path.join(gw.recordings, R.id, 'events.jsonl');
+    const lines = fs.readFileSync(evFile, 'utf8').split('\n').filter(Boolean);
+    assert.equal(JSON.parse(lines[lines.length - 1]).type, 'seal');
+    fs.writeFileSync(evFile, lines.slice(0, -1).join('\n') + '\n');
+    await P1.reload();
+    await P1.waitForSelector('body[data-ready="1"]');
+    assert.equal(await P1.getAttribute('#verify-banner', 'data-status'), 'unsealed');
+    assert.match(await text(P1, '#verify-banner'), /Not sealed: this recording may be incomplete/);
+    assert.match(await P1.getAttribute('#verify-banner', 'class'), /banner-danger/);
+    // Change what was typed: the chain breaks at that event.
+    const k = lines.findIndex((l) => JSON.parse(l).type === 'action' && JSON.parse(l).action.type === 'type');
+    const seq = JSON.parse(lines[k]).seq;
+    lines[k] = lines[k].replace('"length":20', '"length":21');
+    fs.writeFileSync(evFile, lines.join('\n') + '\n');
+    await P1.reload();
+    await P1.waitForSelector('body[data-ready="1"]');
+    assert.equal(await P1.getAttribute('#verify-banner', 'data-status'), 'bad');
+    assert.match(await text(P1, '#verify-banner'), new RegExp(`Broken recording[\\s\\S]*seq ${seq}`));
+    await P1.locator('#steps li[data-n="2"] button').click();
+    await waitStep(P1, 2);
+    assert.match(await text(P1, '#step'), /Untrusted step/);
+    assert.equal(await P1.locator('#steps li.untrusted').count(), 3);
+    await shot(P1, 'player-broken');
+    // The sessions page flags it too.
+    await P1.goto('/');
+    await P1.waitForSelector(`#ended-table tr[data-id="${R.id}"]`);
+    assert.match(await P1.locator(`#ended-table tr[data-id="${R.id}"] td`).nth(8).innerText(), /broken/i);
+  });
+
+  check('the blast radius page explains a policy and the last audit when there is one', async () => {
+    current = P1;
+    await P1.goto('/blast.html');
+    await P1.waitForSelector('body[data-ready="1"]');
+    assert.equal(await P1.inputValue('#policy'), 'default');
+    assert.deepEqual(await P1.locator('#edge-network .pill-list.allow li').first().innerText(), host);
+    assert.match(await text(P1, '#edge-network'), /1 host reachable/i);
+    assert.match(await text(P1, '#edge-network'), /169\.254\.0\.0\/16/);
+    assert.match(await text(P1, '#edge-files'), /256 MiB/);
+    assert.match(await text(P1, '#edge-credentials'), /BEGIN \[A-Z \]\*PRIVATE KEY/);
+    assert.match(await text(P1, '#edge-limits'), /2048 MiB/);
+    assert.match(await text(P1, '#edge-actions'), /exec/);
+    assert.match(await text(P1, '#edge-audit'), /No audit run yet/);
+    await shot(P1, 'blast', { fullPage: true });
+    await P1.selectOption('#policy', 'locked');
+    await P1.waitForSelector('body[data-policy="locked"]');
+    assert.match(await text(P1, '#edge-network'), /no way out/i);
+    assert.match(await text(P1, '#edge-limits'), /1024 MiB/);
+    // The audit (a later `deskgate audit`): shown when the gateway has one.
+    await P1.route('**/v1/policies', async (route) => {
+      const res = await route.fetch();
+      const j = await res.json();
+      j.policies[0].audit = { time: '2025-05-01 12:00 UTC', findings: [
+        { edge: 'network', probe: 'connect 169.254.169.254:80', outcome: 'contained', evidence: 'refused by the proxy: link-local' },
+        { edge: 'network', probe: `connect ${host}`, outcome: 'allowed', evidence: 'egress.allow[0]' },
+        { edge: 'files', probe: 'read /etc/shadow', outcome: 'leaked', evidence: 'test finding' },
+      ] };
+      await route.fulfill({ response: res, json: j });
+    });
+    await P1.goto('/blast.html?policy=default');
+    await P1.waitForSelector('#audit-table');
+    const outcomes = await P1.locator('#audit-table tbody tr').evaluateAll((l) => l.map((x) => x.dataset.outcome));
+    assert.deepEqual(outcomes, ['contained', 'allowed', 'leaked']);
+    assert.match(await text(P1, '#edge-audit'), /1 leaked/);
+    await P1.unroute('**/v1/policies');
+  });
+
+  check('no token ever appeared in a URL; no page error or CSP violation', async () => {
+    const secrets = Object.values(TOKENS);
+    const leaked = requestURLs.filter((u) => secrets.some((t) => u.includes(t)));
+    assert.deepEqual(leaked, []);
+    assert.ok(requestURLs.length > 20, `only ${requestURLs.length} requests seen`);
+    assert.deepEqual(pageErrors, []);
+  });
+
+  await runChecks();
+}
+
+main()
+  .catch((e) => { failures++; say(`FAIL setup: ${e && e.stack || e}`); if (gw) say(`gateway log:\n${gw.log.slice(-3000)}`); })
+  .finally(async () => {
+    if (browser) await browser.close().catch(() => {});
+    if (site) site.close();
+    if (gw) {
+      if (failures) say(`gateway log (last 2000 bytes):\n${gw.log.slice(-2000)}`);
+      await gw.stop().catch(() => {});
+    }
+    cleanupNow();
+    say(`${failures ? 'FAILED' : 'passed'}: ${checks.length - failures} of ${checks.length} checks in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    process.exit(failures ? 1 : 0);
+  });

@@ -1,0 +1,198 @@
+/* Blast radius: for one policy, what containment means in plain terms:
+ * the network (the egress allowlist), files, credentials and limits, what
+ * the agent may do, and the findings of the last `deskgate audit` of that
+ * policy when the gateway has one (the policy entry's "audit" member).
+ *
+ * The fixed facts are those of the jail every session runs in (README, "The
+ * jail"); the rest is read from the policy itself (GET /v1/policies). */
+'use strict';
+
+(() => {
+  const { el, clear, $ } = DG;
+  let policies = [];
+
+  // The built-in values of "limits" (README, "The policy file (limits)").
+  const LIMITS = [
+    ['memory_mb', 512, 'Memory', (v) => `${v} MiB, no swap`],
+    ['pids', 512, 'Processes and threads', (v) => String(v)],
+    ['cpus', 1.0, 'CPU', (v) => `${v} ${v === 1 ? 'core' : 'cores'}`],
+    ['exec_seconds', 30, 'One command (exec)', (v) => DG.fmtDuration(v * 1000)],
+    ['session_seconds', 3600, 'A session', (v) => DG.fmtDuration(v * 1000)],
+    ['output_bytes', 1048576, 'Command output relayed', (v) => DG.fmtBytes(v)],
+    ['scratch_mb', 256, 'Scratch space (/tmp, home)', (v) => `${v} MiB`],
+  ];
+  const RULE_SECTIONS = ['actions', 'urls', 'regions', 'keys', 'text', 'egress', 'budgets'];
+
+  const pills = (items, cls) => el('ul', { class: `pill-list ${cls || ''}` }, items.map((x) => el('li', {}, x)));
+  const facts = (items) => el('ul', { class: 'facts' }, items.filter(Boolean).map((x) => el('li', {}, x)));
+
+  function edge(id, title, level, label, summary, ...body) {
+    return el('section', { class: 'card', id: `edge-${id}`, 'aria-labelledby': `edge-${id}-title` },
+      el('div', { class: 'edge-head' }, el('h2', { id: `edge-${id}-title` }, title), el('span', { class: `badge badge-${level}` }, label)),
+      el('p', { class: 'edge-summary' }, summary), ...body);
+  }
+
+  function hostWords(h) {
+    const [host, port] = h.split(/:(?=\d+$)/);
+    return host.startsWith('*.') ? `any subdomain of ${host.slice(2)}, port ${port}` : `${host}, port ${port}`;
+  }
+
+  function network(p) {
+    const allow = (p.egress && p.egress.allow) || [];
+    const urls = p.urls || null;
+    const out = allow.length
+      ? edge('network', 'Network', 'warn', `${allow.length} ${allow.length === 1 ? 'host' : 'hosts'} reachable`,
+        `Only ${allow.length === 1 ? 'this destination is' : 'these destinations are'} reachable, through the egress proxy:`,
+        pills(allow, 'allow'), el('p', { class: 'small muted' }, allow.map(hostWords).join('; ')))
+      : edge('network', 'Network', 'ok', 'no way out', 'Nothing outside the jail is reachable: the egress proxy refuses every host.');
+    const pages = [];
+    if (urls) {
+      if (urls.allow && urls.allow.length) pages.push(el('div', {}, el('h3', {}, 'Pages the browser may load'), pills(urls.allow, 'allow')));
+      if (urls.ask && urls.ask.length) pages.push(el('div', {}, el('h3', {}, 'Pages that need a human'), pills(urls.ask, 'ask')));
+      if (urls.deny && urls.deny.length) pages.push(el('div', {}, el('h3', {}, 'Pages always refused'), pills(urls.deny, 'deny')));
+    }
+    out.append(...pages, facts([
+      'The jail has no network interface but loopback; its only way out is the policy proxy.',
+      'Nothing inside resolves names: the proxy resolves each name once and connects to exactly the address it checked.',
+      'Loopback, private, link-local (169.254.0.0/16: cloud metadata), CGNAT, multicast and reserved addresses are always refused, IPv4 and IPv6, whatever the allowlist says.',
+      'No UDP path: QUIC and non-proxied WebRTC are off.',
+      'At most 64 connections and 1 GiB per session.',
+      urls ? `URLs no rule names get the default: ${p.default || 'allow'}.` : hasRules(p) ? `No URL rules: every page gets the default, ${p.default}.` : null,
+    ]));
+    return out;
+  }
+
+  function files(p) {
+    const scratch = (p.limits && p.limits.scratch_mb) || 256;
+    return edge('files', 'Files', 'ok', 'no host files',
+      'The session sees none of the host\'s files and keeps nothing after it ends.',
+      facts([
+        'The root is a fresh, empty file system; /usr, /bin, /sbin and /lib are the host\'s system directories, read-only.',
+        `Writable: /tmp, the home directory and /dev/shm, together at most ${scratch} MiB, in memory, gone when the session ends.`,
+        '/etc holds generated files only (no host users, secrets or network configuration).',
+        'No /sys; /proc shows the jail\'s own processes only.',
+        'Downloads are refused and file choosers intercepted in the browser.',
+      ]));
+  }
+
+  function credentials(p) {
+    const text = p.text || {};
+    const redact = p.recording && p.recording.redact_text;
+    return edge('credentials', 'Credentials', 'ok', 'none passed in',
+      'No credentials, tokens or host environment reach the session.',
+      facts([
+        'The environment is rebuilt from a short allowlist (PATH, HOME, USER, LANG, TERM, TZ...): no host variables, keys or tokens.',
+        'No host home directory, SSH keys, cloud credentials or keyrings: none of the host\'s files are there.',
+        'The gateway\'s own tokens never enter the jail; a session token opens only its own session.',
+        text.deny && text.deny.length ? `Typing text matching ${text.deny.map((x) => `/${x}/`).join(', ')} is refused.` : null,
+        text.max_length ? `Typed text is at most ${text.max_length} characters per action.` : null,
+        redact ? 'Recordings keep typed text as its length and a salted hash only.' : 'Recordings keep typed text as typed (recording.redact_text is off); screenshots show what pages displayed.',
+      ]));
+  }
+
+  function limits(p) {
+    const l = p.limits || {};
+    const b = p.budgets || {};
+    const rows = LIMITS.map(([k, def, label, fmt]) => el('tr', { dataset: { limit: k } }, el('td', {}, label, k in l ? null : el('span', { class: 'muted small' }, ' (default)')), el('td', {}, fmt(k in l ? l[k] : def))));
+    if (b.actions_per_minute) rows.push(el('tr', {}, el('td', {}, 'Actions per minute'), el('td', {}, String(b.actions_per_minute))));
+    if (b.max_actions) rows.push(el('tr', {}, el('td', {}, 'Actions per session'), el('td', {}, String(b.max_actions))));
+    if (b.max_exec) rows.push(el('tr', {}, el('td', {}, 'Commands per session'), el('td', {}, String(b.max_exec))));
+    return edge('limits', 'Limits', 'ok', 'bounded',
+      'Every session and command runs under hard limits; reaching one ends it, not the host.',
+      el('table', { class: 'limits' }, el('tbody', {}, rows)),
+      facts([
+        'Own user, mount, pid, network, ipc, uts and cgroup namespaces; no capabilities; a default-deny system call filter.',
+      ]));
+  }
+
+  function hasRules(p) {
+    return RULE_SECTIONS.some((k) => k in p);
+  }
+
+  function actions(p) {
+    const a = p.actions || {};
+    const body = [];
+    if (!hasRules(p)) {
+      return edge('actions', 'What the agent may do', 'warn', 'no rules', 'This policy has no rules: every action and URL is allowed (the jail still contains it).');
+    }
+    if (a.allow && a.allow.length) body.push(el('h3', {}, 'Allowed'), pills(a.allow, 'allow'));
+    if (a.ask && a.ask.length) body.push(el('h3', {}, 'Ask a human first'), pills(a.ask, 'ask'));
+    if (a.deny && a.deny.length) body.push(el('h3', {}, 'Refused'), pills(a.deny, 'deny'));
+    const regions = p.regions || [];
+    if (regions.length) {
+      body.push(el('h3', {}, 'Screen regions'), facts(regions.map((r) =>
+        `${r.name}: ${r.verdict === 'deny' ? 'refused' : 'asks'} for ${(r.actions || ['pointer actions']).join(', ')} in [${r.rect.join(', ')}]` +
+        `${r.url && r.url !== '**' ? ` on ${r.url}` : ''}${r.reason ? ` (${r.reason})` : ''}`)));
+    }
+    const k = p.keys || {};
+    if ((k.deny && k.deny.length) || (k.ask && k.ask.length)) {
+      body.push(el('h3', {}, 'Keys'));
+      if (k.deny && k.deny.length) body.push(pills(k.deny, 'deny'));
+      if (k.ask && k.ask.length) body.push(pills(k.ask, 'ask'));
+    }
+    return edge('actions', 'What the agent may do', 'info', `default: ${p.default}`,
+      `Anything no rule names is ${{ allow: 'allowed', deny: 'refused', ask: 'asked about' }[p.default] || p.default}.`, ...body);
+  }
+
+  const OUTCOME = { contained: 'ok', allowed: 'warn', leaked: 'danger' };
+  function audit(entry) {
+    const a = entry.audit;
+    if (!a) {
+      return edge('audit', 'Last audit', 'other', 'not run', 'No audit run yet for this policy.',
+        el('p', { class: 'muted small' }, 'An audit probes each edge of the jail under this policy (network, files, credentials, isolation, limits) and lists what it found here.'));
+    }
+    const findings = Array.isArray(a) ? a : a.findings || [];
+    const when = !Array.isArray(a) && (a.time || a.when || a.run_at || a.date);
+    const leaked = findings.filter((f) => f.outcome === 'leaked').length;
+    const allowed = findings.filter((f) => f.outcome === 'allowed').length;
+    const level = leaked ? 'danger' : allowed ? 'warn' : 'ok';
+    const label = leaked ? `${leaked} leaked` : allowed ? `${allowed} allowed` : 'all contained';
+    const table = el('table', { class: 'table', id: 'audit-table' },
+      el('thead', {}, el('tr', {}, ['Edge', 'Probe', 'Outcome', 'Evidence'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, findings.map((f) => el('tr', { dataset: { outcome: f.outcome } },
+        el('td', {}, f.edge), el('td', { class: 'mono' }, f.probe),
+        el('td', {}, el('span', { class: `badge badge-${OUTCOME[f.outcome] || 'other'}` }, f.outcome)),
+        el('td', { class: 'small' }, f.evidence)))));
+    return edge('audit', 'Last audit', level, label,
+      `${DG.plural(findings.length, 'probe')}${when ? `, run ${when}` : ''}: ${findings.length - leaked - allowed} contained, ${allowed} allowed by the policy, ${leaked} leaked.`,
+      el('div', { class: 'table-wrap' }, table));
+  }
+
+  function show(name) {
+    const entry = policies.find((x) => x.name === name) || policies[0];
+    if (!entry) return;
+    $('#policy').value = entry.name;
+    history.replaceState(null, '', `?policy=${encodeURIComponent(entry.name)}`);
+    document.body.dataset.policy = entry.name;
+    const errBox = $('#policy-error');
+    const grid = clear($('#edges'));
+    if (!entry.policy) {
+      clear(errBox).append(el('div', {}, el('strong', {}, 'This policy does not load.'), el('p', {}, entry.error || 'unknown error')));
+      errBox.hidden = false;
+      $('#summary').textContent = '';
+      return;
+    }
+    errBox.hidden = true;
+    const p = entry.policy;
+    const allow = (p.egress && p.egress.allow) || [];
+    $('#summary').textContent = `A session under “${entry.name}” ` +
+      (allow.length ? `can reach ${allow.join(', ')} through the egress proxy and nothing else on the network` : 'can reach nothing on the network') +
+      '; it sees no host files and holds no credentials.';
+    const wide = (n) => { n.classList.add('wide'); return n; };
+    grid.append(network(p), files(p), credentials(p), limits(p), wide(actions(p)), wide(audit(entry)));
+  }
+
+  DG.start(async () => {
+    const j = await DG.getJSON('/v1/policies');
+    policies = j.policies || [];
+    const sel = clear($('#policy'));
+    for (const p of policies) sel.append(el('option', { value: p.name }, p.name + (p.policy ? '' : ' (does not load)')));
+    sel.addEventListener('change', () => show(sel.value));
+    if (!policies.length) {
+      $('#summary').textContent = 'The gateway lists no policy.';
+    } else {
+      show(DG.param('policy') || policies[0].name);
+    }
+    document.body.dataset.ready = '1';
+  });
+})();

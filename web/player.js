@@ -1,0 +1,370 @@
+/* Recording player: every action of a recorded session, one step at a
+ * time: the screen before and after with what the action did drawn over
+ * it, the policy's verdict, rule and reason, the page it happened on, and
+ * whether the recording as a whole verifies. */
+'use strict';
+
+(() => {
+  const { el, clear, $ } = DG;
+  const id = DG.param('id') || '';
+  const VERDICTS = ['allow', 'deny', 'ask'];
+
+  let rec = null;        // GET /v1/recordings/{id}
+  let steps = [];
+  let info = null;
+  let shown = [];        // the steps the filters let through
+  let cur = null;        // the current step
+  let playing = false, playTimer = null;
+  const fVerdicts = new Set(VERDICTS);
+  let fTypes = new Set();
+  let renderSeq = 0;
+
+  const flagged = (s) => s.verdict === 'deny' || s.verdict === 'ask' || s.asked;
+  const untrusted = (s) => rec && rec.verify && rec.verify.status === 'bad' && rec.verify.bad_seq > 0 && s.ev.seq >= rec.verify.bad_seq;
+
+  /* ---- the header: verify result and the session ---- */
+
+  function verifyBanner() {
+    const i = DG.verifyInfo(rec.verify);
+    const b = $('#verify-banner');
+    b.className = `banner banner-${i.level}`;
+    b.dataset.status = (rec.verify && rec.verify.status) || 'unknown';
+    const icon = { ok: '✓', warn: '!', danger: '⚠', info: 'i' }[i.level] || '!';
+    clear(b).append(el('span', { class: 'banner-icon', 'aria-hidden': 'true' }, icon),
+      el('div', {}, el('strong', {}, i.title), el('p', {}, i.text), i.detail ? el('div', { class: 'detail' }, i.detail) : null));
+    b.hidden = false;
+  }
+
+  function meta() {
+    const c = { actions: steps.length, deny: steps.filter((s) => s.verdict === 'deny').length, ask: steps.filter((s) => s.asked).length };
+    const first = info.first, last = info.last;
+    const m = clear($('#meta'));
+    const item = (k, v, title) => el('span', { title: title || null }, `${k} `, el('b', {}, v));
+    m.append(item('profile', rec.profile || '—'), item('agent', rec.token_name || '—'));
+    if (info.created && info.created.policy) m.append(item('policy', info.created.policy, rec.policy_sha256));
+    m.append(item('started', DG.fmtTime(rec.start_ms)),
+      item('duration', first && last ? DG.fmtDuration(last.mono_ms - first.mono_ms) : '—'),
+      item('actions', `${c.actions} (${c.deny} denied, ${c.ask} asked)`),
+      item('typed text', rec.redact_text ? 'redacted' : 'recorded'));
+    if (info.ended) m.append(item('ended', info.ended.reason));
+  }
+
+  /* ---- filters and the step list ---- */
+
+  function chip(group, value, label, count, checked) {
+    const input = el('input', { type: 'checkbox', value, checked, 'data-filter': group });
+    input.addEventListener('change', () => {
+      const set = group === 'verdict' ? fVerdicts : fTypes;
+      if (input.checked) set.add(value); else set.delete(value);
+      applyFilters();
+    });
+    return el('label', { class: 'chip' }, input, label, el('span', { class: 'n' }, String(count)));
+  }
+
+  function buildFilters() {
+    const vBox = clear($('#f-verdicts'));
+    for (const v of VERDICTS) {
+      vBox.append(chip('verdict', v, { allow: 'Allowed', deny: 'Denied', ask: 'Asked' }[v], steps.filter((s) => s.verdict === v).length, true));
+    }
+    const types = [...new Set(steps.map((s) => s.action.type))].sort();
+    fTypes = new Set(types);
+    const tBox = clear($('#f-types'));
+    for (const t of types) tBox.append(chip('type', t, t, steps.filter((s) => s.action.type === t).length, true));
+  }
+
+  function applyFilters() {
+    shown = steps.filter((s) => fVerdicts.has(s.verdict) && fTypes.has(s.action.type));
+    $('#shown').textContent = shown.length === steps.length ? `${steps.length} in all` : `${shown.length} of ${DG.plural(steps.length, 'step')} shown`;
+    const list = clear($('#steps'));
+    for (const s of shown) {
+      const b = el('button', { type: 'button', 'aria-label': `Step ${s.n}: ${DG.describe(s.action)}, ${s.verdict}` },
+        el('span', { class: 'no' }, String(s.n)), el('span', { class: 'desc' }, DG.describe(s.action)), DG.badge(s.verdict, s.verdict === 'ask' && s.ev.approved_by ? 'Approved' : null));
+      b.addEventListener('click', () => { stop(); go(s); });
+      list.append(el('li', { dataset: { n: s.n, verdict: s.verdict, type: s.action.type }, class: untrusted(s) ? 'untrusted' : null }, b));
+    }
+    const sc = $('#scrubber');
+    sc.min = 1;
+    sc.max = Math.max(1, shown.length);
+    sc.disabled = shown.length === 0;
+    const ticks = clear($('#ticks'));
+    shown.forEach((s, i) => {
+      const left = shown.length > 1 ? (i / (shown.length - 1)) * 100 : 0;
+      const t = el('span', { class: `tick ${s.verdict}`, title: `Step ${s.n}: ${s.verdict}` });
+      t.style.left = `${left}%`;
+      ticks.append(t);
+    });
+    if (!shown.length) { renderEmpty(); return; }
+    if (!cur || !shown.includes(cur)) go(shown.find((s) => cur && s.n > cur.n) || shown[shown.length - 1]);
+    else go(cur);
+  }
+
+  /* ---- navigation ---- */
+
+  function go(s) {
+    if (!s) return;
+    cur = s;
+    render();
+  }
+  const idx = () => shown.indexOf(cur);
+  function step(delta) {
+    if (!shown.length) return false;
+    const i = idx();
+    let j;
+    if (i < 0) j = delta > 0 ? shown.findIndex((s) => s.n > cur.n) : shown.map((s) => s.n < cur.n).lastIndexOf(true);
+    else j = i + delta;
+    if (j < 0 || j >= shown.length) return false;
+    go(shown[j]);
+    return true;
+  }
+  function flag(delta) {
+    const n = cur ? cur.n : 0;
+    const cands = shown.filter(flagged);
+    const s = delta > 0 ? cands.find((x) => x.n > n) : cands.reverse().find((x) => x.n < n);
+    if (s) go(s);
+    else note(delta > 0 ? 'No denied or asked action after this one.' : 'No denied or asked action before this one.');
+  }
+  function note(text) {
+    const p = $('#position');
+    p.dataset.note = text;
+    p.textContent = text;
+    setTimeout(() => { if (p.dataset.note === text) { delete p.dataset.note; position(); } }, 2000);
+  }
+
+  function stop() {
+    playing = false;
+    clearTimeout(playTimer);
+    $('#play').textContent = 'Play';
+    $('#play').setAttribute('aria-pressed', 'false');
+  }
+  function play() {
+    if (!shown.length) return;
+    if (idx() === shown.length - 1) go(shown[0]);
+    playing = true;
+    $('#play').textContent = 'Pause';
+    $('#play').setAttribute('aria-pressed', 'true');
+    const tick = () => {
+      if (!playing) return;
+      if (!step(1)) { stop(); return; }
+      playTimer = setTimeout(tick, 1200 / +$('#speed').value);
+    };
+    playTimer = setTimeout(tick, 1200 / +$('#speed').value);
+  }
+
+  /* ---- one step ---- */
+
+  function position() {
+    const p = $('#position');
+    if (p.dataset.note) return;
+    clear(p);
+    if (!cur) return;
+    p.append('Step ', el('b', {}, String(cur.n)), ` of ${steps.length}`,
+      shown.length !== steps.length ? ` · ${idx() + 1} of ${shown.length} shown` : '');
+  }
+
+  async function showFrame(which, hash, s, placeholder) {
+    const img = $(`#img-${which}`), ph = $(`#ph-${which}`), ov = $(`#ov-${which}`);
+    const mine = renderSeq;
+    if (!hash) {
+      img.hidden = true;
+      ov.style.display = 'none';
+      clear(ph).append(el('div', {}, el('strong', {}, placeholder[0]), placeholder[1]));
+      ph.hidden = false;
+      $(`#${which}-info`).textContent = '';
+      return;
+    }
+    let url;
+    try { url = await DG.frameURL(id, hash); } catch (e) { url = null; }
+    if (mine !== renderSeq) return; // another step was shown meanwhile
+    if (!url) {
+      img.hidden = true;
+      ov.style.display = 'none';
+      clear(ph).append(el('div', {}, el('strong', {}, 'Frame missing'), `frames/${hash.slice(0, 12)}… cannot be read.`));
+      ph.hidden = false;
+      return;
+    }
+    img.src = url;
+    img.hidden = false;
+    ph.hidden = true;
+    ov.style.display = '';
+    DG.drawOverlay(ov, s.action, s.ev.screen, s.verdict, s.ev.pointer);
+    $(`#${which}-info`).textContent = hash.slice(0, 10);
+    $(`#${which}-info`).title = `frame ${hash}`;
+  }
+
+  function pageCell(url, title) {
+    if (!url && !title) return el('span', { class: 'muted' }, 'unknown (no browser page)');
+    if (title === url) title = null;
+    return el('span', {}, title ? el('b', {}, title) : null, title && url ? ' · ' : null, url ? el('span', { class: 'mono' }, url) : null);
+  }
+
+  function details(s) {
+    const e = s.ev;
+    const box = clear($('#step'));
+    const head = el('div', { class: 'step-head' },
+      el('span', { class: 'step-no' }, `Step ${s.n}`),
+      el('h2', { id: 'step-title' }, DG.describe(s.action)),
+      DG.badge(s.verdict, s.asked && s.verdict === 'ask' ? 'Asked · approved' : s.asked && s.verdict === 'deny' ? 'Asked · denied' : null));
+    box.append(head);
+    if (untrusted(s)) {
+      box.append(el('div', { class: 'banner banner-danger' }, el('div', {}, el('strong', {}, 'Untrusted step'),
+        el('p', {}, `The recording fails verification at seq ${rec.verify.bad_seq}; this step (seq ${e.seq}) cannot be trusted.`))));
+    }
+    box.append(el('p', { class: `reason ${s.verdict}`, id: 'step-reason' }, el('b', {}, e.rule || '—'), ' — ', e.reason || ''));
+    const kv = el('dl', { class: 'kv' });
+    const row = (k, v) => kv.append(el('dt', {}, k), el('dd', {}, v));
+    row('Page', pageCell(e.url, e.title));
+    if (e.url_after !== undefined && (e.url_after !== e.url || e.title_after !== e.title)) row('Page after', pageCell(e.url_after, e.title_after));
+    const t0 = info.first ? info.first.mono_ms : e.mono_ms;
+    row('When', `${DG.fmtTime(Date.parse(e.wall))} (${DG.fmtDuration(e.mono_ms - t0)} into the session)`);
+    row('Took', e.duration_ms !== undefined ? DG.fmtDuration(e.duration_ms) : '—');
+    if (s.asked) {
+      const o = s.outcome;
+      const waited = o ? DG.fmtDuration(o.mono_ms - s.approval.mono_ms) : null;
+      row('Approval', o ? (o.state === 'approved' ? `approved by ${o.by} after ${waited}` : o.state === 'denied' ? `denied by ${o.by} after ${waited}` : `expired: ${o.reason || ''}`)
+        : 'asked');
+    } else if (e.approved_by) {
+      row('Approval', `approved by ${e.approved_by}`);
+    }
+    if (e.action && e.action.type === 'type') {
+      const tt = DG.typedText(e.action.text);
+      row('Typed', tt.redacted ? `${tt.label}: the recording keeps only its length and a salted hash (the screenshots still show what the screen showed)` : tt.label);
+    }
+    if (e.error) row('Error', el('span', { class: 'count-deny' }, e.error));
+    else if (e.result) row('Result', e.result.ok === false ? 'failed' : `done${e.result.settle_ms !== undefined ? `, screen settled in ${Math.round(e.result.settle_ms)} ms` : ''}`);
+    else if (s.verdict !== 'allow') row('Result', 'not performed');
+    if (e.wire) row('Agent spoke', e.wire);
+    box.append(kv);
+
+    const ex = e.result && e.result.exec;
+    if (ex) {
+      box.append(el('h3', {}, `Command output (exit ${ex.exit_code}${ex.timed_out ? ', timed out' : ''})`),
+        el('pre', { class: 'mono' }, [ex.stdout, ex.stderr].filter(Boolean).join('\n') || '(no output)'));
+    }
+    const others = [...s.decisions, ...s.pages];
+    if (others.length) {
+      const blocked = s.decisions.filter((d) => d.verdict !== 'allow').length;
+      const list = el('ul', { class: 'events-list' }, others.sort((a, b) => a.seq - b.seq).map((d) => el('li', {},
+        d.type === 'page' ? el('span', { class: 'badge badge-other' }, 'page') : DG.badge(d.verdict),
+        el('span', { class: 'mono' }, d.type === 'page' ? `${d.title || ''} ${d.url || ''}` : `${d.layer}: ${d.layer === 'egress' ? d.target : d.url || d.kind || ''} (${d.rule})`))));
+      box.append(el('details', { open: blocked ? true : null }, el('summary', {}, `${DG.plural(others.length, 'browser/network event')} before this step${blocked ? `, ${blocked} blocked` : ''}`), list));
+    }
+    box.append(el('details', {}, el('summary', {}, 'Canonical action and raw input'),
+      el('pre', { class: 'mono' }, JSON.stringify(e.action, null, 2)),
+      e.input !== undefined ? el('pre', { class: 'mono' }, JSON.stringify(e.input, null, 2)) : null));
+  }
+
+  // Keeps the current step visible in its list, without scrolling the page.
+  function scrollList(li) {
+    const list = $('#steps');
+    const top = li.offsetTop, bottom = top + li.offsetHeight;
+    if (top < list.scrollTop) list.scrollTop = top;
+    else if (bottom > list.scrollTop + list.clientHeight) list.scrollTop = bottom - list.clientHeight;
+  }
+
+  function render() {
+    const s = cur;
+    renderSeq++;
+    document.body.dataset.step = String(s.n);
+    document.body.dataset.verdict = s.verdict;
+    document.body.dataset.type = s.action.type;
+    position();
+    const i = idx();
+    $('#scrubber').value = String(i >= 0 ? i + 1 : 1);
+    for (const li of $('#steps').children) {
+      const on = +li.dataset.n === s.n;
+      li.classList.toggle('current', on);
+      if (on) li.firstChild.setAttribute('aria-current', 'step'); else li.firstChild.removeAttribute('aria-current');
+      if (on) scrollList(li);
+    }
+    const refused = s.verdict !== 'allow' && !s.ev.frame_after;
+    showFrame('before', s.ev.frame_before, s, ['No screen yet', 'The session had not shown a screen before this action.']);
+    showFrame('after', s.ev.frame_after, s, refused
+      ? ['Not performed', `The policy refused this action (${s.ev.rule}): the screen did not change.`]
+      : ['No screenshot', 'The action ended without a new screen.']);
+    details(s);
+    history.replaceState(null, '', `#step=${s.n}`);
+    // Load the next steps' frames ahead of time.
+    for (const n of shown.slice(i + 1, i + 3)) {
+      if (n.ev.frame_before) DG.frameURL(id, n.ev.frame_before).catch(() => {});
+      if (n.ev.frame_after) DG.frameURL(id, n.ev.frame_after).catch(() => {});
+    }
+  }
+
+  function renderEmpty() {
+    cur = null;
+    clear($('#position')).append('No step matches the filters');
+    for (const w of ['before', 'after']) {
+      $(`#img-${w}`).hidden = true;
+      $(`#ov-${w}`).style.display = 'none';
+      clear($(`#ph-${w}`)).append(el('div', {}, el('strong', {}, 'Nothing to show'), 'Change the filters to see steps.'));
+      $(`#ph-${w}`).hidden = false;
+    }
+    clear($('#step')).append(el('p', { class: 'empty' }, 'No step matches the filters.'));
+    document.body.dataset.step = '';
+  }
+
+  /* ---- keyboard ---- */
+
+  function onKey(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const t = ev.target;
+    const tag = t && t.tagName;
+    if (tag === 'SELECT' || tag === 'TEXTAREA' || (tag === 'INPUT' && t.type !== 'range' && t.type !== 'checkbox')) return;
+    if (tag === 'INPUT' && t.type === 'range' && ev.key.startsWith('Arrow')) return; // the slider moves itself
+    if ((tag === 'BUTTON' || tag === 'SUMMARY' || tag === 'A') && (ev.key === ' ' || ev.key === 'Enter')) return;
+    let done = true;
+    switch (ev.key) {
+      case 'ArrowRight': case 'l': stop(); step(1); break;
+      case 'ArrowLeft': case 'h': stop(); step(-1); break;
+      case ' ': case 'k': if (playing) stop(); else play(); break;
+      case 'n': stop(); flag(1); break;
+      case 'N': case 'p': stop(); flag(-1); break;
+      case 'Home': stop(); go(shown[0]); break;
+      case 'End': stop(); go(shown[shown.length - 1]); break;
+      default: done = false;
+    }
+    if (done) ev.preventDefault();
+  }
+
+  DG.start(async () => {
+    if (!/^[a-z0-9-]{1,64}$/.test(id)) {
+      DG.showError(new Error('No recording given: open one from the Sessions page.'));
+      return;
+    }
+    $('#rid').textContent = id;
+    document.title = `Recording ${DG.shortId(id)} · deskgate`;
+    try {
+      rec = await DG.getJSON(`/v1/recordings/${encodeURIComponent(id)}`);
+    } catch (e) {
+      if (e instanceof DG.ApiError && e.status === 404) throw new Error(`There is no recording ${id}.`);
+      throw e;
+    }
+    verifyBanner();
+    const evs = await DG.events(id);
+    ({ steps, info } = DG.buildSteps(evs));
+    meta();
+    $('#policy-text').textContent = rec.policy || '';
+    if (rec.live) {
+      const l = $('#live-link');
+      l.href = `live.html?id=${encodeURIComponent(id)}`;
+      l.hidden = false;
+    }
+    $('#prev').addEventListener('click', () => { stop(); step(-1); });
+    $('#next').addEventListener('click', () => { stop(); step(1); });
+    $('#prev-flag').addEventListener('click', () => { stop(); flag(-1); });
+    $('#next-flag').addEventListener('click', () => { stop(); flag(1); });
+    $('#play').addEventListener('click', () => (playing ? stop() : play()));
+    $('#scrubber').addEventListener('input', (ev) => { stop(); go(shown[+ev.target.value - 1]); });
+    document.addEventListener('keydown', onKey);
+    buildFilters();
+    if (!steps.length) {
+      renderEmpty();
+      clear($('#step')).append(el('p', { class: 'empty' }, 'This recording has no actions.'));
+    } else {
+      const m = /^#step=(\d+)$/.exec(location.hash);
+      cur = (m && steps[+m[1] - 1]) || steps[0];
+      applyFilters();
+    }
+    document.body.dataset.ready = '1';
+  });
+})();
