@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "gateway/server-priv.h"
 
 #define US 1000000LL
@@ -363,10 +365,45 @@ void dg_gw_rec_cache_free(struct gw *gw)
 
 /* ---- policies, for viewers ---------------------------------------------------- */
 
-static json_t *policy_entry(const char *name, const char *text, size_t len, const char *error)
+/* The last `deskgate audit` of a policy: STATE_DIR/audit/<sha256 of the
+ * policy's bytes>.json (see README), or NULL. */
+static json_t *last_audit(struct gw *gw, const char *text, size_t len, char hex[65])
+{
+	unsigned char h[32];
+	unsigned int hl = 0;
+	hex[0] = '\0';
+	if (!text || EVP_Digest(text, len, h, &hl, EVP_sha256(), NULL) != 1 || hl != 32)
+		return NULL;
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	char path[DG_CONFIG_PATH_MAX + 128];
+	snprintf(path, sizeof(path), "%s/audit/%s.json", gw->cfg.state_dir, hex);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	json_t *j = NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= DG_GW_AUDIT_FILE_MAX)
+		j = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+	close(fd);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}
+
+static json_t *policy_entry(struct gw *gw, const char *name, const char *text, size_t len,
+			    const char *error)
 {
 	json_t *doc = text ? json_loadb(text, len, 0, NULL) : NULL;
 	json_t *e = json_pack("{s:s, s:o}", "name", name, "policy", doc ? doc : json_null());
+	char hex[65];
+	json_t *audit = last_audit(gw, text, len, hex);
+	if (hex[0])
+		json_object_set_new(e, "sha256", json_string(hex));
+	if (audit)
+		json_object_set_new(e, "audit", audit);
 	if (error)
 		json_object_set_new(e, "error", json_string(error));
 	return e;
@@ -375,7 +412,7 @@ static json_t *policy_entry(const char *name, const char *text, size_t len, cons
 json_t *dg_gw_policies_json(struct gw *gw)
 {
 	json_t *list = json_array();
-	json_array_append_new(list, policy_entry("default", gw->policy_text, gw->policy_len, NULL));
+	json_array_append_new(list, policy_entry(gw, "default", gw->policy_text, gw->policy_len, NULL));
 	for (size_t i = 0; i < gw->cfg.n_policies; i++) {
 		const struct dg_config_policy *cp = &gw->cfg.policies[i];
 		if (strcmp(cp->name, "default") == 0)
@@ -387,7 +424,7 @@ json_t *dg_gw_policies_json(struct gw *gw)
 		int r = dg_gw_policy_load(cp->path, &p, &text, &len, &err);
 		if (r == 0)
 			dg_policy_free(&p);
-		json_array_append_new(list, policy_entry(cp->name, text, len, r ? err.msg : NULL));
+		json_array_append_new(list, policy_entry(gw, cp->name, text, len, r ? err.msg : NULL));
 		free(text);
 	}
 	return list;

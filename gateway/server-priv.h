@@ -31,7 +31,8 @@
 /* The text a recording keeps for the built-in default policy. */
 #define DG_GW_BUILTIN_POLICY_TEXT "{\"version\": 1}"
 #define DG_GW_RETENTION_PERIOD_S 3600      /* between retention passes */
-#define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */          /* random bytes of an approval id (hex in URLs) */
+#define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
+#define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */          /* random bytes of an approval id (hex in URLs) */
 
 struct gw;
 struct gw_session;
