@@ -90,6 +90,17 @@
       ]));
   }
 
+  function isolation() {
+    return edge('isolation', 'Isolation', 'ok', 'own namespaces',
+      'Each session is a jail of its own: it cannot see or touch the host or another session.',
+      facts([
+        'Own user, mount, pid, network, ipc, uts and cgroup namespaces; its user maps to a host uid of its own that owns no host file.',
+        'No capabilities, no_new_privs, and a default-deny system call filter (no ptrace, mount, BPF, namespaces, keyrings, io_uring...).',
+        'Other sessions\' processes, X servers and files are out of sight; so is the browser\'s DevTools pipe.',
+        'Typing into the terminal of another program (TIOCSTI) is refused.',
+      ]));
+  }
+
   function limits(p) {
     const l = p.limits || {};
     const b = p.budgets || {};
@@ -99,10 +110,7 @@
     if (b.max_exec) rows.push(el('tr', {}, el('td', {}, 'Commands per session'), el('td', {}, String(b.max_exec))));
     return edge('limits', 'Limits', 'ok', 'bounded',
       'Every session and command runs under hard limits; reaching one ends it, not the host.',
-      el('table', { class: 'limits' }, el('tbody', {}, rows)),
-      facts([
-        'Own user, mount, pid, network, ipc, uts and cgroup namespaces; no capabilities; a default-deny system call filter.',
-      ]));
+      el('table', { class: 'limits' }, el('tbody', {}, rows)));
   }
 
   function hasRules(p) {
@@ -134,28 +142,85 @@
       `Anything no rule names is ${{ allow: 'allowed', deny: 'refused', ask: 'asked about' }[p.default] || p.default}.`, ...body);
   }
 
-  const OUTCOME = { contained: 'ok', allowed: 'warn', leaked: 'danger' };
+  // `deskgate audit` (README): findings {id, edge, tried, outcome,
+  // evidence, control?...}, summary {probes, contained, allowed, leaked,
+  // not_checked, errors}. Outcome -> badge level.
+  const OUTCOME = { contained: 'ok', allowed: 'info', leaked: 'danger', 'not-checked': 'other', error: 'warn' };
+  const EDGES = [
+    ['egress', 'Network (egress)', 'network'],
+    ['filesystem', 'Files', 'files'],
+    ['credentials', 'Credentials', 'credentials'],
+    ['isolation', 'Isolation', 'isolation'],
+    ['resources', 'Resources and limits', 'limits'],
+  ];
+
+  function tally(findings) {
+    const t = { probes: findings.length, contained: 0, allowed: 0, leaked: 0, not_checked: 0, errors: 0 };
+    for (const f of findings) {
+      if (f.outcome === 'contained') t.contained++;
+      else if (f.outcome === 'allowed') t.allowed++;
+      else if (f.outcome === 'leaked') t.leaked++;
+      else if (f.outcome === 'not-checked') t.not_checked++;
+      else t.errors++;
+    }
+    return t;
+  }
+  function tallyText(t) {
+    return [`${t.contained} contained`, t.allowed ? `${t.allowed} allowed by the policy` : null,
+      `${t.leaked} leaked`, t.not_checked ? `${t.not_checked} not checked here` : null,
+      t.errors ? `${t.errors} could not run` : null].filter(Boolean).join(', ');
+  }
+  function tallyBadge(t) {
+    const level = t.leaked ? 'danger' : t.errors ? 'warn' : 'ok';
+    const label = t.leaked ? `${t.leaked} leaked` : t.errors ? `${t.errors} could not run` : 'nothing leaked';
+    return { level, label };
+  }
+  const findingsOf = (a) => (Array.isArray(a) ? a : (a && a.findings) || []);
+
+  // One line at the bottom of an edge's card: what the last audit found there.
+  function auditLine(entry, edgeName) {
+    const mine = findingsOf(entry.audit).filter((f) => f.edge === edgeName);
+    if (!mine.length) return null;
+    const t = tally(mine);
+    const b = tallyBadge(t);
+    return el('p', { class: 'audit-line', dataset: { edge: edgeName } }, el('span', { class: `badge badge-${b.level}` }, b.label),
+      ` Last audit: ${DG.plural(t.probes, 'probe')}: ${tallyText(t)}.`);
+  }
+
   function audit(entry) {
     const a = entry.audit;
     if (!a) {
       return edge('audit', 'Last audit', 'other', 'not run', 'No audit run yet for this policy.',
-        el('p', { class: 'muted small' }, 'An audit probes each edge of the jail under this policy (network, files, credentials, isolation, limits) and lists what it found here.'));
+        el('p', { class: 'muted small' }, 'deskgate audit --policy FILE runs the containment probes from inside a fresh session under the policy (network, files, credentials, isolation, resources); the gateway shows its last result here.'));
     }
-    const findings = Array.isArray(a) ? a : a.findings || [];
-    const when = !Array.isArray(a) && (a.time || a.when || a.run_at || a.date);
-    const leaked = findings.filter((f) => f.outcome === 'leaked').length;
-    const allowed = findings.filter((f) => f.outcome === 'allowed').length;
-    const level = leaked ? 'danger' : allowed ? 'warn' : 'ok';
-    const label = leaked ? `${leaked} leaked` : allowed ? `${allowed} allowed` : 'all contained';
-    const table = el('table', { class: 'table', id: 'audit-table' },
-      el('thead', {}, el('tr', {}, ['Edge', 'Probe', 'Outcome', 'Evidence'].map((h) => el('th', { scope: 'col' }, h)))),
-      el('tbody', {}, findings.map((f) => el('tr', { dataset: { outcome: f.outcome } },
-        el('td', {}, f.edge), el('td', { class: 'mono' }, f.probe),
+    const findings = findingsOf(a);
+    const t = tally(findings);
+    const b = tallyBadge(t);
+    const when = !Array.isArray(a) && (a.started || a.time);
+    const how = [when ? `run ${when.replace('T', ' ').replace('Z', ' UTC')}` : null,
+      a.profile ? `from inside ${/^[aeiox]/i.test(a.profile) ? 'an' : 'a'} ${a.profile} session` : null,
+      a.duration_ms ? `in ${DG.fmtDuration(a.duration_ms)}` : null].filter(Boolean).join(' ');
+    const groups = [];
+    const known = new Set(EDGES.map((e) => e[0]));
+    const edges = [...EDGES, ...[...new Set(findings.map((f) => f.edge))].filter((e) => !known.has(e)).map((e) => [e, e])];
+    for (const [name, title] of edges) {
+      const mine = findings.filter((f) => f.edge === name);
+      if (!mine.length) continue;
+      const et = tally(mine);
+      const eb = tallyBadge(et);
+      const rows = mine.map((f) => el('tr', { dataset: { outcome: f.outcome, id: f.id || '' } },
         el('td', {}, el('span', { class: `badge badge-${OUTCOME[f.outcome] || 'other'}` }, f.outcome)),
-        el('td', { class: 'small' }, f.evidence)))));
-    return edge('audit', 'Last audit', level, label,
-      `${DG.plural(findings.length, 'probe')}${when ? `, run ${when}` : ''}: ${findings.length - leaked - allowed} contained, ${allowed} allowed by the policy, ${leaked} leaked.`,
-      el('div', { class: 'table-wrap' }, table));
+        el('td', {}, f.tried || f.probe, f.id ? el('div', { class: 'sub mono' }, f.id) : null),
+        el('td', { class: 'small evidence' }, f.evidence, f.control ? el('div', { class: 'muted' }, `control in the other session: ${f.control}`) : null)));
+      groups.push(el('details', { class: 'audit-edge', open: et.leaked || et.errors ? true : null, dataset: { edge: name } },
+        el('summary', {}, el('span', { class: `badge badge-${eb.level}` }, eb.label), ` ${title}: ${DG.plural(et.probes, 'probe')}, ${tallyText(et)}`),
+        el('div', { class: 'table-wrap' }, el('table', { class: 'table audit-table' },
+          el('thead', {}, el('tr', {}, ['Outcome', 'What was tried', 'Evidence'].map((h) => el('th', { scope: 'col' }, h)))),
+          el('tbody', {}, rows)))));
+    }
+    return edge('audit', 'Last audit', b.level, b.label,
+      `${DG.plural(t.probes, 'probe')}${how ? ` ${how}` : ''}: ${tallyText(t)}.`,
+      el('div', { id: 'audit-findings' }, groups));
   }
 
   function show(name) {
@@ -179,7 +244,12 @@
       (allow.length ? `can reach ${allow.join(', ')} through the egress proxy and nothing else on the network` : 'can reach nothing on the network') +
       '; it sees no host files and holds no credentials.';
     const wide = (n) => { n.classList.add('wide'); return n; };
-    grid.append(network(p), files(p), credentials(p), limits(p), wide(actions(p)), wide(audit(entry)));
+    const cards = { network: network(p), files: files(p), credentials: credentials(p), isolation: isolation(), limits: limits(p) };
+    for (const [edgeName, , card] of EDGES) {
+      const line = auditLine(entry, edgeName);
+      if (line) cards[card].append(line);
+    }
+    grid.append(cards.network, cards.files, cards.credentials, cards.isolation, cards.limits, actions(p), wide(audit(entry)));
   }
 
   DG.start(async () => {

@@ -403,6 +403,29 @@ static void assert_slot_gone(const struct sess *s)
 	cr_assert_eq(n, 0, "session %s (slot %u) left: %s", s->id, s->slot, what);
 }
 
+/* The slot's jail cgroups that exist (v1 controllers or the v2 group). */
+static int slot_cgroups(uint32_t slot, char *what, size_t len)
+{
+	static const char *const dirs[] = {
+		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
+		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
+		"/sys/fs/cgroup/unified/deskgate",
+	};
+	what[0] = '\0';
+	int n = 0;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char path[300];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/jail-%u", dirs[i], (unsigned)slot);
+		if (stat(path, &st) == 0) {
+			size_t l = strlen(what);
+			snprintf(what + l, len - l, "%s; ", path);
+			n++;
+		}
+	}
+	return n;
+}
+
 static void assert_no_new_mounts(void)
 {
 	char what[4096];
@@ -507,7 +530,7 @@ static pid_t find_victim(enum victim v, const struct sess *s)
 	case V_CHROMIUM:
 		return dg_test_find_live_process("chromium", DG_JAIL_ID_BASE + s->slot, true);
 	case V_WORKER:
-		/* The worker re-executes deskgate from a descriptor: comm "exe". */
+		/* The worker is deskgate executed as /proc/self/exe: comm "exe". */
 		return dg_test_find_live_process("exe", DG_WORKER_ID_BASE + s->slot, false);
 	}
 	return -1;
@@ -793,6 +816,12 @@ Test(faults, spawner_killed)
 		  "the gateway exited with status 0 after its spawner was killed: a supervisor "
 		  "(Restart=on-failure) would not restart it");
 
+	for (int i = 0; i < 2; i++) {
+		char what[1024];
+		if (slot_cgroups(ss[i].slot, what, sizeof(what)))
+			cr_log_info("slot %u before the restart (nobody could remove them with the spawner "
+				    "dead): %s", ss[i].slot, what);
+	}
 	restart_and_check_cleanup(ss, 2);
 	for (int i = 0; i < 2; i++) {
 		struct rec_check c;
@@ -888,6 +917,60 @@ Test(faults, gateway_killed_then_next_start_cleans_up)
 			      answered[i], c.actions);
 	}
 	free(log);
+	dg_ws_close(ss[0].ws);
+	dg_ws_close(ss[1].ws);
+	stop_server();
+}
+
+/* The whole tree killed at once (the gateway and its spawner, as an OOM kill
+ * of the service or `systemctl kill -s KILL` would): nobody is left to
+ * remove the jails' cgroups, and the next start must. The spawner is
+ * stopped first so that it cannot clean up between the two kills. */
+Test(faults, gateway_and_spawner_killed_together_then_next_start_cleans_up)
+{
+	serve("");
+	struct sess ss[2];
+	create(&ss[0], "xterm");
+	create(&ss[1], "xterm");
+	some_actions(&ss[0]);
+	some_actions(&ss[1]);
+	int answered[2] = {ss[0].sent, ss[1].sent};
+	pid_t spawner = child_named("deskgate-spawn");
+	pid_t egress = child_named("deskgate-egress");
+	cr_assert(spawner > 0 && egress > 0, "the spawner and the egress proxy");
+	send_inflight(&ss[0]);
+	cr_assert_eq(kill(spawner, SIGSTOP), 0);
+	pid_t gw = srv.pid;
+	cr_assert_eq(kill(gw, SIGKILL), 0);
+	cr_assert_eq(kill(spawner, SIGKILL), 0);
+	int st;
+	cr_assert_eq(waitpid(gw, &st, 0), gw);
+	srv.pid = -1;
+
+	double end = dg_test_now() + T_GONE;
+	while ((alive(spawner) || alive(egress)) && dg_test_now() < end)
+		usleep(20000);
+	cr_assert(!alive(spawner) && !alive(egress), "the spawner or the egress proxy survived");
+	for (int i = 0; i < 2; i++) {
+		char what[2048];
+		cr_assert_eq(wait_slot_processes_gone(ss[i].slot, T_GONE, what, sizeof(what)), 0,
+			     "session %s (slot %u) left: %s", ss[i].id, ss[i].slot, what);
+		if (slot_cgroups(ss[i].slot, what, sizeof(what)))
+			cr_log_info("slot %u before the restart: %s", ss[i].slot, what);
+		cr_assert_null(wait_closed(&ss[i], T_END));
+	}
+	assert_no_new_mounts();
+
+	restart_and_check_cleanup(ss, 2);
+	for (int i = 0; i < 2; i++) {
+		struct rec_check c;
+		check_recording(&ss[i], &c);
+		cr_assert(c.exit_code == 0 && strcmp(c.status, "sealed-after-crash") == 0,
+			  "session %s after the restart: %s", ss[i].id, c.out);
+		cr_assert_geq(c.actions, answered[i],
+			      "session %s: %d actions answered before the kill, %d recorded", ss[i].id,
+			      answered[i], c.actions);
+	}
 	dg_ws_close(ss[0].ws);
 	dg_ws_close(ss[1].ws);
 	stop_server();

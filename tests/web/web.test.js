@@ -665,11 +665,20 @@ async function main() {
     assert.match(await P1.locator(`#ended-table tr[data-id="${R.id}"] td`).nth(8).innerText(), /broken/i);
   });
 
-  check('the blast radius page explains a policy and the last audit when there is one', async () => {
+  check('the blast radius page explains a policy, with the last deskgate audit when there is one', async () => {
     current = P1;
     await P1.goto('/blast.html');
     await P1.waitForSelector('body[data-ready="1"]');
     assert.equal(await P1.inputValue('#policy'), 'default');
+    assert.match(await text(P1, '#edge-audit'), /No audit run yet/);
+    // A real audit of the default policy (xterm: the shorter one).
+    const t = Date.now();
+    const au = await gw.audit('default', 'xterm');
+    assert.ok(au.report && Array.isArray(au.report.findings) && au.report.findings.length > 10,
+      `deskgate audit gave no report (exit ${au.code}): ${au.stderr.slice(-1500)}`);
+    say(`     (deskgate audit: exit ${au.code}, ${au.report.findings.length} probes in ${Date.now() - t} ms)`);
+    await P1.reload();
+    await P1.waitForSelector('body[data-ready="1"]');
     assert.deepEqual(await P1.locator('#edge-network .pill-list.allow li').first().innerText(), host);
     assert.match(await text(P1, '#edge-network'), /1 host reachable/i);
     assert.match(await text(P1, '#edge-network'), /169\.254\.0\.0\/16/);
@@ -677,30 +686,38 @@ async function main() {
     assert.match(await text(P1, '#edge-credentials'), /BEGIN \[A-Z \]\*PRIVATE KEY/);
     assert.match(await text(P1, '#edge-limits'), /2048 MiB/);
     assert.match(await text(P1, '#edge-actions'), /exec/);
-    assert.match(await text(P1, '#edge-audit'), /No audit run yet/);
+    const sum = au.report.summary;
+    assert.match(await text(P1, '#edge-audit'), new RegExp(`${sum.probes} probes run .* from inside an xterm session`));
+    assert.match(await text(P1, '#edge-audit'), new RegExp(`${sum.contained} contained`));
+    assert.equal(await P1.locator('#audit-findings tbody tr').count(), au.report.findings.length);
+    for (const e of ['egress', 'filesystem', 'credentials', 'isolation', 'resources']) {
+      const n = au.report.findings.filter((f) => f.edge === e).length;
+      assert.match(await P1.locator(`.audit-line[data-edge=${e}]`).innerText(), new RegExp(`Last audit: ${n} probes`), e);
+    }
+    const allowed = await P1.locator('#audit-findings tr[data-outcome=allowed] td:nth-child(2)').allTextContents();
+    assert.ok(allowed.some((x) => x.includes(host)), `the allowed egress host is not among the findings: ${allowed}`);
     await shot(P1, 'blast', { fullPage: true });
     await P1.selectOption('#policy', 'locked');
     await P1.waitForSelector('body[data-policy="locked"]');
     assert.match(await text(P1, '#edge-network'), /no way out/i);
     assert.match(await text(P1, '#edge-limits'), /1024 MiB/);
-    // The audit (a later `deskgate audit`): shown when the gateway has one.
+    assert.match(await text(P1, '#edge-audit'), /No audit run yet/);
+    // A leak is shown as one: an audit of "locked" that found one (served
+    // by the test in place of the gateway's answer).
     await P1.route('**/v1/policies', async (route) => {
       const res = await route.fetch();
       const j = await res.json();
-      j.policies[0].audit = { time: '2025-05-01 12:00 UTC', findings: [
-        { edge: 'network', probe: 'connect 169.254.169.254:80', outcome: 'contained', evidence: 'refused by the proxy: link-local' },
-        { edge: 'network', probe: `connect ${host}`, outcome: 'allowed', evidence: 'egress.allow[0]' },
-        { edge: 'files', probe: 'read /etc/shadow', outcome: 'leaked', evidence: 'test finding' },
-      ] };
+      const leak = { id: 'filesystem.host-tmp', edge: 'filesystem', tried: 'reading a file in the host\'s /tmp', outcome: 'leaked', evidence: 'read 12 bytes: test finding' };
+      j.policies.find((p) => p.name === 'locked').audit = { ...au.report, findings: [...au.report.findings, leak] };
       await route.fulfill({ response: res, json: j });
     });
-    await P1.goto('/blast.html?policy=default');
-    await P1.waitForSelector('#audit-table');
-    const outcomes = await P1.locator('#audit-table tbody tr').evaluateAll((l) => l.map((x) => x.dataset.outcome));
-    assert.deepEqual(outcomes, ['contained', 'allowed', 'leaked']);
-    assert.match(await text(P1, '#edge-audit'), /1 leaked/);
+    await P1.goto('/blast.html?policy=locked');
+    await P1.waitForSelector('body[data-policy="locked"]');
+    assert.match(await text(P1, '#edge-audit .edge-head'), /1 leaked/i);
+    assert.equal(await P1.locator('#audit-findings details[data-edge=filesystem][open] tr[data-outcome=leaked]').count(), 1);
+    assert.match(await P1.locator('.audit-line[data-edge=filesystem]').innerText(), /1 leaked/i);
     await P1.unroute('**/v1/policies');
-  });
+  }, 150000);
 
   check('no token ever appeared in a URL; no page error or CSP violation', async () => {
     const secrets = Object.values(TOKENS);

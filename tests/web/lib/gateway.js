@@ -134,6 +134,28 @@ class Gateway {
     if (this.dir) fs.rmSync(this.dir, { recursive: true, force: true });
   }
 
+  // Runs `deskgate audit` of one of the gateway's policies with the
+  // gateway's state directory (where the gateway finds the result):
+  // resolves to {code, report (the JSON), stderr}.
+  audit(policyName, profile = 'xterm', timeoutMs = 120000) {
+    const file = path.join(this.dir, `policy-${policyName}.json`);
+    const args = ['audit', '--policy', file, '--profile', profile, '--state-dir', path.join(this.dir, 'state'),
+      '--recordings', this.recordings, '--json'];
+    return new Promise((resolve) => {
+      const p = spawn(this.bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '', err = '';
+      p.stdout.on('data', (d) => { out += d; });
+      p.stderr.on('data', (d) => { err += d; });
+      const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+      p.on('exit', (code, sig) => {
+        clearTimeout(t);
+        let report = null;
+        try { report = JSON.parse(out); } catch { /* none */ }
+        resolve({ code: code === null ? `signal ${sig}` : code, report, stderr: err });
+      });
+    });
+  }
+
   // One HTTP request: {status, headers, text, json}.
   async http(method, p, token, body) {
     const headers = {};
