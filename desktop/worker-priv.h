@@ -43,6 +43,9 @@
 #define DG_WORKER_PAINT_WAIT_MS 500
 /* Longest wait for the browser's answer on the page's URL and title. */
 #define DG_WORKER_REFRESH_MAX_MS 2000
+/* Longest wait for the page's two animation frames after keyboard input
+ * (see barrier() in worker.c) before settling anyway. */
+#define DG_WORKER_BARRIER_MAX_MS 500
 /* Longest navigation the worker waits for before settling anyway. */
 #define DG_WORKER_NAV_MAX_MS 15000
 

@@ -44,6 +44,7 @@ enum phase {
 	PHASE_LOAD,     /* the browser took the navigation: until its page loaded */
 	PHASE_SETTLE,   /* waiting for the screen to settle */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
+	PHASE_BARRIER,  /* browser, after keys: until the page has drawn frames since */
 };
 
 struct worker {
@@ -464,6 +465,41 @@ static void settle(struct worker *w)
 	w->await_paint = false;
 }
 
+/* Keyboard input in the browser: keys travel X -> browser process ->
+ * renderer, and the renderer may paint them in several frames, with gaps
+ * longer than the quiet period under load (a screenshot after typing "desk
+ * lamp" once showed "d"). So after a type or key action the worker asks the
+ * page to wait two animation frames (input is handled before a frame's
+ * callbacks), and settles only then; bounded by DG_WORKER_BARRIER_MAX_MS. */
+static void barrier_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct worker *w = arg;
+	(void)status, (void)result, (void)error_message;
+	if (w->phase == PHASE_BARRIER) {
+		long long t = w->t_injected;
+		settle(w);
+		w->t_injected = t; /* the settle bound still counts from the input */
+	}
+}
+
+static void barrier(struct worker *w)
+{
+	const char *sid = w->cdp && dg_cdp_ready(w->cdp) ? dg_cdp_session_id(w->cdp) : NULL;
+	if (!sid || !sid[0]) {
+		settle(w);
+		return;
+	}
+	json_t *params = json_pack("{s:s, s:b, s:b}", "expression",
+				   "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
+				   "awaitPromise", 1, "returnByValue", 1);
+	w->phase = PHASE_BARRIER;
+	w->t_injected = now_ms();
+	w->nav_deadline = w->t_injected + DG_WORKER_BARRIER_MAX_MS;
+	struct dg_err err = {{0}};
+	if (dg_cdp_send(w->cdp, "Runtime.evaluate", params, sid, barrier_done, w, &err) != 0)
+		settle(w);
+}
+
 /* ---- browser actions ---------------------------------------------------- */
 
 static void browser_done(void *arg, int status, json_t *result, const char *error_message)
@@ -591,6 +627,10 @@ static void start_action(struct worker *w)
 		finish(w);
 		return;
 	}
+	if (w->cdp && (a->type == DG_ACTION_TYPE || a->type == DG_ACTION_KEY)) {
+		barrier(w);
+		return;
+	}
 	settle(w);
 }
 
@@ -684,6 +724,11 @@ static int advance(struct worker *w)
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);
 		finish(w); /* the page's title may be stale; the screen is not */
+		return 0;
+	case PHASE_BARRIER:
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		settle(w); /* a page that draws no frames (hidden, hung): settle anyway */
 		return 0;
 	case PHASE_IDLE:
 	default:

@@ -517,6 +517,22 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 	if (s->title && res)
 		json_object_set_new(ev, "title_after", json_string(s->title));
 	dg_gw_rec_event(s, ev);
+	/* Observers see every action with its verdict, refused ones included,
+	 * without the agent's raw input or the worker's internals. */
+	json_t *obs = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:b}", "type", "action", "action",
+				json_object_get(r->ad.actions[r->index], "type"), "canonical",
+				r->ad.actions[r->index], "verdict", json_object_get(ev, "verdict"), "rule",
+				json_object_get(ev, "rule"), "reason", json_object_get(ev, "reason"), "ok",
+				res && !error && json_is_true(json_object_get(res, "ok")));
+	if (obs) {
+		if (error)
+			json_object_set_new(obs, "error", json_string(error));
+		if (res && json_object_get(res, "cursor"))
+			json_object_set(obs, "cursor", json_object_get(res, "cursor"));
+		if (r->approved)
+			json_object_set_new(obs, "approved_by", json_string(r->approved_by));
+		broadcast(s, obs);
+	}
 	json_decref(ev);
 	r->zoom_frame[0] = '\0';
 }
@@ -1214,14 +1230,8 @@ int dg_gw_worker_readable(struct gw_session *s)
 			}
 			json_t *res = s->pending_result;
 			s->pending_result = NULL;
-			if (res) {
-				json_t *obs = json_pack("{s:s, s:O?, s:O?, s:O?}", "type", "action",
-							"action", json_object_get(res, "action"), "ok",
-							json_object_get(res, "ok"), "cursor",
-							json_object_get(res, "cursor"));
-				broadcast(s, obs);
+			if (res)
 				step_done(s, res);
-			}
 			break;
 		}
 		case DG_MSG_EVENT:
