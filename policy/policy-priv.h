@@ -38,6 +38,7 @@ int dg_policy_fail(struct pctx *c, const char *fmt, ...) __attribute__((format(p
 #define DG_RULES_NAME_MAX 64      /* bytes of a region name */
 #define DG_RULES_REASON_MAX 256   /* bytes of a region reason */
 #define DG_RULES_REGEX_MAX 32     /* text.deny patterns */
+#define DG_RULES_REGEX_REPEAT_MAX 16 /* largest bound of {m,n} in a text.deny pattern */
 #define DG_RULES_REGEX_LEN_MAX 256
 #define DG_RULES_BUDGET_MAX 1000000000LL
 

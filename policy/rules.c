@@ -56,8 +56,12 @@
  *   rules only restrict.
  * "text": {max_length?, deny?}: for type actions only: more than
  *   max_length characters (code points) is denied; so is a text any
- *   deny regex matches (POSIX extended, unanchored, case-sensitive;
- *   back-references refused, they make matching exponential).
+ *   deny regex matches (POSIX extended, unanchored, case-sensitive).
+ *   Patterns whose compiling or matching could explode are refused at load
+ *   (regex_tame): back-references, a quantifier right after another
+ *   ("a++"), a quantified group that holds a quantifier ("(a+)*"), and
+ *   bounds {m,n} above DG_RULES_REGEX_REPEAT_MAX; glibc compiles
+ *   "((a{255}){255}){255}" into gigabytes.
  * "egress": {allow: ["host:port", "*.suffix:port"]}: the egress proxy's
  *   allowlist (dg_policy_egress_allows); not consulted per action.
  * "budgets": {actions_per_minute?, max_actions?, max_exec?}: an action is
@@ -699,6 +703,89 @@ int dg_rules_parse_keys(struct pctx *c, const json_t *v, struct dg_policy *p)
 
 /* ---- text ---------------------------------------------------------------- */
 
+/* Whether an ERE is safe to compile and match (see the top of this file).
+ * A syntax error is left to regcomp, which names it. */
+#define TAME_DEPTH_MAX 32
+static bool regex_tame(const char *re, char *why, size_t n)
+{
+	bool inner[TAME_DEPTH_MAX + 1] = { false }; /* a group at this depth holds a quantifier */
+	int depth = 0;
+	enum { NONE, ATOM, GROUP_Q, QUANT } prev = NONE;
+	for (const char *q = re; *q; q++) {
+		char ch = *q;
+		if (ch == '\\') {
+			if (q[1] >= '1' && q[1] <= '9') {
+				snprintf(why, n, "back-references are not allowed");
+				return false;
+			}
+			if (q[1])
+				q++;
+			prev = ATOM;
+		} else if (ch == '[') {
+			const char *e = q + 1;
+			if (*e == '^')
+				e++;
+			if (*e == ']')
+				e++;
+			while (*e && *e != ']')
+				e++;
+			if (!*e)
+				return true; /* regcomp says why */
+			q = e;
+			prev = ATOM;
+		} else if (ch == '(') {
+			if (depth == TAME_DEPTH_MAX) {
+				snprintf(why, n, "groups nested more than %d deep", TAME_DEPTH_MAX);
+				return false;
+			}
+			inner[++depth] = false;
+			prev = NONE;
+		} else if (ch == ')') {
+			bool had = depth > 0 && inner[depth];
+			if (depth > 0)
+				depth--;
+			if (had)
+				inner[depth] = true;
+			prev = had ? GROUP_Q : ATOM;
+		} else if (ch == '*' || ch == '+' || ch == '?' || ch == '{') {
+			if (ch == '{') {
+				unsigned long a = 0, b = 0;
+				const char *e = q + 1;
+				while (*e >= '0' && *e <= '9' && a <= DG_RULES_REGEX_REPEAT_MAX)
+					a = a * 10 + (unsigned long)(*e++ - '0');
+				if (*e == ',') {
+					e++;
+					while (*e >= '0' && *e <= '9' && b <= DG_RULES_REGEX_REPEAT_MAX)
+						b = b * 10 + (unsigned long)(*e++ - '0');
+				}
+				if (a > DG_RULES_REGEX_REPEAT_MAX || b > DG_RULES_REGEX_REPEAT_MAX) {
+					snprintf(why, n, "a bound above {%d} (it multiplies the matcher's size)",
+						 DG_RULES_REGEX_REPEAT_MAX);
+					return false;
+				}
+				while (*e && *e != '}')
+					e++;
+				if (!*e)
+					return true; /* regcomp says why */
+				q = e;
+			}
+			if (prev == QUANT) {
+				snprintf(why, n, "a quantifier right after another (as in \"a++\")");
+				return false;
+			}
+			if (prev == GROUP_Q) {
+				snprintf(why, n, "a quantified group that holds a quantifier (as in \"(a+)*\")");
+				return false;
+			}
+			inner[depth] = true;
+			prev = QUANT;
+		} else {
+			prev = ch == '|' ? NONE : ATOM;
+		}
+	}
+	return true;
+}
+
 int dg_rules_parse_text(struct pctx *c, const json_t *v, struct dg_policy *p)
 {
 	static const char *const keys[] = { "max_length", "deny", NULL };
@@ -732,12 +819,9 @@ int dg_rules_parse_text(struct pctx *c, const json_t *v, struct dg_policy *p)
 		return oom(c);
 	for (size_t i = 0; i < n; i++) {
 		const char *re = json_string_value(json_array_get(deny, i));
-		for (const char *q = re; *q; q++) {
-			if (q[0] == '\\' && q[1] >= '1' && q[1] <= '9')
-				return fail(c, "text.deny[%zu]: back-references are not allowed", i);
-			if (q[0] == '\\' && q[1])
-				q++;
-		}
+		char why[160];
+		if (!regex_tame(re, why, sizeof(why)))
+			return fail(c, "text.deny[%zu]: %s", i, why);
 		struct dg_textre *t = &r->text_deny[i];
 		int e = regcomp(&t->re, re, REG_EXTENDED | REG_NOSUB);
 		if (e != 0) {

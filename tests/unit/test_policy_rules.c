@@ -398,6 +398,41 @@ Test(rules, text_regex_deny)
 	expect(KEY("B"), ALLOW, "actions.allow[6]");
 }
 
+/* Patterns that would explode glibc's regcomp or regexec are refused at load
+ * (found by tests/fuzz: tests/fuzz/crashes/fuzz_policy-*). */
+Test(rules, text_regex_explosions_refused)
+{
+	const char *bad[][2] = {
+		{ "a++", "after another" },
+		{ "a*?", "after another" },
+		{ "a{2}*", "after another" },
+		{ "(a+)*", "quantified group" },
+		{ "((a{16}){16}){16}", "quantified group" },
+		{ "((a|b+))+", "quantified group" },
+		{ "a{17}", "above {16}" },
+		{ "a{1,17}", "above {16}" },
+		{ "((a{255}){255}){255}", "above {16}" },
+		{ "(\\\\1)", "back-references" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text), "\"text\": {\"deny\": [\"%s\"]}", bad[i][0]);
+		refused_with(text, bad[i][1]);
+	}
+	/* At the bound, and ordinary patterns, load. */
+	const char *good[] = { "a{16}", "a{1,16}", "(ab)+", "BEGIN [A-Z ]*PRIVATE KEY", "[+*]+",
+			       "a\\\\++", "(a|b)c*" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert_eq(parsef("\"text\": {\"deny\": [\"%s\"]}", good[i]), 0, "%s: %s", good[i],
+			     err.msg);
+	char deep[80] = "";
+	for (int i = 0; i < 33; i++)
+		strcat(deep, "(");
+	char text[256];
+	snprintf(text, sizeof(text), "\"text\": {\"deny\": [\"%sa\"]}", deep);
+	refused_with(text, "nested more than");
+}
+
 /* ---- budgets ----------------------------------------------------------------- */
 
 Test(rules, budgets_at_the_boundary)
