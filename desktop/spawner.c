@@ -592,10 +592,22 @@ static void reap(struct spawner *sp)
 			if (!s->used)
 				continue;
 			const char *what = NULL;
+			char why[128];
 			if (p == s->desktop.jail.pid) {
 				s->desktop.jail.reaped = true;
 				s->desktop.jail.status = st;
-				what = "the desktop ended";
+				/* init ends with its main program, the X server, and
+				 * passes on how it ended. */
+				if (WIFEXITED(st) && WEXITSTATUS(st) > 128)
+					snprintf(why, sizeof(why), "the desktop ended: its X server (Xvnc) "
+						 "was killed by signal %d", WEXITSTATUS(st) - 128);
+				else if (WIFEXITED(st))
+					snprintf(why, sizeof(why), "the desktop ended: its X server (Xvnc) "
+						 "exited with status %d", WEXITSTATUS(st));
+				else
+					snprintf(why, sizeof(why), "the desktop ended: its init was killed "
+						 "by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+				what = why;
 			} else if (p == s->worker.pid) {
 				s->worker.pid = -1;
 				what = "the desktop's worker ended";

@@ -32,6 +32,8 @@
 #define DG_GW_BUILTIN_POLICY_TEXT "{\"version\": 1}"
 #define DG_GW_RETENTION_PERIOD_S 3600      /* between retention passes */
 #define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
+#define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
+#define DG_GW_GONE_WAIT_MS 500          /* worker gone: wait this long for the spawner's why */
 #define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */          /* random bytes of an approval id (hex in URLs) */
 
 struct gw;
@@ -167,7 +169,9 @@ struct gw_session {
 	char *policy_text;     /* the policy's file text, as recorded (owned) */
 	size_t policy_len;
 	char frame_hash[DG_REC_HEX_LEN + 1]; /* the current screen's frame */
-	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval, sul_rec;
+	bool gone;             /* its worker's channel closed: ending soon */
+	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval, sul_rec,
+		sul_gone;
 };
 
 struct gw_metrics {
@@ -207,6 +211,7 @@ struct gw {
 	unsigned verify_next;
 	struct lws *egress_wsi;
 	bool egress_dead;             /* it died: sessions are refused */
+	bool spawner_lost;            /* the spawner died: exit non-zero */
 	struct gw_session *sessions; /* cfg.limits.max_sessions of them */
 	int n_sessions;
 	struct gw_metrics m;

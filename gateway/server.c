@@ -785,8 +785,8 @@ static struct raw_tag egress_tag = {RAW_EGRESS, NULL};
  * deskgate is restarted; the gateway stays up for viewers and recordings. */
 static void egress_lost(const char *why)
 {
-	if (G->egress_dead)
-		return;
+	if (G->egress_dead || G->stopping)
+		return; /* stopping: the proxy ends with the gateway */
 	G->egress_dead = true;
 	lwsl_err("deskgate: the egress proxy is gone (%s): ending every session; new sessions "
 		 "are refused until deskgate restarts\n", why);
@@ -828,6 +828,7 @@ static void spawner_readable(void)
 			return;
 		if (r < 0) {
 			lwsl_err("deskgate: the spawner is gone (%s); stopping\n", err.msg);
+			G->spawner_lost = true;
 			G->stopping = true;
 			lws_cancel_service(G->ctx);
 			return;
@@ -864,6 +865,8 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		if (t->kind == RAW_SPAWNER || t->kind == RAW_EGRESS) {
 			if (t->kind == RAW_SPAWNER) {
 				G->spawner_wsi = NULL;
+				if (!G->stopping)
+					G->spawner_lost = true;
 				G->stopping = true;
 			} else {
 				G->egress_wsi = NULL;
@@ -1125,10 +1128,15 @@ int dg_cmd_serve(int argc, char **argv)
 		if (lws_service(gw.ctx, 0) < 0)
 			break;
 	}
+	gw.stopping = true;
 	for (int i = 0; i < gw.n_sessions; i++) {
 		if (gw.sessions[i].used)
-			dg_gw_session_end(&gw.sessions[i], "the gateway is stopping");
+			dg_gw_session_end(&gw.sessions[i], gw.spawner_lost ?
+				"the gateway is stopping: its spawner died" : "the gateway is stopping");
 	}
+	/* Let the agents and observers read why (bounded). */
+	for (long long end = dg_gw_now_ms() + DG_GW_STOP_FLUSH_MS; dg_gw_now_ms() < end;)
+		lws_service(gw.ctx, 20);
 	dg_gw_rec_stop(&gw); /* every recording is sealed by now */
 	lws_context_destroy(gw.ctx);
 	dg_spawner_stop(&gw.spawner);
@@ -1139,5 +1147,6 @@ int dg_cmd_serve(int argc, char **argv)
 	dg_policy_free(&gw.policy);
 	free(gw.policy_text);
 	printf("deskgate: stopped\n");
-	return 0;
+	/* A supervisor restarts a gateway that lost its spawner. */
+	return gw.spawner_lost ? DG_EXIT_FAILED : 0;
 }

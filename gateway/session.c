@@ -25,6 +25,9 @@
 static const long long US = 1000000;
 
 static void approval_clear(struct gw_session *s);
+static void record_action(struct gw_session *s, struct request *r, json_t *res, const char *error);
+static void answer(struct gw_session *s, struct request *r);
+static void request_free(struct request *r);
 
 struct gw_session *dg_gw_session_find(struct gw *gw, const char *id)
 {
@@ -353,6 +356,36 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 		return;
 	struct gw *gw = s->gw;
 	snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+	lws_sul_cancel(&s->sul_gone);
+	/* The action in progress (it may have reached the desktop) is recorded
+	 * and answered with the reason, and queued ones are answered as not
+	 * run, before the agent's connection closes. */
+	if (s->cur) {
+		struct request *r = s->cur;
+		s->cur = NULL;
+		char why[DG_ERR_MAX + 64];
+		snprintf(why, sizeof(why), "the session ended: %s", reason);
+		record_action(s, r, NULL, why);
+		r->failed = true;
+		free(r->error);
+		r->error = strdup(why);
+		if (r->agent)
+			answer(s, r);
+		request_free(r);
+	}
+	for (struct request *r = s->queue, *n; r; r = n) {
+		n = r->next;
+		char why[DG_ERR_MAX + 64];
+		snprintf(why, sizeof(why), "not run: the session ended: %s", reason);
+		r->failed = true;
+		free(r->error);
+		r->error = strdup(why);
+		if (r->agent)
+			answer(s, r);
+		request_free(r);
+	}
+	s->queue = s->queue_tail = NULL;
+	s->queued = 0;
 	if (s->creator) {
 		dg_gw_http_reply(s->creator, 503,
 				 json_pack("{s:{s:s, s:s}}", "error", "code", "desktop_failed", "message", reason));
@@ -386,7 +419,8 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 		s->exec_wsi = NULL;
 	}
 	struct dg_err err = {{0}};
-	if (!gw->stopping && strcmp(reason, "the desktop ended") != 0 &&
+	/* The spawner ended those two itself; any other end asks it to. */
+	if (!gw->stopping && strncmp(reason, "the desktop ended", 17) != 0 &&
 	    strcmp(reason, "the desktop's worker ended") != 0)
 		dg_spawner_request(&gw->spawner,
 				   json_pack("{s:s, s:s}", "op", "destroy", "session", s->id), &err);
@@ -970,7 +1004,7 @@ int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const cha
 
 static void run_next(struct gw_session *s)
 {
-	if (s->cur || !s->queue || s->state != S_READY)
+	if (s->cur || !s->queue || s->state != S_READY || s->gone)
 		return;
 	s->cur = s->queue;
 	s->queue = s->queue->next;
@@ -1122,10 +1156,23 @@ static void worker_event(struct gw_session *s, json_t *ev)
 		json_decref(er);
 		char why[DG_ERR_MAX];
 		snprintf(why, sizeof(why), "the desktop failed: %s", m ? m : "unknown error");
-		if (s->cur)
-			step_failed(s, "%s", why);
-		dg_gw_session_end(s, why);
+		dg_gw_session_end(s, why); /* answers the action in progress */
 	}
+}
+
+static void on_gone(lws_sorted_usec_list_t *sul)
+{
+	on_timer(sul, offsetof(struct gw_session, sul_gone), "the desktop's worker ended");
+}
+
+/* The worker's channel closed: the session ends, with the spawner's reason
+ * (what in the desktop died) when it comes within DG_GW_GONE_WAIT_MS. */
+static void worker_gone(struct gw_session *s)
+{
+	if (!s->used || s->gone)
+		return;
+	s->gone = true;
+	lws_sul_schedule(s->gw->ctx, 0, &s->sul_gone, on_gone, DG_GW_GONE_WAIT_MS * 1000);
 }
 
 /* A request the browser holds (the browser layer of #5): decided with the
@@ -1176,10 +1223,13 @@ int dg_gw_worker_readable(struct gw_session *s)
 		if (r < 0) {
 			/* The worker broke the protocol or went away: its session ends,
 			 * nothing else does. */
-			if (s->cur)
-				step_failed(s, "the desktop's worker stopped: %s", err.msg);
-			dg_gw_session_end(s, r == -EPIPE ? "the desktop's worker ended" :
-							   "the desktop's worker broke the protocol");
+			if (r == -EPIPE) {
+				/* Usually the desktop died and the spawner, which knows
+				 * what died, is about to say so: wait for it (bounded). */
+				worker_gone(s);
+				return -1;
+			}
+			dg_gw_session_end(s, "the desktop's worker broke the protocol");
 			return -1;
 		}
 		json_t *j = NULL;
@@ -1257,7 +1307,7 @@ void dg_gw_worker_closed(struct gw_session *s)
 {
 	if (s && s->used) {
 		s->worker = NULL;
-		dg_gw_session_end(s, "the desktop's worker ended");
+		worker_gone(s);
 	}
 }
 
@@ -1345,9 +1395,8 @@ void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
 	}
 	const char *event = json_string_value(json_object_get(msg, "event"));
 	if (event) {
+		/* The action in progress is answered by dg_gw_session_end. */
 		const char *reason = json_string_value(json_object_get(msg, "reason"));
-		if (s->cur)
-			step_failed(s, "%s", reason ? reason : "the desktop ended");
 		dg_gw_session_end(s, reason ? reason : "the desktop ended");
 		return;
 	}
