@@ -1618,7 +1618,7 @@ static int parse_args(struct audit *au, int argc, char **argv)
 	const char *profile = NULL;
 	for (int i = 1; i < argc; i++) {
 		bool missing = false;
-		const char *v;
+		const char *v = NULL;
 		if (strcmp(argv[i], "--json") == 0) {
 			au->json = true;
 		} else if ((v = flag_value(argc, argv, &i, "--policy", &missing))) {

@@ -2250,7 +2250,7 @@ static int p_x11(int argc, char **argv)
 static void read_cmdline(const char *pid, char *buf, size_t len)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	snprintf(path, sizeof(path), "/proc/%.40s/cmdline", pid);
 	buf[0] = '\0';
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
