@@ -14,6 +14,7 @@ DG_PACKAGES=(
   xterm matchbox-window-manager x11-utils chromium
   xvfb xdotool scrot
   python3 python3-websockets iproute2 curl openssl ca-certificates nodejs
+  clang libclang-rt-dev
 )
 
 dg_install_missing() {
