@@ -712,15 +712,19 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		struct conn tmp;
 		memset(&tmp, 0, sizeof(tmp));
 		tmp.wsi = wsi;
-		char why[128];
-		int status;
+		/* Set before anything can fail: an upgrade to something other
+		 * than a WebSocket (h2c) skips ws_bind, and an uninitialised
+		 * reason would have put stack bytes in the answer (found by
+		 * building the fuzzers with clang). */
+		char why[128] = "only WebSocket upgrades are served";
+		int status = 400;
 		if (!in || strcmp((const char *)in, "websocket") != 0 ||
 		    ws_bind(&tmp, why, sizeof(why), &status) != 0) {
 			char body[256];
 			snprintf(body, sizeof(body),
 				 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
 				 status == 401 ? "unauthorized" : status == 409 ? "conflict" :
-				 status == 429 ? "too_many" : "not_found", why);
+				 status == 429 ? "too_many" : status == 400 ? "bad_request" : "not_found", why);
 			write_http(wsi, status, "application/json", body, strlen(body));
 			return 1;
 		}

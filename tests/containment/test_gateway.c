@@ -1706,3 +1706,19 @@ Test(gateway, zz_nothing_of_deskgate_is_left_after_the_suite)
 	if (dg_test_leftovers(what, sizeof(what)))
 		cr_log_info("live jails of other deskgate processes: %s", what);
 }
+
+/* An upgrade to anything but a WebSocket gets a clear 400 with a fixed
+ * reason (it once answered with an uninitialised status and reason). */
+Test(gateway, a_non_websocket_upgrade_is_a_clear_400)
+{
+	serve("");
+	const char req[] = "GET /v1/sessions/abc/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+			   "Upgrade: h2c\r\n\r\n";
+	struct dg_http r;
+	cr_assert_eq(dg_test_http_raw(srv.port, req, sizeof(req) - 1, 10, &r), 0);
+	cr_assert_eq(r.status, 400, "status %d: %s", r.status, r.body);
+	cr_assert(strstr(r.body, "\"bad_request\"") && strstr(r.body, "only WebSocket upgrades"),
+		  "%s", r.body);
+	dg_http_free(&r);
+	stop_server();
+}

@@ -10,6 +10,9 @@
  *                       then dg_cdp_handle_in until the pipe is empty
  *   "!raw BYTES"        BYTES written without a NUL (a message split
  *                       across reads; the next segment continues it)
+ *   "!pad N C"          N bytes C (a space when not given), no NUL: long
+ *                       strings (N at most 64 KiB)
+ *   "!repeat N MESSAGE" MESSAGE N times, "%d" in it numbered: tables full
  *   "!navigate URL", "!back", "!forward", "!reload", "!eval EXPR",
  *   "!refresh", "!send METHOD PARAMS"  the owner's commands (so the
  *                       browser's replies to them are fuzzed too; ids are
@@ -51,6 +54,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 #define QUEUE_MAX 2048
+/* Bounds of "!pad" and "!repeat": strings past DG_CDP_URL_MAX and
+ * DG_CDP_TITLE_MAX, more targets and commands than the client's and the
+ * guard's tables hold (several repeats reach DG_GUARD_PAUSED_MAX). Not
+ * messages past DG_CDP_MSG_MAX (8 MiB): inputs that large would take most
+ * of the fuzzer's time; tests/unit/test_cdp.c covers that bound. */
+#define PAD_MAX (64 * 1024)
+#define REPEAT_MAX 300
 
 struct state {
 	struct dg_cdp *c;
@@ -191,6 +201,8 @@ static void pump(struct state *s)
 	}
 }
 
+/* Writes as the browser; lets the client read whenever the pipe is full
+ * (the caller pumps after the last write). */
 static void browser_write(struct state *s, const char *p, size_t n)
 {
 	while (n > 0 && s->ev_wr >= 0 && !dg_cdp_closed(s->c)) {
@@ -198,9 +210,10 @@ static void browser_write(struct state *s, const char *p, size_t n)
 		if (w > 0) {
 			p += w;
 			n -= (size_t)w;
-		} else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-			return;
+			continue;
 		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return;
 		pump(s);
 	}
 }
@@ -238,6 +251,52 @@ static void owner(struct state *s, const char *seg, size_t n)
 #define VERB(v) (vn == sizeof(v) - 1 && memcmp(seg, v, vn) == 0)
 	if (VERB("!raw")) {
 		browser_write(s, arg, (size_t)(seg + n - arg));
+		pump(s);
+		return;
+	}
+	if (VERB("!pad")) {
+		/* "!pad N C": N bytes C (default a space), no NUL. */
+		char *end;
+		unsigned long count = strtoul(arg, &end, 10);
+		char ch = *end == ' ' && end[1] ? end[1] : ' ';
+		if (count > PAD_MAX)
+			count = PAD_MAX;
+		char buf[4096];
+		memset(buf, ch, sizeof(buf));
+		while (count > 0 && !dg_cdp_closed(s->c) && s->ev_wr >= 0) {
+			size_t k = count < sizeof(buf) ? count : sizeof(buf);
+			browser_write(s, buf, k);
+			count -= k;
+		}
+		pump(s);
+		return;
+	}
+	if (VERB("!repeat")) {
+		/* "!repeat N MESSAGE": MESSAGE and its NUL N times, each "%d" in
+		 * it replaced by the repetition's number. */
+		char *end;
+		unsigned long count = strtoul(arg, &end, 10);
+		if (count > REPEAT_MAX)
+			count = REPEAT_MAX;
+		const char *m = *end == ' ' ? end + 1 : end;
+		size_t ml = (size_t)(seg + n - m);
+		char *out = malloc(ml * 4 + 16);
+		DG_FUZZ_CHECK(out, "out of memory");
+		for (unsigned long i = 0; i < count && !dg_cdp_closed(s->c) && s->ev_wr >= 0; i++) {
+			size_t o = 0;
+			for (size_t k = 0; k < ml; k++) {
+				if (m[k] == '%' && k + 1 < ml && m[k + 1] == 'd') {
+					o += (size_t)snprintf(out + o, 12, "%lu", i);
+					k++;
+				} else {
+					out[o++] = m[k];
+				}
+			}
+			out[o++] = '\0';
+			browser_write(s, out, o);
+		}
+		free(out);
+		pump(s);
 		return;
 	}
 	if (VERB("!close")) {

@@ -109,11 +109,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		DG_FUZZ_CHECK(r.minor == 0 || r.minor == 1, "minor %d", r.minor);
 		DG_FUZZ_CHECK(r.port != 0, "port 0");
 		DG_FUZZ_CHECK(r.host[0] != '\0', "empty host");
-		/* Every strict prefix is an incomplete head (a sample of them:
-		 * all of a long head would make each input quadratic). */
+		/* Every strict prefix is an incomplete head. Checked at 16 spread
+		 * points and at every byte of the request line and the first
+		 * header line (the first 256 bytes at most) and of the last 8,
+		 * where the parser's state changes most: all prefixes would make
+		 * an input quadratic. */
 		struct dg_egress_req r2;
-		size_t step = r.head_len > 512 ? r.head_len / 256 : 1;
-		for (size_t k = 0; k < r.head_len; k += step) {
+		size_t step = r.head_len / 16 ? r.head_len / 16 : 1;
+		const char *second = memchr(buf + r.headers_off, '\n', r.head_len - r.headers_off);
+		size_t dense = second ? (size_t)(second - buf) + 2 : r.head_len;
+		if (dense > 256)
+			dense = 256;
+		for (size_t k = 0; k < r.head_len; k++) {
+			if (k > dense && k + 8 < r.head_len && k % step)
+				continue;
 			int p = dg_egress_parse_request(buf, k, &r2, &err);
 			DG_FUZZ_CHECK(p == -EAGAIN, "prefix of %zu bytes of a %zu-byte head: %d (%s)", k,
 				      r.head_len, p, err.msg);

@@ -23,7 +23,6 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 1)); then
 	exit 2
 fi
 
-DG_PACKAGES+=(clang libclang-rt-dev) # libFuzzer's runtime is in libclang-rt
 dg_install_missing
 dg_build build-fuzz -DDG_FUZZ=ON -DCMAKE_C_COMPILER=clang
 
