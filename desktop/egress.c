@@ -422,6 +422,24 @@ static void lookup_release(struct session *s)
 	}
 }
 
+/* Lets go of everything c holds towards the origin: its socket, its
+ * lookup, the request head and the relay buffers. Returns whether a lookup
+ * was charged to the session (the caller releases it once c is settled). */
+static bool drop_origin(struct conn *c)
+{
+	close_fd(&c->ofd, &c->oev);
+	bool had_lookup = c->lk != NULL;
+	lookup_abandon(c);
+	c->lookup_wait = false;
+	free(c->head);
+	c->head = NULL;
+	for (int i = 0; i < 2; i++) {
+		free(c->d[i].buf);
+		c->d[i].buf = NULL;
+	}
+	return had_lookup;
+}
+
 /* Ends c: its "egress_closed" event when it had an "egress" one, with error
  * as what ended it ("" a clean end, NULL: c->err, the refusal, if any);
  * descriptors, lookup, counters. Freed at the end of the loop turn. */
@@ -434,16 +452,7 @@ static void conn_close(struct conn *c, const char *error)
 		emit_closed(s, c->n, c->d[0].bytes, c->d[1].bytes, now_ms() - c->t0,
 			    error ? error : c->err);
 	close_fd(&c->cfd, &c->cev);
-	close_fd(&c->ofd, &c->oev);
-	bool had_lookup = c->lk != NULL;
-	lookup_abandon(c);
-	c->lookup_wait = false;
-	free(c->head);
-	c->head = NULL;
-	for (int i = 0; i < 2; i++) {
-		free(c->d[i].buf);
-		c->d[i].buf = NULL;
-	}
+	bool had_lookup = drop_origin(c);
 	if (c->over_cap)
 		s->n_capref--;
 	else
@@ -491,16 +500,7 @@ static void refuse(struct conn *c, int status, const char *rule, const char *rea
 		emit_decision(c->s, c->n, c, "deny", rule, reason);
 	if (!c->err[0])
 		snprintf(c->err, sizeof(c->err), "answered %d: %s", status, reason);
-	close_fd(&c->ofd, &c->oev);
-	bool had_lookup = c->lk != NULL;
-	lookup_abandon(c);
-	c->lookup_wait = false;
-	free(c->head);
-	c->head = NULL;
-	for (int i = 0; i < 2; i++) {
-		free(c->d[i].buf);
-		c->d[i].buf = NULL;
-	}
+	bool had_lookup = drop_origin(c);
 	c->resp_len = dg_egress_error_response(status, rule, reason, c->resp, sizeof(c->resp));
 	c->resp_off = 0;
 	c->st = ST_REFUSE;

@@ -35,38 +35,7 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
 		*len = *text ? strlen(*text) : 0;
 		return *text ? 0 : dg_err_set(err, -ENOMEM, "policy: out of memory");
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return dg_err_set(err, -errno, "policy %s: %s", path, strerror(errno));
-	char *buf = malloc(DG_POLICY_FILE_MAX + 2);
-	size_t n = 0;
-	ssize_t k = 0;
-	while (buf && n <= DG_POLICY_FILE_MAX &&
-	       (k = read(fd, buf + n, DG_POLICY_FILE_MAX + 1 - n)) > 0)
-		n += (size_t)k;
-	int e = errno;
-	close(fd);
-	if (!buf)
-		return dg_err_set(err, -ENOMEM, "policy %s: out of memory", path);
-	if (k < 0) {
-		free(buf);
-		return dg_err_set(err, -e, "policy %s: %s", path, strerror(e));
-	}
-	if (n > DG_POLICY_FILE_MAX) {
-		free(buf);
-		return dg_err_set(err, -E2BIG, "policy %s: larger than %d bytes", path,
-				  DG_POLICY_FILE_MAX);
-	}
-	buf[n] = '\0';
-	/* Parsed from the very bytes the recording keeps. */
-	int r = dg_policy_parse(buf, n, path, p, err);
-	if (r) {
-		free(buf);
-		return r;
-	}
-	*text = buf;
-	*len = n;
-	return 0;
+	return dg_policy_load_text(path, p, text, len, err);
 }
 
 /* ---- at start ----------------------------------------------------------------- */

@@ -366,6 +366,12 @@ void dg_policy_free(struct dg_policy *p)
  * naming a FIFO or device can neither block startup nor stream forever. */
 int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err)
 {
+	return dg_policy_load_text(path, p, NULL, NULL, err);
+}
+
+int dg_policy_load_text(const char *path, struct dg_policy *p, char **text, size_t *text_len,
+			struct dg_err *err)
+{
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
@@ -420,6 +426,14 @@ int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err)
 				DG_POLICY_FILE_MAX);
 	else
 		rc = dg_policy_parse(buf, len, path, p, err);
+	if (rc == 0 && text) {
+		/* The very bytes that were parsed (cap > len: room for a NUL). */
+		buf[len] = '\0';
+		char *fit = realloc(buf, len + 1); /* kept per session: not the 1 MiB cap */
+		*text = fit ? fit : buf;
+		*text_len = len;
+		return 0;
+	}
 	free(buf);
 	return rc;
 }

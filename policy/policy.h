@@ -110,6 +110,12 @@ int dg_policy_parse(const char *text, size_t len, const char *origin, struct dg_
  * Returns 0 or a negative errno (-ENOENT, -EINVAL, -E2BIG, ...). */
 int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err);
 
+/* The same, and on success *text gets the file's bytes as parsed (malloc'd,
+ * NUL-terminated, *text_len bytes) for whoever must keep them (the
+ * recordings). */
+int dg_policy_load_text(const char *path, struct dg_policy *p, char **text, size_t *text_len,
+			struct dg_err *err);
+
 /* Note for both: on success *p is overwritten without releasing what it
  * held; call dg_policy_free first when it holds a loaded policy. */
 

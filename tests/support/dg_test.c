@@ -798,7 +798,10 @@ static bool descends_from(pid_t p, pid_t root)
 	return p == root;
 }
 
-int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len)
+/* What is left of slot: its processes (skipping zombies when live_only:
+ * a killed spawner's children stay zombies until the host's init reaps
+ * them) and its cgroups. */
+static int leftovers_slot(uint32_t slot, pid_t ours, bool live_only, char *what, size_t what_len)
 {
 	what[0] = '\0';
 	/* A slot locked by another process tree is another live jail (a second
@@ -819,11 +822,15 @@ int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_le
 		unsigned uid = real_uid(p);
 		bool owner = stat(path, &st) == 0 && (st.st_uid == DG_JAIL_ID_BASE + slot ||
 						      st.st_uid == DG_WORKER_ID_BASE + slot);
-		if (owner || uid == DG_JAIL_ID_BASE + slot || uid == DG_WORKER_ID_BASE + slot) {
-			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "process %d (uid %u); ", (int)p, uid);
-		}
+		if (!owner && uid != DG_JAIL_ID_BASE + slot && uid != DG_WORKER_ID_BASE + slot)
+			continue;
+		char state[64];
+		if (live_only && (dg_test_proc_status(p, "State", state, sizeof(state)) != 0 ||
+				  state[0] == 'Z' || state[0] == 'X'))
+			continue;
+		count++;
+		size_t l = strlen(what);
+		snprintf(what + l, what_len - l, "process %d (uid %u); ", (int)p, uid);
 	}
 	if (d)
 		closedir(d);
@@ -843,6 +850,11 @@ int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_le
 		}
 	}
 	return count;
+}
+
+int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len)
+{
+	return leftovers_slot(slot, ours, false, what, what_len);
 }
 
 pid_t dg_test_find_process(const char *comm, uid_t uid)
@@ -1595,49 +1607,7 @@ pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top)
 
 int dg_test_leftovers_slot_live(uint32_t slot, pid_t ours, char *what, size_t what_len)
 {
-	what[0] = '\0';
-	pid_t holder = slot_lock_holder(slot);
-	if (holder > 0 && (ours <= 0 || !descends_from(holder, ours)))
-		return 0;
-	int count = 0;
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		pid_t p = (pid_t)atoi(e->d_name);
-		char path[300], st[64];
-		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
-		struct stat sb;
-		unsigned uid = real_uid(p);
-		bool owner = stat(path, &sb) == 0 && (sb.st_uid == DG_JAIL_ID_BASE + slot ||
-						      sb.st_uid == DG_WORKER_ID_BASE + slot);
-		if (!owner && uid != DG_JAIL_ID_BASE + slot && uid != DG_WORKER_ID_BASE + slot)
-			continue;
-		if (dg_test_proc_status(p, "State", st, sizeof(st)) != 0 || st[0] == 'Z' || st[0] == 'X')
-			continue;
-		count++;
-		size_t l = strlen(what);
-		snprintf(what + l, what_len - l, "process %d (uid %u); ", (int)p, uid);
-	}
-	if (d)
-		closedir(d);
-	static const char *const dirs[] = {
-		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
-		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
-		"/sys/fs/cgroup/unified/deskgate",
-	};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char path[300];
-		struct stat sb;
-		snprintf(path, sizeof(path), "%s/jail-%u", dirs[i], (unsigned)slot);
-		if (stat(path, &sb) == 0) {
-			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "cgroup %s; ", path);
-		}
-	}
-	return count;
+	return leftovers_slot(slot, ours, true, what, what_len);
 }
 
 char *dg_test_read_file(const char *path)
