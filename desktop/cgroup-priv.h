@@ -3,7 +3,9 @@
  * v2 is used when the unified hierarchy at the root has the memory, pids and
  * cpu controllers available; otherwise the v1 controllers memory, pids and
  * cpu are used, each in its own hierarchy. All jails live under a "deskgate"
- * group in each hierarchy, as "jail-<slot>".
+ * group in each hierarchy, in a group per instance (dg_instance()), as
+ * "deskgate/<instance>/jail-<slot>": slots are unique on the host, the
+ * instance says whose the jail is.
  *
  * Only the privileged process that creates jails may call these. Paths are
  * bounded by PATH_MAX; every write is checked and its failure names the file.
@@ -29,6 +31,9 @@
 #define DG_CGROUP_CPU_QUOTA_MIN_US 1000
 /* How long removing an emptied group is retried while the kernel says EBUSY. */
 #define DG_CGROUP_RMDIR_TIMEOUT_MS 1000
+/* Attempts at creating a jail group whose instance group another jail's end
+ * removed meanwhile (see make_jail_dir). */
+#define DG_CGROUP_PARENT_RETRIES 3
 /* Most bytes read from any one cgroup file (cgroup.procs of a full group). */
 #define DG_CGROUP_READ_MAX (64 * 1024)
 
@@ -46,7 +51,7 @@ struct dg_cgroup_sys {
 /* One jail's group(s). */
 struct dg_cgroup {
 	enum dg_cgroup_version version;
-	char v2[PATH_MAX];          /* v2: <root>/deskgate/jail-N */
+	char v2[PATH_MAX];          /* v2: <root>/deskgate/<instance>/jail-N */
 	char memory[PATH_MAX];      /* v1: one directory per controller */
 	char pids[PATH_MAX];
 	char cpu[PATH_MAX];
@@ -57,7 +62,8 @@ struct dg_cgroup {
  * or -ENOENT when neither a complete v2 nor the three v1 controllers exist. */
 int dg_cgroup_detect(const char *root, struct dg_cgroup_sys *sys, struct dg_err *err);
 
-/* Creates the group(s) for a jail named DG_CGROUP_PREFIX<slot> and writes the
+/* Creates the group(s) for a jail named DG_CGROUP_PREFIX<slot> in this
+ * instance's group (created when missing) and writes the
  * limits: memory (swap off), pids, cpu quota. A group of the same name left by
  * a dead owner is killed and removed first. */
 int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
@@ -70,8 +76,8 @@ int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err);
  * listed pid until empty on v1) and waits, bounded, until they are empty. */
 int dg_cgroup_kill(const struct dg_cgroup *cg, struct dg_err *err);
 
-/* Kills, then removes the group directories. Idempotent: missing groups are
- * not an error. */
+/* Kills, then removes the group directories (and the instance's group when
+ * that was its last jail). Idempotent: missing groups are not an error. */
 int dg_cgroup_destroy(const struct dg_cgroup *cg, struct dg_err *err);
 
 /* What the group saw so far. */
@@ -82,12 +88,17 @@ struct dg_cgroup_events {
 int dg_cgroup_read_events(const struct dg_cgroup *cg, struct dg_cgroup_events *ev,
 			  struct dg_err *err);
 
-/* Fills cg with the paths of the group for slot without touching the system
- * (used by stale cleanup). */
+/* Fills cg with the paths of this instance's group for slot without touching
+ * the system; dg_cgroup_paths_of for another instance's ("" for the flat
+ * layout of deskgate before instances). */
 void dg_cgroup_paths(const struct dg_cgroup_sys *sys, uint32_t slot, struct dg_cgroup *cg);
+void dg_cgroup_paths_of(const struct dg_cgroup_sys *sys, const char *instance, uint32_t slot,
+			struct dg_cgroup *cg);
 
-/* Calls fn for each jail-<slot> group found under the deskgate group(s). */
-int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys, int (*fn)(uint32_t slot, void *arg),
-			   void *arg);
+/* Calls fn for each jail-<slot> group found under the deskgate group(s), of
+ * every instance (used by stale cleanup: a dead owner's jails are anyone's to
+ * remove). */
+int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys,
+			   int (*fn)(const char *instance, uint32_t slot, void *arg), void *arg);
 
 #endif

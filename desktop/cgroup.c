@@ -453,24 +453,61 @@ static int write_v2_limits(const char *dir, const struct limit_text *t, struct d
 	return r < 0 ? r : 0;
 }
 
+static void remove_instance_dir(const char *jail_dir);
+
+/* The jail group's parent: <root>/deskgate/<instance>. */
+static int instance_dir(char *out, const char *root, struct dg_err *err)
+{
+	int n = snprintf(out, PATH_MAX, "%s/" DG_CGROUP_GROUP "/%s", root, dg_instance());
+	if (n < 0 || n >= PATH_MAX)
+		return too_long(err, root, DG_CGROUP_GROUP);
+	return 0;
+}
+
+/* Creates <root>/deskgate and <root>/deskgate/<instance>, enabling the
+ * controllers for their children on v2. */
+static int make_parents(const char *root, bool v2, struct dg_err *err)
+{
+	char group[PATH_MAX], inst[PATH_MAX];
+	if (join(group, root, DG_CGROUP_GROUP))
+		return too_long(err, root, DG_CGROUP_GROUP);
+	int r = instance_dir(inst, root, err);
+	if (r == 0 && v2)
+		r = enable_controllers(root, err);
+	if (r == 0)
+		r = make_dir(group, err);
+	if (r == 0 && v2)
+		r = enable_controllers(group, err);
+	if (r == 0)
+		r = make_dir(inst, err);
+	if (r == 0 && v2)
+		r = enable_controllers(inst, err);
+	return r;
+}
+
+/* make_fresh below freshly made parents. Another jail of this instance
+ * that ends meanwhile may remove the (then empty) instance group between
+ * the two steps (remove_instance_dir): that is retried. */
+static int make_jail_dir(const char *root, const char *dir, bool v2, struct dg_err *err)
+{
+	int r = -ENOENT;
+	for (int i = 0; i < DG_CGROUP_PARENT_RETRIES && r == -ENOENT; i++) {
+		r = make_parents(root, v2, err);
+		if (r == 0)
+			r = make_fresh(dir, v2, err);
+	}
+	return r;
+}
+
 static int create_v2(const struct dg_cgroup_sys *sys, const struct dg_cgroup *cg,
 		     const struct limit_text *t, struct dg_err *err)
 {
-	char parent[PATH_MAX];
-	if (join(parent, sys->v2_root, DG_CGROUP_GROUP))
-		return too_long(err, sys->v2_root, DG_CGROUP_GROUP);
-	int r = enable_controllers(sys->v2_root, err);
-	if (r == 0)
-		r = make_dir(parent, err);
-	if (r == 0)
-		r = enable_controllers(parent, err);
-	if (r == 0)
-		r = make_fresh(cg->v2, true, err);
+	int r = make_jail_dir(sys->v2_root, cg->v2, true, err);
 	if (r < 0)
 		return r;
 	r = write_v2_limits(cg->v2, t, err);
-	if (r < 0)
-		destroy_dir(cg->v2, true, NULL);
+	if (r < 0 && destroy_dir(cg->v2, true, NULL) == 0)
+		remove_instance_dir(cg->v2);
 	return r;
 }
 
@@ -519,43 +556,46 @@ static int create_v1(const struct dg_cgroup_sys *sys, const struct dg_cgroup *cg
 {
 	const char *roots[N_CONTROLLERS] = {sys->v1_memory, sys->v1_pids, sys->v1_cpu};
 	const char *dirs[N_CONTROLLERS] = {cg->memory, cg->pids, cg->cpu};
-	char parent[PATH_MAX];
 	int r = 0;
-	for (size_t i = 0; r == 0 && i < N_CONTROLLERS; i++) {
-		if (join(parent, roots[i], DG_CGROUP_GROUP))
-			r = too_long(err, roots[i], DG_CGROUP_GROUP);
-		if (r == 0)
-			r = make_dir(parent, err);
-		if (r == 0)
-			r = make_fresh(dirs[i], false, err);
-	}
+	for (size_t i = 0; r == 0 && i < N_CONTROLLERS; i++)
+		r = make_jail_dir(roots[i], dirs[i], false, err);
 	if (r == 0)
 		r = write_v1_limits(cg, t, err);
-	if (r < 0)
-		destroy_v1(cg, NULL);
+	if (r < 0 && destroy_v1(cg, NULL) == 0) {
+		for (size_t i = 0; i < N_CONTROLLERS; i++)
+			remove_instance_dir(dirs[i]);
+	}
 	return r;
 }
 
-/* out = root/deskgate/jail-<slot>, or "" when that does not fit. */
-static void jail_path(char *out, const char *root, uint32_t slot)
+/* out = root/deskgate/<instance>/jail-<slot> (root/deskgate/jail-<slot> for
+ * the empty instance: the layout before instances, still cleaned up), or ""
+ * when that does not fit. */
+static void jail_path(char *out, const char *root, const char *instance, uint32_t slot)
 {
-	int n = snprintf(out, PATH_MAX, "%s/" DG_CGROUP_GROUP "/" DG_CGROUP_PREFIX "%" PRIu32, root,
-			 slot);
+	int n = snprintf(out, PATH_MAX, "%s/" DG_CGROUP_GROUP "%s%s/" DG_CGROUP_PREFIX "%" PRIu32,
+			 root, instance[0] ? "/" : "", instance, slot);
 	if (n < 0 || n >= PATH_MAX)
 		out[0] = '\0';
 }
 
-void dg_cgroup_paths(const struct dg_cgroup_sys *sys, uint32_t slot, struct dg_cgroup *cg)
+void dg_cgroup_paths_of(const struct dg_cgroup_sys *sys, const char *instance, uint32_t slot,
+			struct dg_cgroup *cg)
 {
 	cg->version = sys->version;
 	cg->v2[0] = cg->memory[0] = cg->pids[0] = cg->cpu[0] = '\0';
 	if (sys->version == DG_CGROUP_V2) {
-		jail_path(cg->v2, sys->v2_root, slot);
+		jail_path(cg->v2, sys->v2_root, instance, slot);
 	} else if (sys->version == DG_CGROUP_V1) {
-		jail_path(cg->memory, sys->v1_memory, slot);
-		jail_path(cg->pids, sys->v1_pids, slot);
-		jail_path(cg->cpu, sys->v1_cpu, slot);
+		jail_path(cg->memory, sys->v1_memory, instance, slot);
+		jail_path(cg->pids, sys->v1_pids, instance, slot);
+		jail_path(cg->cpu, sys->v1_cpu, instance, slot);
 	}
+}
+
+void dg_cgroup_paths(const struct dg_cgroup_sys *sys, uint32_t slot, struct dg_cgroup *cg)
+{
+	dg_cgroup_paths_of(sys, dg_instance(), slot, cg);
 }
 
 int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
@@ -614,14 +654,42 @@ int dg_cgroup_kill(const struct dg_cgroup *cg, struct dg_err *err)
 	return r;
 }
 
+/* The instance group above a jail group that was just removed, when it is
+ * empty: instances come and go (every test run is one), their groups should
+ * not pile up. Any failure (another jail of the instance still there: EBUSY
+ * on cgroupfs, ENOTEMPTY in a plain tree) leaves it, which is harmless. */
+static void remove_instance_dir(const char *jail_dir)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(jail_dir, '/');
+	if (!jail_dir[0] || !slash || (size_t)(slash - jail_dir) >= sizeof(parent))
+		return;
+	memcpy(parent, jail_dir, (size_t)(slash - jail_dir));
+	parent[slash - jail_dir] = '\0';
+	const char *base = strrchr(parent, '/');
+	if (base && strcmp(base + 1, DG_CGROUP_GROUP) != 0)
+		(void)rmdir(parent);
+}
+
 int dg_cgroup_destroy(const struct dg_cgroup *cg, struct dg_err *err)
 {
-	if (cg->version == DG_CGROUP_V2)
-		return destroy_dir(cg->v2, true, err);
+	int r;
+	if (cg->version == DG_CGROUP_V2) {
+		if ((r = destroy_dir(cg->v2, true, err)) == 0)
+			remove_instance_dir(cg->v2);
+		return r;
+	}
 	if (cg->version != DG_CGROUP_V1)
 		return dg_err_set(err, -EINVAL, "cgroup: not created");
-	int r = dg_cgroup_kill(cg, err);
-	return r < 0 ? r : destroy_v1(cg, err);
+	r = dg_cgroup_kill(cg, err);
+	if (r == 0)
+		r = destroy_v1(cg, err);
+	if (r == 0) {
+		remove_instance_dir(cg->cpu);
+		remove_instance_dir(cg->pids);
+		remove_instance_dir(cg->memory);
+	}
+	return r;
 }
 
 /* ---- events ---- */
@@ -700,17 +768,11 @@ static bool is_subdir(DIR *d, const struct dirent *e)
 	return fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* fn's first non-zero return stops the walk and is returned. A missing
- * deskgate group means no jails. */
-int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys, int (*fn)(uint32_t slot, void *arg),
-			   void *arg)
+/* Calls fn for each jail group directly in dir (instance "" for the flat
+ * layout, else dir is that instance's group). */
+static int foreach_in(const char *dir, const char *instance,
+		      int (*fn)(const char *instance, uint32_t slot, void *arg), void *arg)
 {
-	char dir[PATH_MAX];
-	const char *root = sys->version == DG_CGROUP_V2 ? sys->v2_root : sys->v1_memory;
-	if (sys->version != DG_CGROUP_V1 && sys->version != DG_CGROUP_V2)
-		return -EINVAL;
-	if (join(dir, root, DG_CGROUP_GROUP))
-		return -ENAMETOOLONG;
 	DIR *d = opendir(dir);
 	if (!d)
 		return errno == ENOENT ? 0 : -errno;
@@ -719,7 +781,35 @@ int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys, int (*fn)(uint32_t s
 	while (r == 0 && (e = readdir(d))) {
 		uint32_t slot;
 		if (parse_jail_name(e->d_name, &slot) && is_subdir(d, e))
-			r = fn(slot, arg);
+			r = fn(instance, slot, arg);
+	}
+	closedir(d);
+	return r;
+}
+
+/* fn's first non-zero return stops the walk and is returned. A missing
+ * deskgate group means no jails. Every instance's jails are visited, and
+ * those of the flat layout deskgate/jail-N that came before instances. */
+int dg_cgroup_foreach_jail(const struct dg_cgroup_sys *sys,
+			   int (*fn)(const char *instance, uint32_t slot, void *arg), void *arg)
+{
+	char dir[PATH_MAX], sub[PATH_MAX];
+	const char *root = sys->version == DG_CGROUP_V2 ? sys->v2_root : sys->v1_memory;
+	if (sys->version != DG_CGROUP_V1 && sys->version != DG_CGROUP_V2)
+		return -EINVAL;
+	if (join(dir, root, DG_CGROUP_GROUP))
+		return -ENAMETOOLONG;
+	int r = foreach_in(dir, "", fn, arg);
+	DIR *d = r == 0 ? opendir(dir) : NULL;
+	if (!d)
+		return r;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (!dg_instance_valid(e->d_name) || !is_subdir(d, e) ||
+		    strncmp(e->d_name, DG_CGROUP_PREFIX, strlen(DG_CGROUP_PREFIX)) == 0)
+			continue;
+		if (join(sub, dir, e->d_name) == 0)
+			r = foreach_in(sub, e->d_name, fn, arg);
 	}
 	closedir(d);
 	return r;

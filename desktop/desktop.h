@@ -28,7 +28,36 @@
 #define DG_JAIL_HOME "/home/user"
 #define DG_JAIL_HOSTNAME "deskgate"
 
-/* Where jail slot locks live; overridable for tests with DESKGATE_RUN_DIR. */
+/* The instance: the name of one deskgate (a gateway, an exec, a test run) on
+ * this host. Slots (and so uids) are shared by every instance on a host
+ * through the slot locks; the instance says whose a jail is: its cgroups
+ * live under deskgate/<instance>/, its slot lock names it, its worker
+ * carries it (argv), so that instances beside each other (a user's gateway,
+ * CI, a second gateway) never take each other's jails for their own.
+ * Grammar: [a-z0-9][a-z0-9-]*, at most DG_INSTANCE_MAX bytes, not starting
+ * with "jail-". */
+#define DG_INSTANCE_MAX 32
+#define DG_INSTANCE_ENV "DESKGATE_INSTANCE"
+#define DG_INSTANCE_FALLBACK "deskgate"
+
+bool dg_instance_valid(const char *id);
+
+/* Sets this process's instance; -EINVAL (err says why) for a bad name.
+ * Call before the first jail starts. */
+int dg_instance_set(const char *id, struct dg_err *err);
+
+/* Chooses the instance from the environment: DESKGATE_INSTANCE when set
+ * (-EINVAL when it is not a valid name), else the host name made valid
+ * (lowercase, other bytes as '-', cut at DG_INSTANCE_MAX), else
+ * DG_INSTANCE_FALLBACK. Programs call it once at start. */
+int dg_instance_init(struct dg_err *err);
+
+/* This process's instance (dg_instance_init's choice when nothing set it). */
+const char *dg_instance(void);
+
+/* Where jail slot locks live; overridable for tests with DESKGATE_RUN_DIR.
+ * A held lock file's content is "<instance>\n" of its holder (after the
+ * holder has released it: of its last holder). */
 #define DG_RUN_DIR_DEFAULT "/run/deskgate"
 
 /* Second-line rlimits inside the jail. */

@@ -35,6 +35,78 @@
 #define DG_JAIL_CLONE_FLAGS \
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
+/* ---- the instance ---- */
+
+static char instance_id[DG_INSTANCE_MAX + 1];
+
+bool dg_instance_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+	if (n == 0 || n > DG_INSTANCE_MAX || strncmp(id, "jail-", 5) == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || c != '-'))
+			return false;
+	}
+	return true;
+}
+
+int dg_instance_set(const char *id, struct dg_err *err)
+{
+	if (!dg_instance_valid(id)) {
+		char shown[DG_SHOW_BUF];
+		dg_show_str(id ? id : "", DG_SHOW_MAX, true, shown, sizeof(shown));
+		return dg_err_set(err, -EINVAL,
+				  "instance %s is not a valid name: 1 to %d of [a-z0-9-], "
+				  "starting with a letter or digit, not with \"jail-\"",
+				  shown, DG_INSTANCE_MAX);
+	}
+	strcpy(instance_id, id);
+	return 0;
+}
+
+/* The host name as an instance name, or "" when nothing of it is usable. */
+static void instance_from_hostname(char *out)
+{
+	char host[256] = "";
+	out[0] = '\0';
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		return;
+	size_t n = 0;
+	for (const char *p = host; *p && n < DG_INSTANCE_MAX; p++) {
+		char c = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && n == 0)
+			continue;
+		out[n++] = alnum ? c : '-';
+	}
+	out[n] = '\0';
+	if (!dg_instance_valid(out))
+		out[0] = '\0';
+}
+
+int dg_instance_init(struct dg_err *err)
+{
+	const char *env = getenv(DG_INSTANCE_ENV);
+	if (env)
+		return dg_instance_set(env, err);
+	instance_from_hostname(instance_id);
+	if (!instance_id[0])
+		strcpy(instance_id, DG_INSTANCE_FALLBACK);
+	return 0;
+}
+
+const char *dg_instance(void)
+{
+	if (!instance_id[0] && dg_instance_init(NULL) != 0)
+		strcpy(instance_id, DG_INSTANCE_FALLBACK);
+	return instance_id;
+}
+
+/* ---- slots ---- */
+
 static const char *run_dir(void)
 {
 	const char *d = getenv("DESKGATE_RUN_DIR");
@@ -76,6 +148,17 @@ static int slot_try(const char *dir, uint32_t slot, struct dg_err *err)
 	return fd;
 }
 
+/* Names the holder's instance in a slot lock just taken. */
+static int slot_label(int fd, uint32_t slot, struct dg_err *err)
+{
+	char line[DG_INSTANCE_MAX + 2];
+	int n = snprintf(line, sizeof(line), "%s\n", dg_instance());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n)
+		return dg_err_set(err, -errno, "jail: labelling slot lock %u: %s", slot,
+				  strerror(errno));
+	return 0;
+}
+
 static int slot_claim(uint32_t *slot, struct dg_err *err)
 {
 	char dir[PATH_MAX];
@@ -85,6 +168,11 @@ static int slot_claim(uint32_t *slot, struct dg_err *err)
 	for (uint32_t s = 0; s < DG_JAIL_SLOTS; s++) {
 		int fd = slot_try(dir, s, err);
 		if (fd >= 0) {
+			int r = slot_label(fd, s, err);
+			if (r < 0) {
+				close(fd);
+				return r;
+			}
 			*slot = s;
 			return fd;
 		}
@@ -443,14 +531,18 @@ struct stale_ctx {
 	struct dg_err *err;
 };
 
-static int clean_slot(uint32_t slot, void *arg)
+/* A jail group whose slot lock is free was left by a dead owner, of
+ * whichever instance: it is removed. One whose slot is held is alive (or is
+ * a dead owner's while another jail holds the slot: it goes once that one
+ * ends). */
+static int clean_slot(const char *instance, uint32_t slot, void *arg)
 {
 	struct stale_ctx *ctx = arg;
 	int fd = slot_try(ctx->dir, slot, ctx->err);
 	if (fd < 0)
 		return 0; /* alive, or unreadable: not ours to touch */
 	struct dg_cgroup cg;
-	dg_cgroup_paths(ctx->sys, slot, &cg);
+	dg_cgroup_paths_of(ctx->sys, instance, slot, &cg);
 	int r = dg_cgroup_destroy(&cg, ctx->err);
 	if (r && !ctx->first_error)
 		ctx->first_error = r;

@@ -41,12 +41,15 @@ void dg_worker_set_binary(const char *path)
 }
 
 /* In the forked child: becomes the worker. Only async-signal-safe calls. */
-__attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, int ctl, uid_t id)
+/* The instance is in argv only so that the host (tests, operators) can tell
+ * whose worker this is; the worker checks it and does nothing else with it. */
+__attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, int ctl, uid_t id,
+						  const char *instance)
 {
 	char size[32], *const envp[] = {NULL};
 	snprintf(size, sizeof(size), "%dx%d", d->width, d->height);
 	char *const argv[] = {"deskgate", "worker", "--profile", (char *)dg_profile_name(d->profile),
-			      "--size", size, NULL};
+			      "--size", size, "--instance", (char *)instance, NULL};
 	int src[4] = {ctl, d->rfb_fd, d->cdp_out_fd, d->cdp_in_fd};
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (int i = 0; i < 4; i++) {
@@ -88,6 +91,7 @@ int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *er
 		return dg_err_set(err, -ENOMEM, "worker: out of memory");
 	}
 	uid_t id = DG_WORKER_ID_BASE + d->jail.slot;
+	const char *instance = dg_instance(); /* chosen before fork: the child only execs */
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
@@ -96,7 +100,7 @@ int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *er
 		return dg_err_set(err, -e, "worker: fork: %s", strerror(e));
 	}
 	if (pid == 0)
-		exec_worker(d, sp[1], id);
+		exec_worker(d, sp[1], id, instance);
 	close(sp[1]);
 	w->pid = pid;
 	w->ctl = sp[0];

@@ -854,6 +854,9 @@ static int parse_args(struct worker *w, int argc, char **argv)
 		} else if (strcmp(argv[i], "--size") == 0) {
 			if (dg_desktop_parse_size(argv[i + 1], &w->width, &w->height, &err))
 				return -1;
+		} else if (strcmp(argv[i], "--instance") == 0) {
+			if (!dg_instance_valid(argv[i + 1]))
+				return -1;
 		} else {
 			return -1;
 		}

@@ -22,6 +22,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "desktop/desktop.h"
 #include "gateway/gateway-priv.h"
 
 /* ---- shared helpers ----------------------------------------------------- */
@@ -812,6 +813,21 @@ static int sec_state_dir(const struct dg_jctx *c, json_t *v, struct dg_config *c
 	return parse_path(c, "state_dir", v, cfg->state_dir);
 }
 
+static int sec_instance(const struct dg_jctx *c, json_t *v, struct dg_config *cfg)
+{
+	_Static_assert(DG_CONFIG_INSTANCE_MAX == DG_INSTANCE_MAX, "one instance length");
+	if (!json_is_string(v))
+		return not_a(c, "instance", v, "a string (1-32 of [a-z0-9-])");
+	if (!dg_instance_valid(json_string_value(v))) {
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
+		return dg_jfail(c, "instance: %s is not a valid name: 1 to %d of [a-z0-9-], starting "
+				   "with a letter or digit, not with \"jail-\"", val, DG_INSTANCE_MAX);
+	}
+	snprintf(cfg->instance, sizeof(cfg->instance), "%s", json_string_value(v));
+	return 0;
+}
+
 /* ---- limits -------------------------------------------------------------------- */
 
 /* The bounds come from gateway.h, the single statement of what may be set. */
@@ -889,7 +905,7 @@ static const struct section sections[] = {
 	{ "tls", sec_tls },               { "tokens", sec_tokens },
 	{ "policy", sec_policy },         { "policies", sec_policies },
 	{ "recordings", sec_recordings }, { "state_dir", sec_state_dir },
-	{ "limits", sec_limits },
+	{ "instance", sec_instance },     { "limits", sec_limits },
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 

@@ -159,6 +159,13 @@ int main(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return DG_EXIT_USAGE;
 	}
+	/* Before any jail: which instance this process is (DESKGATE_INSTANCE
+	 * or the host name; serve's configuration may name another). */
+	struct dg_err ierr = {{0}};
+	if (dg_instance_init(&ierr) != 0) {
+		fprintf(stderr, "deskgate: %s: %s\n", DG_INSTANCE_ENV, ierr.msg);
+		return DG_EXIT_USAGE;
+	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].run(argc - 1, argv + 1);

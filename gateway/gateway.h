@@ -94,6 +94,11 @@ int dg_cmd_serve(int argc, char **argv);
  *         Directory of session recordings. Flag: --recordings.
  *     "state_dir": "/var/lib/deskgate",
  *         The gateway's own state (generated tokens).
+ *     "instance": "gw-1",
+ *         This gateway's name on the host (see dg_instance in
+ *         desktop/desktop.h: 1-32 of [a-z0-9-]): its jails' cgroups and slot
+ *         locks carry it, so gateways beside each other keep apart. Default:
+ *         DESKGATE_INSTANCE from the environment, else the host name.
  *     "limits": {
  *       "max_sessions": 20,            sessions at once, all agents together
  *       "max_message_bytes": 1048576,  largest WebSocket message or HTTP body accepted
@@ -128,6 +133,7 @@ int dg_cmd_serve(int argc, char **argv);
  */
 #define DG_CONFIG_FILE_MAX (256 * 1024) /* bytes of a configuration file */
 #define DG_CONFIG_PATH_MAX 4096         /* bytes of a path, NUL included (PATH_MAX) */
+#define DG_CONFIG_INSTANCE_MAX 32       /* = DG_INSTANCE_MAX (desktop/desktop.h) */
 #define DG_LISTEN_MAX 64                /* bytes of "[ADDR]:PORT", NUL included */
 #define DG_PUBLIC_URL_MAX 512           /* bytes of public_url, NUL included */
 #define DG_TOKENS_MAX 256               /* entries of "tokens" */
@@ -241,6 +247,7 @@ struct dg_config {
 	char policy[DG_CONFIG_PATH_MAX];
 	char recordings[DG_CONFIG_PATH_MAX];
 	char state_dir[DG_CONFIG_PATH_MAX];
+	char instance[DG_CONFIG_INSTANCE_MAX + 1]; /* "": not set */
 	struct dg_gw_limits limits;
 	struct dg_config_token *tokens;
 	size_t n_tokens;

@@ -7,6 +7,7 @@
  * HTTP, WebSocket and the typed channels to the spawner and the workers.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
@@ -464,6 +466,20 @@ static int route_recordings(struct conn *c, const char *path)
 	return r < 0 ? -1 : 0;
 }
 
+/* The error code of a failed session creation, by its status: the
+ * client's mistake, a limit, or the gateway's own failure, never mixed. */
+static const char *create_error_code(int status)
+{
+	switch (status) {
+	case 400: return "bad_request";
+	case 403: return "forbidden";
+	case 404: return "not_found";
+	case 429: return "too_many_sessions";
+	case 503: return "unavailable";
+	default:  return "internal";
+	}
+}
+
 static int route(struct conn *c, const char *raw, size_t raw_len)
 {
 	const char *path = c->path;
@@ -510,7 +526,7 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 			int r = dg_gw_session_create(G, c, body, err, sizeof(err), &status);
 			json_decref(body);
 			if (r != 0)
-				return reply_error(c, status, status == 429 ? "too_many_sessions" : "bad_request", "%s", err);
+				return reply_error(c, status, create_error_code(status), "%s", err);
 			c->waiting = true; /* answered when the desktop is ready */
 			return 0;
 		}
@@ -956,6 +972,56 @@ static int own_dir(const char *dir, struct dg_err *err)
 	return 0;
 }
 
+/* What the gateway needs of a directory once it runs as DG_GATEWAY_UID. */
+enum dir_need { DIR_READ, DIR_WRITE };
+
+/* In a child that has become DG_GATEWAY_UID: 0 when dir can be listed (and
+ * with DIR_WRITE, a file created in it and removed), else the errno. */
+static int probe_dir_as_gateway(const char *dir, enum dir_need need)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		gid_t id = DG_GATEWAY_UID;
+		if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 ||
+		    setresuid(id, id, id) != 0)
+			_exit(EPERM);
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			_exit(errno);
+		if (need == DIR_WRITE) {
+			char probe[PATH_MAX];
+			if (snprintf(probe, sizeof(probe), "%s/.deskgate-probe-XXXXXX", dir) >=
+			    (int)sizeof(probe))
+				_exit(ENAMETOOLONG);
+			int t = mkstemp(probe);
+			if (t < 0)
+				_exit(errno);
+			unlink(probe);
+		}
+		_exit(0);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+}
+
+/* Refuses to start, naming the path and the uid, when the dropped gateway
+ * would not be able to use dir: better than a 500 on the first session. */
+static int check_dir_for_gateway(const char *what, const char *dir, enum dir_need need,
+				 struct dg_err *err)
+{
+	int e = probe_dir_as_gateway(dir, need);
+	if (e == 0)
+		return 0;
+	return dg_err_set(err, -e,
+			  "%s %s: the gateway, which drops to uid %u, cannot %s it: %s (every "
+			  "directory above it must be searchable by that uid)",
+			  what, dir, DG_GATEWAY_UID, need == DIR_WRITE ? "write in" : "read", strerror(e));
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
@@ -1014,6 +1080,10 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
+	if (gw.cfg.instance[0] && dg_instance_set(gw.cfg.instance, &err)) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_USAGE;
+	}
 	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
 	if (dg_gw_policy_load(policy_path, &gw.policy, &gw.policy_text, &gw.policy_len, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
@@ -1029,6 +1099,8 @@ int dg_cmd_serve(int argc, char **argv)
 	struct dg_auth_generated gen;
 	memset(&gen, 0, sizeof(gen));
 	if (own_dir(gw.cfg.state_dir, &err) || own_dir(gw.cfg.recordings, &err) ||
+	    check_dir_for_gateway("state_dir", gw.cfg.state_dir, DIR_READ, &err) ||
+	    check_dir_for_gateway("recordings", gw.cfg.recordings, DIR_WRITE, &err) ||
 	    dg_auth_init(&gw.auth, &gw.cfg, (const char *const *)environ, &gen, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
@@ -1118,8 +1190,8 @@ int dg_cmd_serve(int argc, char **argv)
 	char http[256], ws[256];
 	dg_config_base_url(&gw.cfg, false, http, sizeof(http));
 	dg_config_base_url(&gw.cfg, true, ws, sizeof(ws));
-	printf("deskgate: serving on %s (pid %d, uid %u, no capabilities)\n", gw.cfg.listen,
-	       (int)getpid(), DG_GATEWAY_UID);
+	printf("deskgate: serving on %s (instance %s, pid %d, uid %u, no capabilities)\n",
+	       gw.cfg.listen, dg_instance(), (int)getpid(), DG_GATEWAY_UID);
 	printf("deskgate: agents: POST %s/v1/sessions, then connect %s/v1/sessions/<id>/ws\n", http, ws);
 	printf("deskgate: browsers: %s/  (viewer token)\n", http);
 	for (size_t i = 0; i < gen.n; i++)

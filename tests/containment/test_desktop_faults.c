@@ -113,26 +113,16 @@ static int find_procs(unsigned uid, const char *name, pid_t ppid, pid_t *out, in
 
 /* Nothing of the session in slot is left: no process of its jail uid or
  * its worker uid, no cgroup of its jail (bounded wait: the kernel reaps
- * asynchronously). Unlike dg_test_leftovers, this holds even while other
- * sessions run on the machine. */
+ * asynchronously). */
 static void assert_slot_gone(uint32_t slot)
 {
-	static const char *const dirs[] = {
-		"/sys/fs/cgroup/deskgate",      "/sys/fs/cgroup/memory/deskgate",
-		"/sys/fs/cgroup/pids/deskgate", "/sys/fs/cgroup/cpu/deskgate",
-		"/sys/fs/cgroup/unified/deskgate",
-	};
 	pid_t pid;
 	int jail = 0, worker = 0, cgroups = 0;
+	char what[1024];
 	for (int i = 0; i < 300; i++) {
 		jail = find_procs(DG_JAIL_ID_BASE + slot, NULL, 0, &pid, 1);
 		worker = find_procs(DG_WORKER_ID_BASE + slot, NULL, 0, &pid, 1);
-		cgroups = 0;
-		for (size_t j = 0; j < sizeof(dirs) / sizeof(dirs[0]); j++) {
-			char path[128];
-			snprintf(path, sizeof(path), "%s/jail-%u", dirs[j], slot);
-			cgroups += access(path, F_OK) == 0;
-		}
+		cgroups = dg_test_slot_cgroups(slot, what, sizeof(what));
 		if (jail + worker + cgroups == 0)
 			return;
 		usleep(10000);
@@ -142,8 +132,7 @@ static void assert_slot_gone(uint32_t slot)
 }
 
 /* Nothing of any session is left: no jail-uid or worker-uid process, no
- * jail cgroup (bounded wait). Run serially (as ctest does): another run's
- * sessions would count too. */
+ * jail cgroup of this run's instance (bounded wait). */
 static void assert_no_leftovers(void)
 {
 	char what[4096];

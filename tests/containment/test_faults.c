@@ -403,29 +403,6 @@ static void assert_slot_gone(const struct sess *s)
 	cr_assert_eq(n, 0, "session %s (slot %u) left: %s", s->id, s->slot, what);
 }
 
-/* The slot's jail cgroups that exist (v1 controllers or the v2 group). */
-static int slot_cgroups(uint32_t slot, char *what, size_t len)
-{
-	static const char *const dirs[] = {
-		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
-		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
-		"/sys/fs/cgroup/unified/deskgate",
-	};
-	what[0] = '\0';
-	int n = 0;
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char path[300];
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/jail-%u", dirs[i], (unsigned)slot);
-		if (stat(path, &st) == 0) {
-			size_t l = strlen(what);
-			snprintf(what + l, len - l, "%s; ", path);
-			n++;
-		}
-	}
-	return n;
-}
-
 static void assert_no_new_mounts(void)
 {
 	char what[4096];
@@ -818,7 +795,7 @@ Test(faults, spawner_killed)
 
 	for (int i = 0; i < 2; i++) {
 		char what[1024];
-		if (slot_cgroups(ss[i].slot, what, sizeof(what)))
+		if (dg_test_slot_cgroups(ss[i].slot, what, sizeof(what)))
 			cr_log_info("slot %u before the restart (nobody could remove them with the spawner "
 				    "dead): %s", ss[i].slot, what);
 	}
@@ -955,7 +932,7 @@ Test(faults, gateway_and_spawner_killed_together_then_next_start_cleans_up)
 		char what[2048];
 		cr_assert_eq(wait_slot_processes_gone(ss[i].slot, T_GONE, what, sizeof(what)), 0,
 			     "session %s (slot %u) left: %s", ss[i].id, ss[i].slot, what);
-		if (slot_cgroups(ss[i].slot, what, sizeof(what)))
+		if (dg_test_slot_cgroups(ss[i].slot, what, sizeof(what)))
 			cr_log_info("slot %u before the restart: %s", ss[i].slot, what);
 		cr_assert_null(wait_closed(&ss[i], T_END));
 	}

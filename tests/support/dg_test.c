@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,98 +100,26 @@ char *dg_test_policy(const char *limits_json)
 	return path;
 }
 
-/* A process is a leftover when its real uid is in the jail range. */
-static int count_jail_processes(char *what, size_t what_len)
+/* ---- This run's instance ------------------------------------------------- */
+
+/* Every test program is its own deskgate instance (DESKGATE_INSTANCE,
+ * inherited by every deskgate it starts and read by the jails it starts
+ * itself), so that what it counts as left behind is only what it made, with
+ * other gateways and test runs on the same host. */
+static char test_instance[DG_INSTANCE_MAX + 1];
+
+__attribute__((constructor)) static void test_instance_init(void)
 {
-	int count = 0;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		char path[300]; /* d_name is up to 255 bytes */
-		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
-		struct stat st;
-		if (stat(path, &st) == 0 && st.st_uid >= DG_JAIL_ID_BASE &&
-		    st.st_uid < DG_JAIL_ID_BASE + DG_JAIL_SLOTS) {
-			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "process %s (uid %u); ", e->d_name,
-				 (unsigned)st.st_uid);
-		}
-	}
-	closedir(d);
-	return count;
+	snprintf(test_instance, sizeof(test_instance), "test-%d", (int)getpid());
+	setenv(DG_INSTANCE_ENV, test_instance, 1);
+	struct dg_err err = {{0}};
+	if (dg_instance_set(test_instance, &err) != 0)
+		abort();
 }
 
-/* A process is also a leftover when its real uid is in the worker range
- * (DG_WORKER_ID_BASE + slot): every worker must end with its session. The
- * real uid is read from /proc/PID/status rather than the owner of /proc/PID,
- * which is root while a process is not dumpable (as a worker is between its
- * uid change and its exec). */
-static int count_worker_processes(char *what, size_t what_len)
+const char *dg_test_instance(void)
 {
-	int count = 0;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		char path[300], line[256];
-		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue; /* exited meanwhile */
-		unsigned uid = 0;
-		bool found = false;
-		while (!found && fgets(line, sizeof(line), f))
-			found = sscanf(line, "Uid: %u", &uid) == 1;
-		fclose(f);
-		if (found && uid >= DG_WORKER_ID_BASE && uid < DG_WORKER_ID_BASE + DG_JAIL_SLOTS) {
-			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "worker process %s (uid %u); ", e->d_name, uid);
-		}
-	}
-	closedir(d);
-	return count;
-}
-
-static int count_jail_cgroups(const char *dir, char *what, size_t what_len)
-{
-	int count = 0;
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "jail-", 5) == 0) {
-			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "cgroup %s/%s; ", dir, e->d_name);
-		}
-	}
-	closedir(d);
-	return count;
-}
-
-int dg_test_leftovers(char *what, size_t what_len)
-{
-	what[0] = '\0';
-	int n = count_jail_processes(what, what_len);
-	n += count_worker_processes(what, what_len);
-	static const char *const dirs[] = {
-		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
-		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
-		"/sys/fs/cgroup/unified/deskgate",
-	};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		n += count_jail_cgroups(dirs[i], what, what_len);
-	return n;
+	return test_instance;
 }
 
 /* ---- Containment probe battery ---- */
@@ -287,6 +216,23 @@ int dg_test_verdict(const char *text, char *line, size_t len)
 	return kind;
 }
 
+/* envp plus DESKGATE_INSTANCE when it lacks one, so that a deskgate started
+ * with a chosen environment is still of this run (called in the child). */
+static char *const *with_instance(const char *const *envp)
+{
+	size_t n = 0;
+	bool has = false;
+	for (; envp[n]; n++)
+		has |= strncmp(envp[n], DG_INSTANCE_ENV "=", strlen(DG_INSTANCE_ENV) + 1) == 0;
+	if (has)
+		return (char *const *)envp;
+	char **out = calloc(n + 2, sizeof(*out));
+	if (!out || asprintf(&out[n], DG_INSTANCE_ENV "=%s", test_instance) < 0)
+		_exit(127);
+	memcpy(out, envp, n * sizeof(*out));
+	return out;
+}
+
 int dg_test_start(const char *const *argv, const char *const *envp, const char *stdin_data,
 		  size_t stdin_len, int extra_fd, struct dg_proc *p)
 {
@@ -307,7 +253,7 @@ int dg_test_start(const char *const *argv, const char *const *envp, const char *
 		if (extra_fd >= 0)
 			fcntl(extra_fd, F_SETFD, 0);
 		signal(SIGPIPE, SIG_DFL);
-		execve(argv[0], (char *const *)argv, envp ? (char *const *)envp : environ);
+		execve(argv[0], (char *const *)argv, envp ? with_instance(envp) : environ);
 		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
@@ -798,17 +744,111 @@ static bool descends_from(pid_t p, pid_t root)
 	return p == root;
 }
 
-/* What is left of slot: its processes (skipping zombies when live_only:
- * a killed spawner's children stay zombies until the host's init reaps
- * them) and its cgroups. */
-static int leftovers_slot(uint32_t slot, pid_t ours, bool live_only, char *what, size_t what_len)
+/* The jail-cgroup hierarchies a leftover can be in (v2 at the root or at
+ * unified/, v1 per controller). */
+static const char *const cgroup_roots[] = {
+	"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu",
+	"/sys/fs/cgroup/unified",
+};
+
+/* The instance a slot lock names (its holder's, or its last holder's). */
+static void slot_lock_instance(uint32_t slot, char *out, size_t len)
+{
+	const char *d = getenv("DESKGATE_RUN_DIR");
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/slots/%u.lock", d && d[0] == '/' ? d : DG_RUN_DIR_DEFAULT,
+		 (unsigned)slot);
+	out[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, len - 1);
+	close(fd);
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* The instance of a jail or worker process: the deskgate/<instance>/ group
+ * it is in (jails), else its "--instance X" argument (workers), else its
+ * slot lock's (a jail's init before it is moved into its group). "" when
+ * none says. */
+static void process_instance(pid_t p, uint32_t slot, char *out, size_t len)
+{
+	char path[64];
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)p);
+	char *cg = read_file_all(path);
+	const char *at = strstr(cg, "/deskgate/");
+	if (at) {
+		/* deskgate/<instance>/jail-N, or the flat deskgate/jail-N of a
+		 * deskgate from before instances: not this run's either way. */
+		at += strlen("/deskgate/");
+		size_t n = strcspn(at, "/\n");
+		if (strncmp(at, "jail-", 5) != 0 && n < len) {
+			memcpy(out, at, n);
+			out[n] = '\0';
+		}
+		free(cg);
+		return;
+	}
+	free(cg);
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char args[4096];
+		ssize_t n = read(fd, args, sizeof(args) - 1);
+		close(fd);
+		for (ssize_t i = 0; n > 0 && i < n;) {
+			const char *a = args + i;
+			size_t l = strnlen(a, (size_t)(n - i));
+			if (strcmp(a, "--instance") == 0 && i + (ssize_t)l + 1 < n) {
+				snprintf(out, len, "%s", a + l + 1);
+				return;
+			}
+			i += (ssize_t)l + 1;
+		}
+	}
+	slot_lock_instance(slot, out, len);
+}
+
+struct leftover_filter {
+	bool one_slot;     /* only this slot's */
+	uint32_t slot;
+	pid_t ours;        /* with one_slot: a slot held by a process outside this tree
+			    * is another jail's now (ours <= 0: held by anyone) */
+	bool live_only;    /* skip zombies */
+	bool stale_only;   /* only what no live jail owns: the slot's lock is free */
+};
+
+static void describe(char *what, size_t what_len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void describe(char *what, size_t what_len, const char *fmt, ...)
+{
+	size_t l = strlen(what);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what + l, what_len - l, fmt, ap);
+	va_end(ap);
+}
+
+/* Exited, not reaped (or gone). */
+static bool is_dead(pid_t p)
+{
+	char state[64];
+	return dg_test_proc_status(p, "State", state, sizeof(state)) != 0 || state[0] == 'Z' ||
+	       state[0] == 'X';
+}
+
+/* The one scan behind every dg_test_leftovers*: processes of jail or
+ * worker uids and jail cgroups, of this run's instance only, narrowed by f. */
+static int scan_leftovers(const struct leftover_filter *f, char *what, size_t what_len)
 {
 	what[0] = '\0';
-	/* A slot locked by another process tree is another live jail (a second
-	 * deskgate on this machine took the slot after ours ended): not ours. */
-	pid_t holder = slot_lock_holder(slot);
-	if (holder > 0 && (ours <= 0 || !descends_from(holder, ours)))
-		return 0;
+	if (f->one_slot) {
+		pid_t holder = slot_lock_holder(f->slot);
+		if (holder > 0 && (f->ours <= 0 || !descends_from(holder, f->ours)))
+			return 0;
+	}
 	int count = 0;
 	DIR *d = opendir("/proc");
 	struct dirent *e;
@@ -816,45 +856,91 @@ static int leftovers_slot(uint32_t slot, pid_t ours, bool live_only, char *what,
 		if (e->d_name[0] < '0' || e->d_name[0] > '9')
 			continue;
 		pid_t p = (pid_t)atoi(e->d_name);
+		/* The owner of /proc/PID as well as the real uid: a worker is
+		 * not dumpable between its uid change and its exec. */
 		char path[300];
 		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
 		struct stat st;
 		unsigned uid = real_uid(p);
-		bool owner = stat(path, &st) == 0 && (st.st_uid == DG_JAIL_ID_BASE + slot ||
-						      st.st_uid == DG_WORKER_ID_BASE + slot);
-		if (!owner && uid != DG_JAIL_ID_BASE + slot && uid != DG_WORKER_ID_BASE + slot)
+		uint32_t slot;
+		if (!slot_of_uid(uid, &slot) && !(stat(path, &st) == 0 && slot_of_uid(st.st_uid, &slot)))
 			continue;
-		char state[64];
-		if (live_only && (dg_test_proc_status(p, "State", state, sizeof(state)) != 0 ||
-				  state[0] == 'Z' || state[0] == 'X'))
+		if ((f->one_slot && slot != f->slot) || (f->stale_only && slot_lock_holder(slot) != 0))
+			continue;
+		char inst[DG_INSTANCE_MAX + 2];
+		/* A dead process whose parent is the host's init or dead too was
+		 * orphaned (a killed spawner's jail: its init, then what init had
+		 * not reaped) and waits for the host's init to reap it: it holds
+		 * nothing but its pid, no cgroup says whose it was, and its slot
+		 * may be another jail's by now. */
+		if (is_dead(p) && (f->live_only || ppid_of(p) == 1 || is_dead(ppid_of(p))))
+			continue;
+		process_instance(p, slot, inst, sizeof(inst));
+		if (strcmp(inst, test_instance) != 0)
 			continue;
 		count++;
-		size_t l = strlen(what);
-		snprintf(what + l, what_len - l, "process %d (uid %u); ", (int)p, uid);
+		describe(what, what_len, "process %d (uid %u, slot %u); ", (int)p, uid, (unsigned)slot);
 	}
 	if (d)
 		closedir(d);
-	static const char *const dirs[] = {
-		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
-		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
-		"/sys/fs/cgroup/unified/deskgate",
-	};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char path[300];
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/jail-%u", dirs[i], (unsigned)slot);
-		if (stat(path, &st) == 0) {
+	for (size_t i = 0; i < sizeof(cgroup_roots) / sizeof(cgroup_roots[0]); i++) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s/deskgate/%s", cgroup_roots[i], test_instance);
+		DIR *c = opendir(dir);
+		while (c && (e = readdir(c))) {
+			unsigned slot;
+			char extra;
+			if (sscanf(e->d_name, "jail-%u%c", &slot, &extra) != 1 ||
+			    (f->one_slot && slot != f->slot) ||
+			    (f->stale_only && slot_lock_holder(slot) != 0))
+				continue;
 			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "cgroup %s; ", path);
+			describe(what, what_len, "cgroup %s/%s; ", dir, e->d_name);
 		}
+		if (c)
+			closedir(c);
 	}
 	return count;
 }
 
+int dg_test_slot_cgroups(uint32_t slot, char *what, size_t what_len)
+{
+	what[0] = '\0';
+	int n = 0;
+	for (size_t i = 0; i < sizeof(cgroup_roots) / sizeof(cgroup_roots[0]); i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/deskgate/%s/jail-%u", cgroup_roots[i], test_instance,
+			 (unsigned)slot);
+		if (access(path, F_OK) == 0) {
+			describe(what, what_len, "%s; ", path);
+			n++;
+		}
+	}
+	return n;
+}
+
+int dg_test_leftovers(char *what, size_t what_len)
+{
+	struct leftover_filter f = {0};
+	return scan_leftovers(&f, what, what_len);
+}
+
 int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len)
 {
-	return leftovers_slot(slot, ours, false, what, what_len);
+	struct leftover_filter f = {.one_slot = true, .slot = slot, .ours = ours};
+	return scan_leftovers(&f, what, what_len);
+}
+
+int dg_test_leftovers_slot_live(uint32_t slot, pid_t ours, char *what, size_t what_len)
+{
+	struct leftover_filter f = {.one_slot = true, .slot = slot, .ours = ours, .live_only = true};
+	return scan_leftovers(&f, what, what_len);
+}
+
+int dg_test_leftovers_stale(char *what, size_t what_len)
+{
+	struct leftover_filter f = {.stale_only = true};
+	return scan_leftovers(&f, what, what_len);
 }
 
 pid_t dg_test_find_process(const char *comm, uid_t uid)
@@ -1391,50 +1477,6 @@ int dg_test_png_size(const unsigned char *png, size_t len, int *w, int *h)
 	return 0;
 }
 
-int dg_test_leftovers_stale(char *what, size_t what_len)
-{
-	what[0] = '\0';
-	int count = 0;
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		pid_t p = (pid_t)atoi(e->d_name);
-		uint32_t slot;
-		unsigned uid = real_uid(p);
-		if (!slot_of_uid(uid, &slot) || slot_lock_holder(slot) != 0)
-			continue;
-		count++;
-		size_t l = strlen(what);
-		snprintf(what + l, what_len - l, "process %d (uid %u, slot %u free); ", (int)p, uid,
-			 (unsigned)slot);
-	}
-	if (d)
-		closedir(d);
-	static const char *const dirs[] = {
-		"/sys/fs/cgroup/deskgate",        "/sys/fs/cgroup/memory/deskgate",
-		"/sys/fs/cgroup/pids/deskgate",   "/sys/fs/cgroup/cpu/deskgate",
-		"/sys/fs/cgroup/unified/deskgate",
-	};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		DIR *c = opendir(dirs[i]);
-		while (c && (e = readdir(c))) {
-			unsigned slot;
-			char extra;
-			if (sscanf(e->d_name, "jail-%u%c", &slot, &extra) != 1 ||
-			    slot_lock_holder(slot) != 0)
-				continue;
-			count++;
-			size_t l = strlen(what);
-			snprintf(what + l, what_len - l, "cgroup %s/%s (slot free); ", dirs[i], e->d_name);
-		}
-		if (c)
-			closedir(c);
-	}
-	return count;
-}
-
 /* ---- the loopback site ------------------------------------------------------ */
 
 static void site_log(struct dg_site *s, const char *line)
@@ -1605,10 +1647,6 @@ pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top)
 	return found;
 }
 
-int dg_test_leftovers_slot_live(uint32_t slot, pid_t ours, char *what, size_t what_len)
-{
-	return leftovers_slot(slot, ours, true, what, what_len);
-}
 
 char *dg_test_read_file(const char *path)
 {

@@ -4,6 +4,7 @@
 #define DG_TEST_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define DG_TEST_OUT_MAX (4u * 1024 * 1024)
@@ -35,10 +36,21 @@ char *dg_test_write_tmp(const char *name, const char *text);
 /* Writes a policy file with the given limits JSON object text. */
 char *dg_test_policy(const char *limits_json);
 
-/* Counts what deskgate left behind: jail cgroups, processes owned by jail
- * uids, processes whose real uid is a worker uid, slot locks held. Returns a
- * count and writes a description to what. */
+/* This test program's deskgate instance ("test-<pid>"): set in
+ * DESKGATE_INSTANCE (and for the jails it starts itself) before main, so
+ * that every deskgate it runs is of it. */
+const char *dg_test_instance(void);
+
+/* Counts what this run's deskgate instance left behind: jail cgroups (under
+ * deskgate/<instance>/), processes of jail uids and of worker uids that are
+ * of the instance (their cgroup, their --instance argument, or their slot
+ * lock says so). Another gateway's or test run's live jails on the same
+ * host are not counted. Returns a count and writes a description to what. */
 int dg_test_leftovers(char *what, size_t what_len);
+
+/* The jail cgroups of slot in this run's instance that exist (v1
+ * controllers or the v2 group): how many, and their paths in what. */
+int dg_test_slot_cgroups(uint32_t slot, char *what, size_t what_len);
 
 /* Monotonic seconds. */
 double dg_test_now(void);
@@ -161,17 +173,15 @@ int dg_test_children(pid_t pid, pid_t *out, int max);
 int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
 
 /* Like dg_test_leftovers, for one jail slot only: processes of its jail or
- * worker uid, its cgroups. For runs that share the machine with other
- * deskgate users: when the slot's lock is held by a process that is
- * neither ours nor a descendant of it (ours <= 0: by anyone), another
- * deskgate took the slot after us and nothing of it is counted. */
+ * worker uid, its cgroups. When the slot's lock is held by a process that
+ * is neither ours nor a descendant of it (ours <= 0: by anyone), another
+ * jail took the slot after ours and nothing of it is counted. */
 int dg_test_leftovers_slot(uint32_t slot, pid_t ours, char *what, size_t what_len);
 
-/* What no live deskgate owns: processes of jail or worker uids and jail
+/* Like dg_test_leftovers, only what no live jail owns: processes and
  * cgroups whose slot lock is free (a jail takes its slot's lock before it
- * creates anything and releases it after everything is gone). Unlike
- * dg_test_leftovers, it ignores the live jails of other deskgate processes
- * on the machine. Returns a count and a description. */
+ * creates anything and releases it after everything is gone), so that the
+ * run's own jails still alive are not counted. */
 int dg_test_leftovers_stale(char *what, size_t what_len);
 
 /* The pid of a process with this comm (as in /proc/PID/comm) and real uid,

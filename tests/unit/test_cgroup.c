@@ -278,7 +278,7 @@ Test(cgroup_create, v2_writes_exact_values)
 	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
 	struct dg_limits l = limits(64, 32, 0.5);
 	cr_assert_eq(dg_cgroup_create(&sys, 3, &l, &cg, &err), 0, "%s", err.msg);
-	pjoin(want, root, "deskgate/jail-3");
+	snprintf(want, sizeof(want), "%s/deskgate/%s/jail-3", root, dg_instance());
 	cr_assert_str_eq(cg.v2, want);
 	cr_assert_str_eq(slurp(cg.v2, "memory.max"), "67108864");
 	cr_assert_str_eq(slurp(cg.v2, "memory.swap.max"), "0");
@@ -286,6 +286,8 @@ Test(cgroup_create, v2_writes_exact_values)
 	cr_assert_str_eq(slurp(cg.v2, "cpu.max"), "50000 100000");
 	cr_assert_str_eq(slurp(root, "cgroup.subtree_control"), "+memory +pids +cpu");
 	pjoin(want, root, "deskgate");
+	cr_assert_str_eq(slurp(want, "cgroup.subtree_control"), "+memory +pids +cpu");
+	snprintf(want, sizeof(want), "%s/deskgate/%s", root, dg_instance());
 	cr_assert_str_eq(slurp(want, "cgroup.subtree_control"), "+memory +pids +cpu");
 	rm_tree(root);
 }
@@ -324,7 +326,7 @@ Test(cgroup_create, v1_writes_exact_values)
 	struct dg_limits l = limits(256, 64, 0.25);
 	cr_assert_eq(dg_cgroup_create(&sys, 12, &l, &cg, &err), 0, "%s", err.msg);
 	cr_assert_eq(cg.version, DG_CGROUP_V1);
-	pjoin(want, root, "memory/deskgate/jail-12");
+	snprintf(want, sizeof(want), "%s/memory/deskgate/%s/jail-12", root, dg_instance());
 	cr_assert_str_eq(cg.memory, want);
 	cr_assert_str_eq(slurp(cg.memory, "memory.limit_in_bytes"), "268435456");
 	cr_assert_str_eq(slurp(cg.memory, "memory.memsw.limit_in_bytes"), "268435456");
@@ -385,8 +387,8 @@ Test(cgroup_create, v1_failure_removes_what_was_created)
 	put(pids_parent, "deskgate", "not a directory");
 	struct dg_limits l = limits(64, 8, 1);
 	cr_assert_eq(dg_cgroup_create(&sys, 2, &l, &cg, &err), -ENOTDIR);
-	cr_assert(strstr(err.msg, "pids/deskgate/jail-2"), "%s", err.msg);
-	pjoin(mem_jail, root, "memory/deskgate/jail-2");
+	cr_assert(strstr(err.msg, "pids/deskgate"), "%s", err.msg);
+	snprintf(mem_jail, sizeof(mem_jail), "%s/memory/deskgate/%s/jail-2", root, dg_instance());
 	cr_assert(!exists(mem_jail), "memory group left behind");
 	rm_tree(root);
 }
@@ -398,8 +400,12 @@ Test(cgroup_create, stale_empty_group_replaced)
 	struct dg_err err = {""};
 	char *root = fake_v2("cpu memory pids");
 	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	char inst[PATH_MAX];
+	snprintf(inst, sizeof(inst), "deskgate/%s", dg_instance());
 	make_dir(root, "deskgate");
-	make_dir(root, "deskgate/jail-9");
+	make_dir(root, inst);
+	snprintf(inst, sizeof(inst), "deskgate/%s/jail-9", dg_instance());
+	make_dir(root, inst);
 	struct dg_limits l = limits(64, 8, 1);
 	cr_assert_eq(dg_cgroup_create(&sys, 9, &l, &cg, &err), 0, "%s", err.msg);
 	cr_assert_str_eq(slurp(cg.v2, "pids.max"), "8");
@@ -430,15 +436,21 @@ Test(cgroup_fake, paths_for_both_versions)
 	strcpy(sys.v1_memory, "/r/memory");
 	strcpy(sys.v1_pids, "/r/pids");
 	strcpy(sys.v1_cpu, "/r/cpu,cpuacct");
-	dg_cgroup_paths(&sys, 65535, &cg);
+	dg_cgroup_paths_of(&sys, "gw-1", 65535, &cg);
 	cr_assert_eq(cg.version, DG_CGROUP_V1);
-	cr_assert_str_eq(cg.memory, "/r/memory/deskgate/jail-65535");
-	cr_assert_str_eq(cg.pids, "/r/pids/deskgate/jail-65535");
-	cr_assert_str_eq(cg.cpu, "/r/cpu,cpuacct/deskgate/jail-65535");
+	cr_assert_str_eq(cg.memory, "/r/memory/deskgate/gw-1/jail-65535");
+	cr_assert_str_eq(cg.pids, "/r/pids/deskgate/gw-1/jail-65535");
+	cr_assert_str_eq(cg.cpu, "/r/cpu,cpuacct/deskgate/gw-1/jail-65535");
 	sys.version = DG_CGROUP_V2;
 	strcpy(sys.v2_root, "/sys/fs/cgroup");
+	dg_cgroup_paths_of(&sys, "gw-1", 0, &cg);
+	cr_assert_str_eq(cg.v2, "/sys/fs/cgroup/deskgate/gw-1/jail-0");
+	dg_cgroup_paths_of(&sys, "", 7, &cg);
+	cr_assert_str_eq(cg.v2, "/sys/fs/cgroup/deskgate/jail-7", "the flat layout before instances");
+	char want[PATH_MAX];
+	snprintf(want, sizeof(want), "/sys/fs/cgroup/deskgate/%s/jail-0", dg_instance());
 	dg_cgroup_paths(&sys, 0, &cg);
-	cr_assert_str_eq(cg.v2, "/sys/fs/cgroup/deskgate/jail-0");
+	cr_assert_str_eq(cg.v2, want, "this process's instance");
 }
 
 Test(cgroup_fake, destroy_removes_dir_and_is_idempotent)
@@ -502,15 +514,18 @@ Test(cgroup_fake, events_v1_from_oom_control)
 
 struct slots {
 	uint32_t seen[16];
+	char instance[16][DG_INSTANCE_MAX + 1];
 	int n;
 	int stop_after;
 };
 
-static int collect(uint32_t slot, void *arg)
+static int collect(const char *instance, uint32_t slot, void *arg)
 {
 	struct slots *s = arg;
-	if (s->n < 16)
+	if (s->n < 16) {
+		snprintf(s->instance[s->n], sizeof(s->instance[0]), "%s", instance);
 		s->seen[s->n++] = slot;
+	}
 	return s->stop_after && s->n >= s->stop_after ? 99 : 0;
 }
 
@@ -547,6 +562,91 @@ Test(cgroup_fake, foreach_only_exact_jail_names)
 	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &stop), 99);
 	cr_assert_eq(stop.n, 1);
 	rm_tree(root);
+}
+
+/* Jails of every instance are visited, each with its instance; directories
+ * that are not instance names are not walked into. */
+Test(cgroup_fake, foreach_every_instance)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_err err = {""};
+	char *root = fake_v2("cpu memory pids");
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	static const char *const dirs[] = {"deskgate", "deskgate/jail-1", "deskgate/gw-a",
+					   "deskgate/gw-a/jail-2", "deskgate/gw-b",
+					   "deskgate/gw-b/jail-3", "deskgate/gw-b/jail-x",
+					   "deskgate/Upper", "deskgate/Upper/jail-4",
+					   "deskgate/-x", "deskgate/-x/jail-5"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		make_dir(root, dirs[i]);
+	struct slots s = {.n = 0};
+	cr_assert_eq(dg_cgroup_foreach_jail(&sys, collect, &s), 0);
+	cr_assert_eq(s.n, 3, "saw %d", s.n);
+	for (int i = 0; i < s.n; i++) {
+		const char *want = s.seen[i] == 1 ? "" : s.seen[i] == 2 ? "gw-a" : "gw-b";
+		cr_assert(s.seen[i] >= 1 && s.seen[i] <= 3, "slot %u", s.seen[i]);
+		cr_assert_str_eq(s.instance[i], want, "slot %u", s.seen[i]);
+	}
+	rm_tree(root);
+}
+
+/* The instance's group goes with its last jail, and stays while another
+ * jail of the instance is there. */
+Test(cgroup_fake, destroy_removes_empty_instance_group)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup a, b;
+	struct dg_err err = {""};
+	char *root = fake_v1();
+	cr_assert_eq(dg_cgroup_detect(root, &sys, &err), 0, "%s", err.msg);
+	struct dg_limits l = limits(64, 8, 1);
+	cr_assert_eq(dg_cgroup_create(&sys, 1, &l, &a, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_cgroup_create(&sys, 2, &l, &b, &err), 0, "%s", err.msg);
+	/* The plain tree's setting files would keep the groups from going. */
+	const char *files[] = {"memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "pids.max",
+			       "cpu.cfs_period_us", "cpu.cfs_quota_us"};
+	const struct dg_cgroup *both[] = {&a, &b};
+	for (int j = 0; j < 2; j++) {
+		const char *dirs[] = {both[j]->memory, both[j]->memory, both[j]->pids, both[j]->cpu,
+				      both[j]->cpu};
+		for (int i = 0; i < 5; i++) {
+			char f[PATH_MAX];
+			pjoin(f, dirs[i], files[i]);
+			unlink(f);
+		}
+	}
+	char inst[PATH_MAX];
+	snprintf(inst, sizeof(inst), "%s/memory/deskgate/%s", root, dg_instance());
+	cr_assert_eq(dg_cgroup_destroy(&a, &err), 0, "%s", err.msg);
+	cr_assert(exists(inst), "another jail of the instance is there");
+	cr_assert_eq(dg_cgroup_destroy(&b, &err), 0, "%s", err.msg);
+	cr_assert(!exists(inst), "%s left behind", inst);
+	snprintf(inst, sizeof(inst), "%s/memory/deskgate", root);
+	cr_assert(exists(inst), "the deskgate group itself stays");
+	rm_tree(root);
+}
+
+Test(cgroup_fake, instance_names_at_their_edges)
+{
+	char name[DG_INSTANCE_MAX + 2];
+	memset(name, 'a', DG_INSTANCE_MAX);
+	name[DG_INSTANCE_MAX] = '\0';
+	cr_assert(dg_instance_valid(name), "%d bytes", DG_INSTANCE_MAX);
+	name[DG_INSTANCE_MAX] = 'a';
+	name[DG_INSTANCE_MAX + 1] = '\0';
+	cr_assert(!dg_instance_valid(name), "%d bytes", DG_INSTANCE_MAX + 1);
+	static const char *const good[] = {"a", "0", "gw-1", "test-12345", "a--b", "a-"};
+	static const char *const bad[] = {"", "-a", "A", "gw_1", "gw.1", "gw/1", "jail-1",
+					  "jail-", "a b", "é"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert(dg_instance_valid(good[i]), "%s", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert(!dg_instance_valid(bad[i]), "%s", bad[i]);
+	cr_assert(!dg_instance_valid(NULL));
+	struct dg_err err = {""};
+	cr_assert_eq(dg_instance_set("Bad", &err), -EINVAL);
+	cr_assert(strstr(err.msg, "Bad") && strstr(err.msg, "[a-z0-9-]"), "%s", err.msg);
+	cr_assert_str_eq(dg_instance(), dg_test_instance(), "a refused name changes nothing");
 }
 
 Test(cgroup_fake, kill_empty_or_missing_group_is_immediate)
@@ -671,8 +771,8 @@ static bool in_group(pid_t pid, const char *controller, uint32_t slot)
 {
 	char path[64], want[128], line[512];
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	snprintf(want, sizeof(want), ":%s:/deskgate/jail-%u\n", controller ? controller : "",
-		 (unsigned)slot);
+	snprintf(want, sizeof(want), ":%s:/deskgate/%s/jail-%u\n", controller ? controller : "",
+		 dg_instance(), (unsigned)slot);
 	FILE *f = fopen(path, "re");
 	cr_assert(f, "%s: %s", path, strerror(errno));
 	bool found = false;

@@ -778,6 +778,34 @@ Test(config, tls_files_must_be_readable_regular_files)
 	rm_tls_dir(dir);
 }
 
+/* ---- instance ------------------------------------------------------------------------------ */
+
+Test(config, instance)
+{
+	assert_ok(parsef("{}"));
+	cr_assert_str_eq(cfg.instance, "", "not set: the environment or the host name decides");
+	assert_ok(parsef("{\"instance\": \"gw-1\"}"));
+	cr_assert_str_eq(cfg.instance, "gw-1");
+	char name[DG_CONFIG_INSTANCE_MAX + 2];
+	memset(name, 'a', sizeof(name));
+	name[DG_CONFIG_INSTANCE_MAX] = '\0';
+	assert_ok(parsef("{\"instance\": \"%s\"}", name));
+	cr_assert_str_eq(cfg.instance, name);
+	name[DG_CONFIG_INSTANCE_MAX] = 'a';
+	name[DG_CONFIG_INSTANCE_MAX + 1] = '\0';
+	assert_refused(parsef("{\"instance\": \"%s\"}", name));
+	assert_msg_has("instance: ");
+	assert_msg_has("is not a valid name");
+	static const char *const bad[] = {"", "GW", "-a", "jail-1", "a_b", "a\\u001bb"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_refused(parsef("{\"instance\": \"%s\"}", bad[i]));
+		assert_msg_has("is not a valid name");
+		cr_assert_null(strchr(err.msg, '\x1b'));
+	}
+	assert_refused(parsef("{\"instance\": 7}"));
+	assert_msg_has("is not a string");
+}
+
 /* ---- paths and policies ------------------------------------------------------------------- */
 
 Test(config, paths)

@@ -1,0 +1,224 @@
+/* Instances: several deskgates on one host (a user's gateway beside CI,
+ * two gateways, test runs side by side) keep their jails apart. Each jail's
+ * cgroups live under deskgate/<instance>/, its slot lock names the
+ * instance, its worker carries it; what one instance counts as its own
+ * (leftover checks, stale cleanup's victims while alive) is never another's.
+ *
+ * Two real gateways under instances of their own (not this test program's
+ * instance), each with a live xterm session, while this program runs jails
+ * of its own instance beside them.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "desktop/desktop.h"
+#include "dg_test.h"
+
+#define T_CREATE 90.0
+#define T_ACT 60.0
+
+struct gw {
+	struct dg_server srv;
+	char instance[DG_INSTANCE_MAX + 1];
+	char session[64];
+	uint32_t slot;
+};
+
+/* A gateway of instance "<this run's>-<suffix>". */
+static void gw_start(struct gw *g, const char *suffix)
+{
+	snprintf(g->instance, sizeof(g->instance), "%s-%s", dg_test_instance(), suffix);
+	char extra[128], err[2048];
+	snprintf(extra, sizeof(extra), "\"instance\": \"%s\"", g->instance);
+	cr_assert_eq(dg_test_serve_start(&g->srv, extra, 30, err, sizeof(err)), 0, "%s", err);
+	char *log = dg_test_serve_log(&g->srv);
+	char want[128];
+	snprintf(want, sizeof(want), "(instance %s,", g->instance);
+	cr_assert(strstr(log, want), "the start line names the instance:\n%s", log);
+	free(log);
+}
+
+/* Creates an xterm session and finds its slot (the one jail under g). */
+static void gw_session(struct gw *g)
+{
+	struct dg_http r;
+	cr_assert_eq(dg_test_http(g->srv.port, "POST", "/v1/sessions", DG_TEST_AGENT_TOKEN,
+				  "{\"profile\":\"xterm\"}", T_CREATE, &r),
+		     0);
+	cr_assert_eq(r.status, 201, "create: %d %s", r.status, r.body);
+	json_t *j = json_loads(r.body, 0, NULL);
+	cr_assert(j);
+	snprintf(g->session, sizeof(g->session), "%s",
+		 json_string_value(json_object_get(j, "id")));
+	json_decref(j);
+	dg_http_free(&r);
+	uint32_t slots[8];
+	cr_assert_eq(dg_test_slots_under(g->srv.pid, slots, 8), 1, "one jail under the gateway");
+	g->slot = slots[0];
+}
+
+/* An exec action on the session over its WebSocket succeeds. */
+static void gw_act(struct gw *g)
+{
+	char path[128], err[256];
+	snprintf(path, sizeof(path), "/v1/sessions/%s/ws", g->session);
+	int status;
+	struct dg_ws *ws = dg_ws_connect(g->srv.port, path, DG_TEST_AGENT_TOKEN, NULL, 30, &status,
+					 err, sizeof(err));
+	cr_assert(ws, "connect %s: %d %s", path, status, err);
+	cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"exec\",\"argv\":[\"true\"]}"), 0);
+	bool ok = false;
+	for (int i = 0; i < 4 && !ok; i++) {
+		struct dg_ws_msg m;
+		cr_assert_eq(dg_ws_recv(ws, T_ACT, &m), 1, "no answer from %s", g->instance);
+		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
+		const char *type = json_string_value(json_object_get(j, "type"));
+		if (type && strcmp(type, "result") == 0) {
+			cr_assert(json_is_true(json_object_get(j, "ok")), "exec: %.300s", m.data);
+			ok = true;
+		}
+		json_decref(j);
+		dg_ws_msg_free(&m);
+	}
+	cr_assert(ok, "no result from %s", g->instance);
+	dg_ws_close(ws);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* The memory group of the jail in slot of instance (v1 or v2 layout). */
+static bool jail_group_exists(const char *instance, uint32_t slot)
+{
+	const char *roots[] = {"/sys/fs/cgroup/memory", "/sys/fs/cgroup"};
+	for (int i = 0; i < 2; i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/deskgate/%s/jail-%u", roots[i], instance,
+			 (unsigned)slot);
+		if (exists(path))
+			return true;
+	}
+	return false;
+}
+
+static void slot_label(uint32_t slot, char *out, size_t len)
+{
+	const char *d = getenv("DESKGATE_RUN_DIR");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/slots/%u.lock", d && d[0] == '/' ? d : DG_RUN_DIR_DEFAULT,
+		 (unsigned)slot);
+	FILE *f = fopen(path, "re");
+	out[0] = '\0';
+	if (f) {
+		if (!fgets(out, (int)len, f))
+			out[0] = '\0';
+		fclose(f);
+	}
+	out[strcspn(out, "\n")] = '\0';
+}
+
+Test(instances, two_gateways_and_a_test_run_side_by_side, .timeout = 300)
+{
+	struct gw a, b;
+	char what[4096];
+	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "before: %s", what);
+	gw_start(&a, "a");
+	gw_start(&b, "b");
+	gw_session(&a);
+	gw_session(&b);
+	cr_assert_neq(a.slot, b.slot, "slots (and so uids) are unique on the host");
+	cr_assert(jail_group_exists(a.instance, a.slot), "a's jail under deskgate/%s", a.instance);
+	cr_assert(jail_group_exists(b.instance, b.slot), "b's jail under deskgate/%s", b.instance);
+	char label[64];
+	slot_label(a.slot, label, sizeof(label));
+	cr_assert_str_eq(label, a.instance, "a's slot lock names its instance");
+	slot_label(b.slot, label, sizeof(label));
+	cr_assert_str_eq(label, b.instance);
+
+	/* This run's own instance owns none of their jails... */
+	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "counted another instance's: %s",
+		     what);
+	/* ...and runs its own beside them, leaving nothing. */
+	struct dg_run r;
+	cr_assert_eq(dg_test_exec(NULL, (const char *const[]){"/bin/true", NULL}, &r), 0);
+	cr_assert_eq(r.status, 0, "exec beside two gateways: %s", r.err);
+	dg_run_free(&r);
+	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "after exec: %s", what);
+
+	/* A gateway's stale cleanup at start leaves the others' live jails. */
+	struct gw c;
+	gw_start(&c, "c");
+	gw_act(&a);
+	gw_act(&b);
+	cr_assert_eq(dg_test_serve_stop(&c.srv, 30, false), 0);
+
+	/* One gateway ends; the other's session goes on. */
+	cr_assert_eq(dg_test_serve_stop(&a.srv, 30, false), 0);
+	double end = dg_test_now() + 10;
+	while (jail_group_exists(a.instance, a.slot) && dg_test_now() < end)
+		usleep(20000);
+	cr_assert(!jail_group_exists(a.instance, a.slot), "a's jail group left");
+	char inst_dir[512];
+	snprintf(inst_dir, sizeof(inst_dir), "/sys/fs/cgroup/memory/deskgate/%s", a.instance);
+	cr_assert(!exists(inst_dir), "a's instance group goes with its last jail");
+	gw_act(&b);
+	cr_assert_eq(dg_test_serve_stop(&b.srv, 30, false), 0);
+	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "at the end: %s", what);
+}
+
+/* A gateway killed with SIGKILL leaves its jails' groups (its jails die
+ * with it); the next deskgate to start, of any instance, removes them, and
+ * never a live one. */
+Test(instances, a_dead_instance_is_cleaned_by_another, .timeout = 300)
+{
+	struct gw a, b;
+	gw_start(&a, "dead");
+	gw_start(&b, "live");
+	gw_session(&a);
+	gw_session(&b);
+	pid_t kids[8];
+	int nk = dg_test_children(a.srv.pid, kids, 8);
+	kill(a.srv.pid, SIGKILL);
+	waitpid(a.srv.pid, NULL, 0);
+	a.srv.pid = -1;
+	for (int i = 0; i < nk; i++)
+		kill(kids[i], SIGKILL); /* the spawner, had it not died with the gateway */
+	/* The jail's init notices its owner gone and ends the jail. */
+	double end = dg_test_now() + 20;
+	char what[2048] = "";
+	while (dg_test_now() < end) {
+		bool live = false;
+		char v[64];
+		for (int i = 0; i < nk; i++)
+			live |= dg_test_proc_status(kids[i], "State", v, sizeof(v)) == 0 && v[0] != 'Z';
+		if (!live)
+			break;
+		usleep(50000);
+	}
+	cr_assert(jail_group_exists(a.instance, a.slot), "the dead instance's group is still there");
+	struct dg_run r;
+	cr_assert_eq(dg_test_exec(NULL, (const char *const[]){"/bin/true", NULL}, &r), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	dg_run_free(&r);
+	end = dg_test_now() + 20;
+	while (jail_group_exists(a.instance, a.slot) && dg_test_now() < end)
+		usleep(50000);
+	cr_assert(!jail_group_exists(a.instance, a.slot),
+		  "another instance's start did not remove the dead instance's jail group");
+	cr_assert(jail_group_exists(b.instance, b.slot), "a live instance's jail was removed");
+	gw_act(&b);
+	cr_assert_eq(dg_test_serve_stop(&b.srv, 30, false), 0);
+	dg_test_serve_stop(&a.srv, 1, false); /* only its temp dir now */
+	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "%s", what);
+}
