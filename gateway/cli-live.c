@@ -64,10 +64,82 @@ static void keep(char *dst, size_t n, json_t *v, bool *has)
 	}
 }
 
+/* Performs a setup action (not a scripted step: never decided, never
+ * counted) and follows the pointer and page it reports. */
+static int setup_act(struct live *l, json_t *action, struct dg_err *err)
+{
+	char *text = json_dumps(action, JSON_COMPACT);
+	json_decref(action);
+	char *result = NULL;
+	uint8_t *png = NULL;
+	size_t png_len = 0;
+	int r = text ? dg_worker_act(&l->worker, text, 0, 0, DG_LIVE_STEP_MS, &result, &png, &png_len,
+				     NULL, NULL, err)
+		     : dg_err_set(err, -ENOMEM, "out of memory");
+	free(text);
+	free(png);
+	drain_egress(l);
+	json_t *j = r == 0 ? json_loads(result, 0, NULL) : NULL;
+	free(result);
+	json_t *cur = json_object_get(j, "cursor");
+	if (json_is_array(cur)) {
+		l->px = (int)json_integer_value(json_array_get(cur, 0));
+		l->py = (int)json_integer_value(json_array_get(cur, 1));
+	}
+	json_t *u = json_object_get(j, "url"), *t = json_object_get(j, "title");
+	if (json_is_string(t)) {
+		free(l->title);
+		l->title = strdup(json_string_value(t));
+	}
+	(void)u; /* the declared URL, not the reported one, is what the step means */
+	json_decref(j);
+	return r;
+}
+
+/* The state a step declares (checked by the script runner: "pointer" on
+ * the screen, "url" a string or null), made true on the desktop before
+ * the step's action, so that a script means the same offline and live:
+ * the pointer is moved there; the browser navigates to the URL (whatever
+ * loads, an error page included) and the step is decided at the declared
+ * URL, as offline; null means an unknown URL. */
+static int apply_declared(struct live *l, const json_t *stepj, struct dg_err *err)
+{
+	json_t *ptr = json_object_get(stepj, "pointer");
+	if (json_is_array(ptr)) {
+		int x = (int)json_integer_value(json_array_get(ptr, 0));
+		int y = (int)json_integer_value(json_array_get(ptr, 1));
+		if (x >= l->desktop.width || y >= l->desktop.height)
+			return dg_err_set(err, -EINVAL, "pointer [%d, %d] is off the live desktop (%dx%d)", x,
+					  y, l->desktop.width, l->desktop.height);
+		int r = setup_act(l, json_pack("{s:s, s:i, s:i}", "type", "move", "x", x, "y", y), err);
+		if (r)
+			return r;
+		l->px = x;
+		l->py = y;
+	}
+	json_t *url = json_object_get(stepj, "url");
+	if (json_is_null(url)) {
+		free(l->url);
+		l->url = NULL;
+	} else if (json_is_string(url)) {
+		if (l->desktop.profile == DG_PROFILE_BROWSER) {
+			int r = setup_act(l, json_pack("{s:s, s:O}", "type", "navigate", "url", url), err);
+			if (r)
+				return r;
+		}
+		free(l->url);
+		l->url = strdup(json_string_value(url));
+	}
+	return 0;
+}
+
 static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, struct dg_err *err)
 {
 	struct live *l = arg;
 	json_t *action = json_object_get(stepj, "action");
+	int dr = apply_declared(l, stepj, err);
+	if (dr)
+		return dr;
 	struct dg_action a;
 	if (dg_action_parse_obj(action, l->desktop.width, l->desktop.height, &a, err) != 0)
 		return -EINVAL;

@@ -88,3 +88,28 @@ Test(live_script, a_wrong_title_fails_the_run)
 	cr_assert(strstr(r.out, "not this"), "%s", r.out);
 	dg_run_free(&r);
 }
+
+/* The shipped region script declares "pointer" and "url" for some steps:
+ * live, the pointer is moved and the page opened there first, so the
+ * script means the same as offline (it passed offline and failed 2 of 14
+ * steps live). */
+Test(live_script, declared_pointer_and_url_mean_the_same_live)
+{
+	const char *policy = DG_SOURCE_DIR "/tests/scripts/regions.json";
+	const char *script = DG_SOURCE_DIR "/tests/scripts/regions.jsonl";
+	struct dg_run off, live;
+	cr_assert_eq(dg_test_run((const char *const[]){DG_BIN, "test", "--policy", policy, script,
+						       NULL},
+				 NULL, NULL, 0, 60, -1, &off),
+		     0);
+	cr_assert_eq(off.exit_code, 0, "offline:\n%s%s", off.out, off.err);
+	cr_assert(strstr(off.out, "14 passed, 0 failed"), "offline:\n%s", off.out);
+	cr_assert_eq(dg_test_run((const char *const[]){DG_BIN, "test", "--live", "--policy", policy,
+						       script, NULL},
+				 NULL, NULL, 0, 180, -1, &live),
+		     0);
+	cr_assert_eq(live.exit_code, 0, "live:\n%s%s", live.out, live.err);
+	cr_assert_str_eq(live.out, off.out, "the same verdicts, rules and lines live as offline");
+	dg_run_free(&off);
+	dg_run_free(&live);
+}
