@@ -112,6 +112,10 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "-SecurityTypes=None");
 	arg(b, "-nolisten");
 	arg(b, "tcp");
+	/* No abstract socket: X clients use the path socket in /tmp/.X11-unix,
+	 * which programs run by exec cannot see (desktop/jail-enter.c). */
+	arg(b, "-nolisten");
+	arg(b, "local");
 	arg(b, "-NeverShared=0");
 	arg(b, "-AlwaysShared=1");
 	arg(b, "-AcceptSetDesktopSize=0");
@@ -160,7 +164,7 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--no-sandbox");
 	arg(b, "--test-type");
 	arg(b, "--remote-debugging-pipe");
-	arg(b, "--user-data-dir=" DG_JAIL_HOME "/.chromium");
+	arg(b, "--user-data-dir=" DG_DESKTOP_BROWSER_DIR);
 	arg(b, "--proxy-server=" DG_JAIL_EGRESS_URL);
 	arg(b, "--proxy-bypass-list=<-loopback>");
 	arg(b, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE " DG_JAIL_EGRESS_ADDR);

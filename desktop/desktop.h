@@ -27,6 +27,9 @@
 #define DG_JAIL_INNER_GID 1000u
 #define DG_JAIL_HOME "/home/user"
 #define DG_JAIL_HOSTNAME "deskgate"
+/* The jail's PID 1 as seen from inside (/proc/1/cmdline and comm): nothing
+ * of the host's command line. */
+#define DG_JAIL_INIT_NAME "deskgate-init"
 
 /* The instance: the name of one deskgate (a gateway, an exec, a test run) on
  * this host. Slots (and so uids) are shared by every instance on a host
@@ -192,6 +195,21 @@ enum dg_profile { DG_PROFILE_XTERM = 0, DG_PROFILE_BROWSER = 1 };
  * included, are private to the jail's mount and network namespaces. */
 #define DG_DESKTOP_DISPLAY ":0"
 #define DG_DESKTOP_URL_MAX 8192
+
+/* What of a desktop programs run by exec never see (unless the policy's
+ * limits.exec_desktop): the X server's socket directory, the browser's
+ * profile (its user data dir) and cache, and the browser's own
+ * directories in /tmp and /dev/shm (its singleton socket). See
+ * desktop/jail-enter.c. */
+#define DG_DESKTOP_X11_DIR "/tmp/.X11-unix"
+#define DG_DESKTOP_BROWSER_DIR DG_JAIL_HOME "/.chromium"
+#define DG_DESKTOP_BROWSER_CACHE_DIR DG_JAIL_HOME "/.cache/chromium"
+/* Chromium's temporary directories (its singleton socket lives in one):
+ * this prefix, or a dot and this prefix. */
+#define DG_DESKTOP_BROWSER_TMP_PREFIX "org.chromium."
+/* Most directories of one kind hidden (a jail that made more is refused
+ * exec rather than half hidden). */
+#define DG_JAIL_HIDE_MAX 64
 
 struct dg_desktop_spec {
 	enum dg_profile profile;

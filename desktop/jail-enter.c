@@ -10,14 +10,18 @@
  * a program that escaped its group with setsid lives until the session ends,
  * like anything else started in the desktop.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,21 +104,126 @@ __attribute__((noreturn)) static void supervise(pid_t prog)
 	}
 }
 
+/* ---- the desktop, out of exec's reach --------------------------------------
+ *
+ * A program run by exec shares the jail's files and network with the
+ * desktop, not the desktop itself (unless limits.exec_desktop): it must not
+ * drive the X server or the browser around the action rules. What reaches
+ * them, and what closes each door:
+ *  - the X server's path socket /tmp/.X11-unix/X0: hidden in a mount view of
+ *    exec's own (an empty read-only tmpfs over the directory);
+ *  - its abstract socket @/tmp/.X11-unix/X0: Xvnc does not listen there
+ *    (-nolisten local), and Landlock's abstract-socket scope refuses
+ *    connecting to one made outside exec's domain where the kernel has it;
+ *  - the browser's profile, cache and singleton socket (the user data
+ *    dir, ~/.cache/chromium, its directories in /tmp and /dev/shm): hidden
+ *    like the X directory;
+ *  - the processes themselves (ptrace, /proc/PID/fd, mem, environ: the
+ *    DevTools pipe is Chromium's fds 3 and 4): a Landlock domain of its own;
+ *    signals: Landlock's signal scope where the kernel has it.
+ * Xvnc's RFB is a socketpair to the worker: nothing in the jail reaches it. */
+
+/* An empty, read-only tmpfs over path when it is a directory (missing: a
+ * desktop-less jail, nothing to hide). */
+static int hide_dir(const char *path, struct dg_err *err)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : dg_err_set(err, -errno, "jail enter: %s: %s", path,
+							  strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	if (mount("deskgate-hidden", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,nr_inodes=1,mode=000") != 0)
+		return dg_err_set(err, -errno, "jail enter: hiding %s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Hides every directory of dir whose name starts with prefix, or with a
+ * dot and prefix. */
+static int hide_matching(const char *dir, const char *prefix, struct dg_err *err)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : dg_err_set(err, -errno, "jail enter: %s: %s", dir,
+							  strerror(errno));
+	int r = 0, n = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		const char *name = e->d_name + (e->d_name[0] == '.');
+		if (strncmp(name, prefix, strlen(prefix)) != 0)
+			continue;
+		if (++n > DG_JAIL_HIDE_MAX) {
+			r = dg_err_set(err, -E2BIG, "jail enter: more than %d %s%s* in %s to hide",
+				       DG_JAIL_HIDE_MAX, dir, prefix, dir);
+			break;
+		}
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+			r = hide_dir(path, err);
+	}
+	closedir(d);
+	return r;
+}
+
+/* In the supervisor, inside the jail's namespaces with the namespace's
+ * capabilities: a mount namespace of exec's own, the desktop hidden in it.
+ * The jail's mounts are private, so nothing of this reaches the desktop. */
+static int hide_desktop(struct dg_err *err)
+{
+	if (unshare(CLONE_NEWNS) != 0)
+		return dg_err_set(err, -errno, "jail enter: unshare mount namespace: %s",
+				  strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return dg_err_set(err, -errno, "jail enter: making mounts private: %s", strerror(errno));
+	int r = hide_dir(DG_DESKTOP_X11_DIR, err);
+	if (r == 0)
+		r = hide_dir(DG_DESKTOP_BROWSER_DIR, err);
+	if (r == 0)
+		r = hide_dir(DG_DESKTOP_BROWSER_CACHE_DIR, err);
+	if (r == 0)
+		r = hide_matching("/tmp", DG_DESKTOP_BROWSER_TMP_PREFIX, err);
+	if (r == 0)
+		r = hide_matching("/dev/shm", DG_DESKTOP_BROWSER_TMP_PREFIX, err);
+	return r;
+}
+
+/* Landlock's ABI 6 ruleset attributes (Linux 6.12), which Debian 12's
+ * headers predate: scopes confine abstract unix sockets and signals to the
+ * domain. */
+struct landlock_ruleset_attr_v6 {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+#define DG_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define DG_LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#define DG_LANDLOCK_ABI_SCOPES 6
+
 /* A Landlock domain of its own: Landlock lets a process reach another
  * (ptrace access, which /proc/PID/mem, environ and fd need) only when that
  * one is in the same domain or one nested in it. A program run beside the
  * desktop gets a fresh domain, so it cannot reach into the desktop's
  * processes (the same uid, dumpable), as the seccomp filter's refusal of
  * ptrace and process_vm_* means. The ruleset handles only making block
- * devices, which nothing in a jail can do anyway. */
-static int own_domain(struct dg_err *err)
+ * devices, which nothing in a jail can do anyway. With scoped, and a kernel
+ * of Landlock ABI 6 or later, abstract unix sockets and signals are
+ * confined to the domain too (see hide_desktop); an older kernel lacks
+ * them, and Xvnc's abstract socket is then closed by -nolisten local alone. */
+static int own_domain(bool scoped, struct dg_err *err)
 {
-	struct landlock_ruleset_attr a;
+	struct landlock_ruleset_attr_v6 a;
 	memset(&a, 0, sizeof(a));
 	a.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+	size_t size = sizeof(struct landlock_ruleset_attr);
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (scoped && abi >= DG_LANDLOCK_ABI_SCOPES) {
+		a.scoped = DG_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | DG_LANDLOCK_SCOPE_SIGNAL;
+		size = sizeof(a);
+	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return dg_err_set(err, -errno, "jail enter: no_new_privs: %s", strerror(errno));
-	long fd = syscall(SYS_landlock_create_ruleset, &a, sizeof(a), 0);
+	long fd = syscall(SYS_landlock_create_ruleset, &a, size, 0);
 	if (fd < 0)
 		return dg_err_set(err, -errno, "jail enter: landlock_create_ruleset: %s",
 				  strerror(errno));
@@ -137,15 +246,17 @@ __attribute__((noreturn)) static void enter_main(const struct dg_jail *j, struct
 	if (getppid() != parent)
 		_exit(DG_JAIL_EXIT_SETUP);
 	/* The cgroup first, while this process still has the host's rights. */
+	bool desktop = c->spec->limits->exec_desktop != 0;
 	if (dg_cgroup_attach(j->cgroup, getpid(), &err) != 0 || join(j, &err) != 0 ||
-	    dg_jail_become_user(&err) != 0)
+	    (!desktop && hide_desktop(&err) != 0) || dg_jail_become_user(&err) != 0)
 		report(c, &err);
 	/* Credentials changed: the death signal must be armed again. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != parent)
 		_exit(DG_JAIL_EXIT_SETUP);
 	if (prctl(PR_SET_DUMPABLE, 0) != 0 || dg_jail_set_rlimits(c->spec->limits, &err) != 0 ||
-	    dg_caps_drop_all(&err) != 0 || own_domain(&err) != 0 || dg_seccomp_install(&err) != 0)
+	    dg_caps_drop_all(&err) != 0 || own_domain(!desktop, &err) != 0 ||
+	    dg_seccomp_install(&err) != 0)
 		report(c, &err);
 	dg_jail_scrub_environ();
 	pid_t p = fork();

@@ -314,10 +314,45 @@ static pid_t start_prog(struct dg_jail_child *c, int i, struct dg_err *err)
 	return p;
 }
 
+/* Init is a copy of the host process that started the jail: its command
+ * line and environment (a gateway's config and recordings paths, a policy
+ * file's path, --test-resolve flags) would be /proc/1/cmdline inside the
+ * jail, readable by everything there. They are overwritten in this copy
+ * (the parent's memory is its own) with DG_JAIL_INIT_NAME: the kernel
+ * reads /proc/PID/cmdline and environ from these bytes, the stack's top,
+ * between the addresses /proc/self/stat gives (fields 48 to 51). */
+static void scrub_cmdline(void)
+{
+	char buf[2048];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+	unsigned long v[4];
+	int field = 2, got = 0;
+	for (char *tok = p ? strtok(p + 1, " ") : NULL; tok && got < 4; tok = strtok(NULL, " ")) {
+		if (++field >= 48 && field <= 51)
+			v[got++] = strtoul(tok, NULL, 10);
+	}
+	if (got != 4 || v[1] <= v[0] || v[3] < v[2])
+		return;
+	memset((void *)v[2], 0, v[3] - v[2]);
+	memset((void *)v[0], 0, v[1] - v[0]);
+	if (v[1] - v[0] > sizeof(DG_JAIL_INIT_NAME))
+		memcpy((void *)v[0], DG_JAIL_INIT_NAME, sizeof(DG_JAIL_INIT_NAME));
+	prctl(PR_SET_NAME, DG_JAIL_INIT_NAME);
+}
+
 void dg_jail_init_main(struct dg_jail_child *c)
 {
 	struct dg_err err = {{0}};
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	scrub_cmdline();
 	close(c->parent_fds[0]);
 	close(c->parent_fds[1]);
 	if (wait_for_go(c) != 0)

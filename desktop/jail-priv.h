@@ -42,6 +42,13 @@ struct dg_jail_env {
 /* Everything init needs, prepared by the caller before clone. */
 struct dg_jail_child {
 	const struct dg_jail_spec *spec;
+	/* Init's own copies of the programs' argv and cwd (spec points at
+	 * them): init overwrites its copy of the host process's command line
+	 * and environment (jail-init.c), where a caller's strings may live
+	 * (`deskgate exec`'s argv). One malloc'd block, freed by the caller. */
+	struct dg_jail_spec spec_copy;
+	struct dg_jail_prog progs[DG_JAIL_PROGS_MAX];
+	char *arena;
 	struct dg_jail_env env[DG_JAIL_PROGS_MAX];
 	int go_fd;      /* read end: a byte once maps and cgroup are set; EOF = abort */
 	int report_fd;  /* write end, close-on-exec: an error record, or EOF at exec */

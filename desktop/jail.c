@@ -363,6 +363,55 @@ static void jail_reset(struct dg_jail *j)
 	j->egress_fd = -1;
 }
 
+/* child->spec = a copy of spec whose programs' argv and cwd live in one
+ * block of child's (see dg_jail_child.arena). -ENOMEM or 0. */
+static int copy_progs(struct dg_jail_child *child, const struct dg_jail_spec *spec)
+{
+	size_t need = 0;
+	for (int i = 0; i < spec->n_progs; i++) {
+		const struct dg_jail_prog *p = &spec->progs[i];
+		for (int k = 0; p->argv[k]; k++)
+			need += sizeof(char *) + strlen(p->argv[k]) + 1;
+		need += sizeof(char *) + (p->cwd ? strlen(p->cwd) + 1 : 0);
+	}
+	child->arena = malloc(need ? need : 1);
+	if (!child->arena)
+		return -ENOMEM;
+	char *at = child->arena;
+	/* The pointer arrays first (aligned: malloc's block starts aligned and
+	 * they are packed before any string), then the strings. */
+	char **ptrs = (char **)(void *)at;
+	size_t n_ptrs = 0;
+	for (int i = 0; i < spec->n_progs; i++) {
+		for (int k = 0; spec->progs[i].argv[k]; k++)
+			n_ptrs++;
+		n_ptrs++;
+	}
+	char *strs = at + n_ptrs * sizeof(char *);
+	child->spec_copy = *spec;
+	child->spec_copy.progs = child->progs;
+	for (int i = 0; i < spec->n_progs; i++) {
+		const struct dg_jail_prog *p = &spec->progs[i];
+		child->progs[i] = *p;
+		child->progs[i].argv = (const char *const *)ptrs;
+		for (int k = 0; p->argv[k]; k++) {
+			size_t l = strlen(p->argv[k]) + 1;
+			memcpy(strs, p->argv[k], l);
+			*ptrs++ = strs;
+			strs += l;
+		}
+		*ptrs++ = NULL;
+		if (p->cwd) {
+			size_t l = strlen(p->cwd) + 1;
+			memcpy(strs, p->cwd, l);
+			child->progs[i].cwd = strs;
+			strs += l;
+		}
+	}
+	child->spec = &child->spec_copy;
+	return 0;
+}
+
 int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_err *err)
 {
 	jail_reset(j);
@@ -394,6 +443,10 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 	}
 	/* Large (the environment storage): kept off the stack. */
 	struct dg_jail_child *child = calloc(1, sizeof(*child));
+	if (child && copy_progs(child, spec) != 0) {
+		free(child);
+		child = NULL;
+	}
 	if (!child)
 		return dg_err_set(err, -ENOMEM, "jail: out of memory");
 	int go[2] = {-1, -1}, rep[2] = {-1, -1};
@@ -406,7 +459,6 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 		r = dg_err_set(err, -errno, "jail: pipe: %s", strerror(errno));
 		goto out;
 	}
-	child->spec = spec;
 	child->go_fd = go[0];
 	child->report_fd = rep[1];
 	child->parent_fds[0] = go[1];
@@ -448,6 +500,8 @@ fail:
 out:
 	close_pair(go);
 	close_pair(rep);
+	if (child)
+		free(child->arena);
 	free(child);
 	return r;
 }

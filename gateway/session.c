@@ -72,10 +72,12 @@ json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 
 json_t *dg_gw_limits_json(const struct dg_limits *l)
 {
-	return json_pack("{s:I, s:i, s:f, s:i, s:i, s:I, s:I}", "memory_mb", (json_int_t)l->memory_mb,
-			 "pids", (int)l->pids, "cpus", l->cpus, "exec_seconds", (int)l->exec_seconds,
-			 "session_seconds", (int)l->session_seconds, "output_bytes",
-			 (json_int_t)l->output_bytes, "scratch_mb", (json_int_t)l->scratch_mb);
+	return json_pack("{s:I, s:i, s:f, s:i, s:i, s:I, s:I, s:b}", "memory_mb",
+			 (json_int_t)l->memory_mb, "pids", (int)l->pids, "cpus", l->cpus,
+			 "exec_seconds", (int)l->exec_seconds, "session_seconds",
+			 (int)l->session_seconds, "output_bytes", (json_int_t)l->output_bytes,
+			 "scratch_mb", (json_int_t)l->scratch_mb, "exec_desktop",
+			 (int)(l->exec_desktop != 0));
 }
 
 /* ---- timers --------------------------------------------------------------- */

@@ -62,16 +62,20 @@ struct limit_field {
 	size_t offset;
 	size_t size;
 	bool real;
+	bool boolean;   /* a JSON true/false, stored as a uint32_t 1/0 */
 	long long imin, imax;
 	double rmin, rmax;
 };
 
 #define LIMIT_INT(name, lo, hi)                                                            \
 	{ #name, offsetof(struct dg_limits, name), sizeof(((struct dg_limits *)0)->name),   \
-	  false, (lo), (hi), 0, 0 }
+	  false, false, (lo), (hi), 0, 0 }
 #define LIMIT_REAL(name, lo, hi)                                                           \
 	{ #name, offsetof(struct dg_limits, name), sizeof(((struct dg_limits *)0)->name),   \
-	  true, 0, 0, (lo), (hi) }
+	  true, false, 0, 0, (lo), (hi) }
+#define LIMIT_BOOL(name)                                                                   \
+	{ #name, offsetof(struct dg_limits, name), sizeof(((struct dg_limits *)0)->name),   \
+	  false, true, 0, 1, 0, 0 }
 
 static const struct limit_field limit_fields[] = {
 	LIMIT_INT(memory_mb, DG_LIMIT_MEMORY_MB_MIN, DG_LIMIT_MEMORY_MB_MAX),
@@ -81,6 +85,7 @@ static const struct limit_field limit_fields[] = {
 	LIMIT_INT(session_seconds, DG_LIMIT_SECONDS_MIN, DG_LIMIT_SECONDS_MAX),
 	LIMIT_INT(output_bytes, DG_LIMIT_OUTPUT_BYTES_MIN, (long long)DG_LIMIT_OUTPUT_BYTES_MAX),
 	LIMIT_INT(scratch_mb, DG_LIMIT_SCRATCH_MB_MIN, DG_LIMIT_SCRATCH_MB_MAX),
+	LIMIT_BOOL(exec_desktop),
 };
 #define N_LIMIT_FIELDS (sizeof(limit_fields) / sizeof(limit_fields[0]))
 
@@ -96,6 +101,7 @@ ASSERT_INT_WIDTH(session_seconds);
 ASSERT_INT_WIDTH(output_bytes);
 ASSERT_INT_WIDTH(scratch_mb);
 _Static_assert(LIMIT_WIDTH(cpus) == sizeof(double), "cpus is the one real-valued limit");
+_Static_assert(LIMIT_WIDTH(exec_desktop) == sizeof(uint32_t), "booleans are stored as uint32_t");
 
 /* Index of key in limit_fields, or N_LIMIT_FIELDS when it is not a limit. */
 static size_t limit_index(const char *key)
@@ -132,6 +138,14 @@ static int parse_limit(struct pctx *c, const struct limit_field *f, const json_t
 		return 0;
 	}
 
+	if (f->boolean) {
+		if (!json_is_boolean(v))
+			return fail(c, "limits.%s: %s is not a boolean; allowed: true or false", f->key,
+				    val);
+		uint32_t b = json_is_true(v) ? 1 : 0;
+		memcpy(dst, &b, sizeof(b));
+		return 0;
+	}
 	if (!json_is_integer(v))
 		return fail(c, "limits.%s: %s is not an integer; allowed: an integer in [%lld, %lld]",
 			    f->key, val, f->imin, f->imax);

@@ -75,6 +75,13 @@ void dg_show_value(const json_t *v, char *out, size_t out_len);
 struct dg_limits {
 	uint64_t memory_mb;
 	uint32_t pids;
+	/* "exec_desktop": true lets programs run by exec reach the session's
+	 * desktop (its X server, the browser's sockets and processes): they
+	 * may then drive it outside the action rules, unrecorded. Default
+	 * false: exec shares the jail's files and network, not the desktop.
+	 * (0 or 1; a uint32_t so the struct has no padding: it is compared
+	 * with memcmp.) */
+	uint32_t exec_desktop;
 	double cpus;
 	uint32_t exec_seconds;
 	uint32_t session_seconds;

@@ -74,6 +74,7 @@ static void assert_defaults(const struct dg_policy *p)
 	cr_assert_eq(p->limits.session_seconds, DG_LIMIT_DEFAULT_SESSION_SECONDS);
 	cr_assert_eq(p->limits.output_bytes, DG_LIMIT_DEFAULT_OUTPUT_BYTES);
 	cr_assert_eq(p->limits.scratch_mb, DG_LIMIT_DEFAULT_SCRATCH_MB);
+	cr_assert_eq(p->limits.exec_desktop, 0, "exec is kept from the desktop by default");
 }
 
 Test(policy, defaults)
@@ -122,6 +123,23 @@ Test(policy, issue_example_values)
 			       "\"exec_seconds\": 30, \"session_seconds\": 3600, "
 			       "\"output_bytes\": 1048576, \"scratch_mb\": 256"));
 	assert_defaults(&pol);
+}
+
+/* A boolean limit takes only true and false. */
+Test(policy, exec_desktop_is_a_boolean)
+{
+	assert_ok(parse_limits("\"exec_desktop\": true"));
+	cr_assert_eq(pol.limits.exec_desktop, 1);
+	assert_ok(parse_limits("\"exec_desktop\": false"));
+	cr_assert_eq(pol.limits.exec_desktop, 0);
+	const char *bad[] = {"1", "0", "\"true\"", "null", "[]"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[64];
+		snprintf(text, sizeof(text), "\"exec_desktop\": %s", bad[i]);
+		cr_assert_neq(parse_limits(text), 0, "%s was accepted", bad[i]);
+		cr_assert(strstr(err.msg, "limits.exec_desktop") && strstr(err.msg, "not a boolean"),
+			  "%s", err.msg);
+	}
 }
 
 Test(policy, recording_section)
