@@ -315,8 +315,10 @@ static bool is_host_control(void)
 static void end_token(const struct call_end *c, char *buf, size_t len)
 {
 	const char *n = c->sig ? sigabbrev_np(c->sig) : c->ret >= 0 ? "ok" : strerrorname_np(c->err);
-	if (c->sig)
-		fmt(buf, len, n ? "SIG%s" : "SIG%.0s%d", n ? n : "", c->sig);
+	if (c->sig && n)
+		fmt(buf, len, "SIG%s", n);
+	else if (c->sig)
+		fmt(buf, len, "SIG%d", c->sig);
 	else if (n)
 		fmt(buf, len, "%s", n);
 	else
