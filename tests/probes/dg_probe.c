@@ -227,6 +227,17 @@ static void fmt(char *buf, size_t len, const char *f, ...)
 	va_end(ap);
 }
 
+/* Whether s is 1..max-1 bytes, all of them in set (or alphanumeric). */
+static bool charset_ok(const char *s, size_t n, size_t max, const char *set)
+{
+	if (n == 0 || n >= max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr(set, s[i]))
+			return false;
+	return true;
+}
+
 /* ---------------------------------------------- judging a call (kernel) */
 
 /* The judging of calls whose end may depend on the kernel (see "Kernel
@@ -998,21 +1009,23 @@ static int p_open_write(int argc, char **argv)
 	if (argc < 1)
 		return error_out("usage: open-write PATH...");
 	for (int i = 0; i < argc; i++) {
-		if (strlen(argv[i]) >= DG_PROBE_KEY_MAX)
-			return error_out("path longer than %d bytes: %.80s...", DG_PROBE_KEY_MAX - 1,
-					 argv[i]);
 		const char *lacks = NULL;
 		for (size_t k = 0; k < sizeof(kernel_files) / sizeof(kernel_files[0]); k++)
 			if (strcmp(argv[i], kernel_files[k][0]) == 0)
 				lacks = kernel_files[k][1];
-		char what[DG_PROBE_KEY_MAX + 32];
+		/* The key is the path, or its position when the path is no key. */
+		char key[DG_PROBE_KEY_MAX], what[4200];
+		if (charset_ok(argv[i], strlen(argv[i]), sizeof(key), "_./-"))
+			fmt(key, sizeof(key), "%s", argv[i]);
+		else
+			fmt(key, sizeof(key), "path%d", i);
 		fmt(what, sizeof(what), "open %s for writing", argv[i]);
 		errno = 0;
 		int fd = open(argv[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		judge_ret(CALL_PERM, argv[i], what, lacks, fd, e);
+		judge_ret(CALL_PERM, key, what, lacks, fd, e);
 	}
 	if (calls_worst == V_LEAKED)
 		note("(nothing written)");
@@ -3141,16 +3154,6 @@ static void close_own_image(const char *argv0)
 		close((int)fd);
 }
 
-/* Whether s is 1..max-1 bytes, all of them in set (or alphanumeric). */
-static bool charset_ok(const char *s, size_t n, size_t max, const char *set)
-{
-	if (n == 0 || n >= max)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr(set, s[i]))
-			return false;
-	return true;
-}
 
 /* Takes the --host-result KEY=TOKEN options at the start of argv (the host
  * control's RESULT lines, see "Kernel refusals"). Returns how many
