@@ -19,11 +19,16 @@
  *
  * Each probe runs as an exec action would: joined to the jail's namespaces,
  * cgroup, user, rlimits and seccomp filter, with the proxy variables the
- * spawner gives exec'd programs. Its verdict line (CONTAINED/LEAKED/ERROR,
- * tests/probes/dg_probe.c) becomes the finding. Some probes have a control
- * run in the other session, where they must see what they look for (its X
- * server, its processes, its files): a probe that could not see a leak
- * there proves nothing here, and its finding becomes an error.
+ * spawner gives exec'd programs. Its verdict line (CONTAINED/LEAKED/ERROR/
+ * KERNEL, tests/probes/dg_probe.c) becomes the finding. Some probes have a
+ * control run in the other session, where they must see what they look for
+ * (its X server, its processes, its files): a probe that could not see a
+ * leak there proves nothing here, and its finding becomes an error. The
+ * probes whose calls depend on the kernel (kexec, x32, int 0x80, ...) have
+ * a control run on the host instead (probe_kernel), whose results the jail's
+ * run compares its own with: a call that ended in the jail exactly as the
+ * host's kernel ends it, refused, is reported as contained by the kernel,
+ * never as leaked, nor as deskgate's containment.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +45,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -110,6 +116,10 @@
 #define DG_AUDIT_FILL_MS 60000
 #define DG_AUDIT_CPU_MS 1000
 #define DG_AUDIT_STATE_DEFAULT "/var/lib/deskgate"
+/* RESULT lines of a host control handed to the jail's run (the most any
+ * probe prints is 7: unshare), and the bytes of one KEY=TOKEN. */
+#define DG_AUDIT_HOST_RESULTS_MAX 16
+#define DG_AUDIT_HOST_RESULT_LEN 128
 #define DG_AUDIT_STATE_FILE_MAX (8u * 1024 * 1024)
 
 /* What exec'd programs get (the spawner's exec action gives the same). */
@@ -122,9 +132,13 @@ static const char *const probe_env[] = {
 /* Bytes of the host's variable names handed to the env probe. */
 #define DG_AUDIT_ENV_NAMES_MAX (32 * 1024)
 
-enum outcome { OUT_CONTAINED, OUT_ALLOWED, OUT_LEAKED, OUT_UNCHECKED, OUT_ERROR };
-static const char *const outcome_names[] = {"contained", "allowed", "leaked", "not-checked",
-					    "error"};
+/* OUT_KERNEL: contained by the kernel, not by deskgate: the host's kernel
+ * refuses the call itself (its host control shows it), so the jail's answer
+ * says nothing about deskgate's (see probe_kernel). */
+enum outcome { OUT_CONTAINED, OUT_ALLOWED, OUT_LEAKED, OUT_UNCHECKED, OUT_ERROR, OUT_KERNEL };
+#define N_OUTCOMES 6
+static const char *const outcome_names[N_OUTCOMES] = {
+	"contained", "allowed", "leaked", "not-checked", "error", "contained-by-kernel"};
 
 struct finding {
 	const char *edge;
@@ -135,7 +149,9 @@ struct finding {
 	char tried[512];
 	enum outcome outcome;
 	char evidence[DG_AUDIT_EVIDENCE_MAX];
-	char control[DG_AUDIT_EVIDENCE_MAX]; /* the control's evidence, when there was one */
+	/* the control's evidence, when there was one: "in the other session:
+	 * ..." or "on the host, as root with no filter: ..." */
+	char control[DG_AUDIT_EVIDENCE_MAX];
 };
 
 struct audit {
@@ -266,7 +282,7 @@ static void pump(struct audit *au)
 struct run {
 	int exit_code;       /* 128 + signal when killed; -1 when it never ran */
 	bool timed_out;
-	int verdict;         /* 0 CONTAINED, 1 LEAKED, 2 ERROR, -1 no verdict line */
+	int verdict;         /* 0 CONTAINED, 1 LEAKED, 2 ERROR, 3 KERNEL, -1 no verdict line */
 	char line[DG_AUDIT_EVIDENCE_MAX]; /* the verdict line's evidence */
 	char out[DG_AUDIT_OUT_MAX + 1], err[DG_AUDIT_OUT_MAX + 1];
 	size_t out_len, err_len;
@@ -293,14 +309,17 @@ static void drain(int *fd, char *buf, size_t *len)
 	buf[*len] = '\0';
 }
 
-/* The last verdict line of text: 0 CONTAINED, 1 LEAKED, 2 ERROR, -1 none;
- * its evidence copied into line. */
+/* The probe's verdict words, by verdict number (struct run). */
+static const char *const verdict_words[] = {"CONTAINED", "LEAKED", "ERROR", "KERNEL"};
+
+/* The last verdict line of text: 0 CONTAINED, 1 LEAKED, 2 ERROR, 3 KERNEL,
+ * -1 none; its evidence copied into line. */
 static int find_verdict(const char *text, char *line, size_t len)
 {
-	static const char *const words[] = {"CONTAINED ", "LEAKED ", "ERROR "};
+	static const char *const words[] = {"CONTAINED ", "LEAKED ", "ERROR ", "KERNEL "};
 	int v = -1;
 	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < 4; i++) {
 			size_t wl = strlen(words[i]);
 			if (strncmp(p, words[i], wl) == 0) {
 				size_t l = strcspn(p + wl, "\n");
@@ -312,16 +331,12 @@ static int find_verdict(const char *text, char *line, size_t len)
 	return v;
 }
 
-/* Runs the probe with args inside desktop d's jail, as an exec action runs,
- * bounded by timeout_ms. Returns 0 with r filled (whatever the probe said),
- * or a negative errno when it could not be started (err says why). */
-static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *args,
-		     int timeout_ms, struct run *r, struct dg_err *err)
+/* The probe's argv (DG_AUDIT_PROBE_EXE, then args) in argv (room for
+ * DG_AUDIT_ARGS_MAX + 2), and its two output pipes. Returns 0, or a
+ * negative errno (err says why; nothing is left open). */
+static int run_prepare(const char *const *args, const char **argv, int out[2], int errp[2],
+		       struct dg_err *err)
 {
-	memset(r, 0, sizeof(*r));
-	r->exit_code = -1;
-	r->verdict = -1;
-	const char *argv[DG_AUDIT_ARGS_MAX + 2];
 	size_t n = 0;
 	argv[n++] = DG_AUDIT_PROBE_EXE;
 	for (size_t i = 0; args[i]; i++) {
@@ -331,7 +346,6 @@ static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *
 		argv[n++] = args[i];
 	}
 	argv[n] = NULL;
-	int out[2], errp[2];
 	if (pipe2(out, O_CLOEXEC) != 0)
 		return dg_err_set(err, -errno, "pipe: %s", strerror(errno));
 	if (pipe2(errp, O_CLOEXEC) != 0) {
@@ -340,32 +354,29 @@ static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *
 		close(out[1]);
 		return dg_err_set(err, -e, "pipe: %s", strerror(e));
 	}
-	int pass[1] = {au->probe_fd};
-	struct dg_jail_prog prog = {.argv = argv, .stdin_fd = -1, .stdout_fd = out[1],
-				    .stderr_fd = errp[1], .pass_fds = pass, .n_pass_fds = 1,
-				    .env_extra = probe_env};
-	pid_t sup;
-	int rc = dg_jail_enter(&d->jail, &prog, &au->policy.limits, &sup, err);
-	close(out[1]);
-	close(errp[1]);
-	if (rc) {
-		close(out[0]);
-		close(errp[0]);
-		return rc;
-	}
+	return 0;
+}
+
+/* Reads the outputs fo and fe of the probe run by process sup into r until
+ * both end and sup is reaped, keeping the session alive meanwhile (pump);
+ * at the deadline (timeout_ms) sends SIGTERM to kill_target (a pid, or a
+ * process group as -pgid), SIGKILL DG_AUDIT_KILL_GRACE_MS later. Closes fo
+ * and fe; fills the exit code and the verdict. */
+static void run_collect(struct audit *au, pid_t sup, pid_t kill_target, int fo, int fe,
+			int timeout_ms, struct run *r)
+{
 	long long deadline = mono_ms() + timeout_ms;
 	bool termed = false, reaped = false;
-	int status = 0, fo = out[0], fe = errp[0];
+	int status = 0;
 	while (!reaped || fo >= 0 || fe >= 0) {
 		long long now = mono_ms();
 		if (now >= deadline && !termed) {
-			/* SIGTERM to the supervisor kills the probe's process group. */
 			r->timed_out = termed = true;
-			kill(sup, SIGTERM);
+			kill(kill_target, SIGTERM);
 		}
 		if (termed && now >= deadline + DG_AUDIT_KILL_GRACE_MS) {
 			if (!reaped)
-				kill(sup, SIGKILL);
+				kill(kill_target, SIGKILL);
 			/* A descendant that left the group may hold the pipes. */
 			if (fo >= 0)
 				close(fo);
@@ -392,16 +403,97 @@ static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *
 		if (p[2].revents || p[3].revents)
 			pump(au);
 	}
+	if (fo >= 0)
+		close(fo);
+	if (fe >= 0)
+		close(fe);
 	if (!reaped) {
-		kill(sup, SIGKILL);
+		kill(kill_target, SIGKILL);
 		waitpid(sup, &status, 0);
 	}
 	r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	r->verdict = find_verdict(r->out, r->line, sizeof(r->line));
 	if (r->verdict < 0)
 		r->verdict = find_verdict(r->err, r->line, sizeof(r->line));
+}
+
+/* Runs the probe with args inside desktop d's jail, as an exec action runs,
+ * bounded by timeout_ms. Returns 0 with r filled (whatever the probe said),
+ * or a negative errno when it could not be started (err says why). */
+static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *args,
+		     int timeout_ms, struct run *r, struct dg_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->exit_code = -1;
+	r->verdict = -1;
+	const char *argv[DG_AUDIT_ARGS_MAX + 2];
+	int out[2], errp[2];
+	int rc = run_prepare(args, argv, out, errp, err);
+	if (rc)
+		return rc;
+	int pass[1] = {au->probe_fd};
+	struct dg_jail_prog prog = {.argv = argv, .stdin_fd = -1, .stdout_fd = out[1],
+				    .stderr_fd = errp[1], .pass_fds = pass, .n_pass_fds = 1,
+				    .env_extra = probe_env};
+	pid_t sup;
+	rc = dg_jail_enter(&d->jail, &prog, &au->policy.limits, &sup, err);
+	close(out[1]);
+	close(errp[1]);
+	if (rc) {
+		close(out[0]);
+		close(errp[0]);
+		return rc;
+	}
+	/* SIGTERM to the supervisor kills the probe's process group. */
+	run_collect(au, sup, sup, out[0], errp[0], timeout_ms, r);
 	return 0;
 }
+
+/* Runs the probe with args on the host, as root, in no jail and under no
+ * filter: the host control of a probe whose calls depend on the kernel
+ * (probe_kernel), which shows what this kernel alone answers. It is the
+ * audit's own probe (the sealed memfd, as descriptor 3 executed as
+ * DG_AUDIT_PROBE_EXE, as in the jail), with stdin /dev/null, no environment,
+ * no other descriptor, in a process group of its own (killed whole at the
+ * deadline, timeout_ms). Returns 0 with r filled, or a negative errno. */
+static int run_host(struct audit *au, const char *const *args, int timeout_ms, struct run *r,
+		    struct dg_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->exit_code = -1;
+	r->verdict = -1;
+	const char *argv[DG_AUDIT_ARGS_MAX + 2];
+	int out[2], errp[2];
+	int rc = run_prepare(args, argv, out, errp, err);
+	if (rc)
+		return rc;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		static char *const envp[] = {NULL};
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (setpgid(0, 0) != 0 || null < 0 || dup2(null, 0) != 0 || dup2(out[1], 1) != 1 ||
+		    dup2(errp[1], 2) != 2 ||
+		    (au->probe_fd == 3 ? fcntl(3, F_SETFD, 0) : dup2(au->probe_fd, 3)) < 0 ||
+		    syscall(SYS_close_range, 4, ~0u, 0) != 0)
+			_exit(126);
+		execve(DG_AUDIT_PROBE_EXE, (char *const *)argv, envp);
+		_exit(127);
+	}
+	int e = errno;
+	if (pid > 0)
+		setpgid(pid, pid); /* also here: the deadline's kill must find the group */
+	close(out[1]);
+	close(errp[1]);
+	if (pid < 0) {
+		close(out[0]);
+		close(errp[0]);
+		return dg_err_set(err, -e, "fork: %s", strerror(e));
+	}
+	run_collect(au, pid, -pid, out[0], errp[0], timeout_ms, r);
+	return 0;
+}
+
 
 /* Joins a probe's arguments into its command line, for the report. */
 static void command_line(const char *const *args, char *buf, size_t len)
@@ -422,6 +514,9 @@ static void describe_failure(const struct run *r, char *buf, size_t len)
 		tail = r->err + r->err_len - 300;
 	if (r->verdict == 2)
 		fmt(buf, len, "the probe could not run: %s", r->line);
+	else if (r->verdict == 3)
+		fmt(buf, len, "the probe says the kernel refused it, but no host control backs that "
+		    "for this probe: %s", r->line);
 	else if (r->timed_out)
 		fmt(buf, len, "no verdict before the deadline (killed); stderr: %s",
 		    tail[0] ? tail : "-");
@@ -521,6 +616,100 @@ static struct finding *probe(struct audit *au, const char *edge, const char *id,
 			     const char *control, int timeout_ms, const char *const *args)
 {
 	return probe_judged(au, edge, id, tried, sink, expect, control, timeout_ms, args, NULL);
+}
+
+/* A host control's RESULT lines, as --host-result arguments for the jail's
+ * run of the same probe. */
+struct host_results {
+	char kv[DG_AUDIT_HOST_RESULTS_MAX][DG_AUDIT_HOST_RESULT_LEN];
+	int n;
+};
+
+static void host_results_of(const char *out, struct host_results *h)
+{
+	h->n = 0;
+	for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, "RESULT ", 7) != 0 || h->n >= DG_AUDIT_HOST_RESULTS_MAX)
+			continue;
+		size_t l = strcspn(p + 7, " \t\n");
+		if (l > 0 && l < DG_AUDIT_HOST_RESULT_LEN)
+			fmt(h->kv[h->n++], DG_AUDIT_HOST_RESULT_LEN, "%.*s", (int)l, p + 7);
+	}
+}
+
+/* Runs one probe whose calls depend on the host's kernel (dg_probe.c,
+ * "Kernel refusals": kexec, modules, x32, int 0x80, bpf, socket families,
+ * procfs knobs...): first on the host (run_host: the control, where the
+ * kernel alone answers each call, as root with no filter), then in the
+ * audited session with the control's RESULT lines as --host-result
+ * arguments. The control's verdict line becomes the finding's control. The
+ * finding is contained-by-kernel only when the jail's probe says KERNEL
+ * (a call ended exactly as the host's kernel ended it, refused) and the
+ * host control showed the kernel refusing a call (a RESULT other than
+ * "ok"); a KERNEL the control does not back is an error. A control that
+ * could not run leaves the jail's probe without host results: it then says
+ * CONTAINED or LEAKED where it can tell, ERROR where it cannot. */
+static struct finding *probe_kernel(struct audit *au, const char *edge, const char *id,
+				    const char *tried, const char *sink, const char *const *args)
+{
+	struct finding *f = add(au, edge, id, tried, sink);
+	if (!f)
+		return NULL;
+	fmt(f->source, sizeof(f->source), "%s", au->a_source);
+	struct run *r = malloc(sizeof(*r));
+	struct host_results *h = calloc(1, sizeof(*h));
+	if (!r || !h) {
+		fmt(f->evidence, sizeof(f->evidence), "out of memory");
+		free(r);
+		free(h);
+		return f;
+	}
+	struct dg_err err = {{0}};
+	int host_refused = 0; /* calls the host's kernel refused */
+	if (run_host(au, args, DG_AUDIT_PROBE_MS, r, &err) != 0) {
+		fmt(f->control, sizeof(f->control), "on the host: could not run: %s", err.msg);
+	} else if (r->verdict < 0 || r->verdict == 2) {
+		char why[DG_AUDIT_EVIDENCE_MAX];
+		describe_failure(r, why, sizeof(why));
+		fmt(f->control, sizeof(f->control), "on the host: %s", why);
+	} else {
+		host_results_of(r->out, h);
+		for (int i = 0; i < h->n; i++)
+			host_refused += strcmp(strrchr(h->kv[i], '=') ? strrchr(h->kv[i], '=') : "=ok",
+					       "=ok") != 0;
+		fmt(f->control, sizeof(f->control), "on the host, as root with no filter: %s %s",
+		    verdict_words[r->verdict], r->line);
+	}
+	const char *jargs[DG_AUDIT_ARGS_MAX + 1];
+	size_t n = 0;
+	jargs[n++] = args[0];
+	for (int i = 0; i < h->n && n + 2 < DG_AUDIT_ARGS_MAX; i++) {
+		jargs[n++] = "--host-result";
+		jargs[n++] = h->kv[i];
+	}
+	for (size_t i = 1; args[i] && n < DG_AUDIT_ARGS_MAX; i++)
+		jargs[n++] = args[i];
+	jargs[n] = NULL;
+	command_line(jargs, f->probe, sizeof(f->probe));
+	if (!au->a_up || run_probe(au, &au->a, jargs, DG_AUDIT_PROBE_MS, r, &err) != 0) {
+		fmt(f->evidence, sizeof(f->evidence), "could not run it in the session: %s",
+		    au->a_up ? err.msg : "the session is not running");
+	} else if (r->verdict == 0 || r->verdict == 1) {
+		f->outcome = r->verdict == 0 ? OUT_CONTAINED : OUT_LEAKED;
+		fmt(f->evidence, sizeof(f->evidence), "%s", r->line);
+	} else if (r->verdict == 3 && host_refused > 0) {
+		f->outcome = OUT_KERNEL;
+		fmt(f->evidence, sizeof(f->evidence), "%s", r->line);
+	} else if (r->verdict == 3) {
+		fmt(f->evidence, sizeof(f->evidence), "the probe says the kernel refused it (%s), but "
+		    "the host control did not show the kernel refusing it (%s)", r->line,
+		    f->control);
+	} else {
+		describe_failure(r, f->evidence, sizeof(f->evidence));
+	}
+	free(r);
+	free(h);
+	return f;
 }
 
 /* FNV-1a, 64 bits, as dg_probe.c computes it: values are compared here, on
@@ -664,13 +853,14 @@ static void egress_edge(struct audit *au)
 	probe(au, "egress", "dns", "a DNS query for " DG_AUDIT_DNS_NAME ", as the libc resolver "
 	      "sends it", "the nameservers of the jail's resolv.conf (127.0.0.1:53 without one)",
 	      EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("dns", DG_AUDIT_DNS_NAME));
-	probe(au, "egress", "raw-socket", "raw IP sockets (ICMP, IPPROTO_RAW, ICMPv6)",
-	      "the network layer", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("raw-socket"));
-	probe(au, "egress", "packet-socket", "AF_PACKET sockets", "the link layer",
-	      EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("packet-socket"));
-	probe(au, "egress", "socket-families", "sockets of other families (vsock, alg, key, "
-	      "netlink uevent/audit/diag)", "the kernel's other socket families",
-	      EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("socket-families"));
+	/* The kernel may lack a family: each has a host control. */
+	probe_kernel(au, "egress", "raw-socket", "raw IP sockets (ICMP, IPPROTO_RAW, ICMPv6)",
+		     "the network layer", ARGS("raw-socket"));
+	probe_kernel(au, "egress", "packet-socket", "AF_PACKET sockets", "the link layer",
+		     ARGS("packet-socket"));
+	probe_kernel(au, "egress", "socket-families", "sockets of other families (vsock, alg, "
+		     "key, netlink uevent/audit/diag)", "the kernel's other socket families",
+		     ARGS("socket-families"));
 
 	/* Through the proxy: what the policy does not allow must get a 403.
 	 * The proxy's own answer is the evidence, with its rule. */
@@ -802,11 +992,12 @@ static void filesystem_edge(struct audit *au)
 	      ARGS("list-dir", "/proc/1/root"));
 	probe(au, "filesystem", "sys", "listing /sys and opening its attributes for writing",
 	      "/sys", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("sys-write"));
-	probe(au, "filesystem", "proc-knobs", "opening /proc/sys/kernel/core_pattern and "
-	      "/proc/sysrq-trigger for writing (never written)",
-	      "/proc/sys/kernel/core_pattern, /proc/sysrq-trigger", EXPECT_CONTAINED, NULL,
-	      DG_AUDIT_PROBE_MS,
-	      ARGS("open-write", "/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger"));
+	/* A kernel without magic SysRq has no /proc/sysrq-trigger at all: the
+	 * host control tells that from the jail hiding it. */
+	probe_kernel(au, "filesystem", "proc-knobs", "opening /proc/sys/kernel/core_pattern and "
+		     "/proc/sysrq-trigger for writing (never written)",
+		     "/proc/sys/kernel/core_pattern, /proc/sysrq-trigger",
+		     ARGS("open-write", "/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger"));
 	static const char *const sysdirs[] = {"/usr", "/etc", "/"};
 	for (size_t i = 0; i < sizeof(sysdirs) / sizeof(sysdirs[0]); i++) {
 		char id[32];
@@ -886,8 +1077,8 @@ static void credentials_edge(struct audit *au)
 	probe(au, "credentials", "privileges", "its capabilities, no_new_privs and seccomp mode "
 	      "(/proc/self/status)", "capabilities", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
 	      ARGS("status"));
-	probe(au, "credentials", "keyrings", "the kernel's session and user keyrings (keyctl)",
-	      "kernel keyrings", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("keyctl"));
+	probe_kernel(au, "credentials", "keyrings", "the kernel's session and user keyrings "
+		     "(keyctl)", "kernel keyrings", ARGS("keyctl"));
 	probe(au, "credentials", "cred-files", "credential files (~/.ssh, ~/.aws, ... of every "
 	      "home it sees, container secrets, SSH host keys)", "credential files",
 	      EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("cred-files"));
@@ -964,30 +1155,42 @@ static void isolation_edge(struct audit *au)
 	      au->profile == DG_PROFILE_BROWSER ? "the memory of the session's Xvnc and Chromium"
 						: "the memory of the session's Xvnc and xterm",
 	      EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("proc-mem"));
+	/* kernel: the call's fate depends on the kernel's build or settings
+	 * (a kernel without IA32 emulation, x32, kexec, modules, BPF...), so a
+	 * host control runs first (probe_kernel). Not for ptrace and
+	 * process-vm-readv, whose controls would reach into the audit itself,
+	 * nor TIOCSTI, which a root host control may always do. */
 	static const struct {
 		const char *id, *tried, *sink;
+		bool kernel;
 	} calls[] = {
 		{"ptrace", "ptrace: TRACEME, attaching to its own child and to another process",
-		 "other processes"},
+		 "other processes", false},
 		{"process-vm-readv", "reading another process's memory with process_vm_readv",
-		 "other processes"},
+		 "other processes", false},
 		{"unshare", "new user, net or mount namespaces (unshare, clone, clone3)",
-		 "namespaces"},
-		{"bpf", "loading a BPF program", "the kernel's BPF"},
-		{"perf", "perf_event_open", "the kernel's perf events"},
-		{"userfaultfd", "userfaultfd", "the kernel's userfaultfd"},
-		{"io-uring", "io_uring_setup", "the kernel's io_uring"},
+		 "namespaces", true},
+		{"bpf", "loading a BPF program", "the kernel's BPF", true},
+		{"perf", "perf_event_open", "the kernel's perf events", true},
+		{"userfaultfd", "userfaultfd", "the kernel's userfaultfd", true},
+		{"io-uring", "io_uring_setup", "the kernel's io_uring", true},
 		{"open-by-handle", "open_by_handle_at (the \"shocker\" escape)",
-		 "files outside the mount tree"},
-		{"kexec", "kexec_load and kexec_file_load", "the running kernel"},
-		{"modules", "init_module and finit_module", "kernel modules"},
-		{"x32", "a system call through the x32 ABI", "the seccomp filter"},
-		{"int80", "a system call through int 0x80 (the i386 ABI)", "the seccomp filter"},
-		{"tiocsti", "TIOCSTI and TIOCLINUX on its own terminal", "terminal input injection"},
+		 "files outside the mount tree", true},
+		{"kexec", "kexec_load and kexec_file_load", "the running kernel", true},
+		{"modules", "init_module and finit_module", "kernel modules", true},
+		{"x32", "a system call through the x32 ABI", "the seccomp filter", true},
+		{"int80", "a system call through int 0x80 (the i386 ABI)", "the seccomp filter", true},
+		{"tiocsti", "TIOCSTI and TIOCLINUX on its own terminal", "terminal input injection",
+		 false},
 	};
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
-		probe(au, "isolation", calls[i].id, calls[i].tried, calls[i].sink, EXPECT_CONTAINED,
-		      NULL, DG_AUDIT_PROBE_MS, ARGS(calls[i].id));
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		if (calls[i].kernel)
+			probe_kernel(au, "isolation", calls[i].id, calls[i].tried, calls[i].sink,
+				     ARGS(calls[i].id));
+		else
+			probe(au, "isolation", calls[i].id, calls[i].tried, calls[i].sink,
+			      EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS(calls[i].id));
+	}
 }
 
 /* Reads a memfd's whole content (bounded) into buf as text. */
@@ -1458,7 +1661,7 @@ static void stop_all(struct audit *au)
 /* ---- the report ---------------------------------------------------------------- */
 
 struct tally {
-	int n[5];
+	int n[N_OUTCOMES];
 };
 
 static struct tally count(const struct audit *au)
@@ -1472,8 +1675,10 @@ static struct tally count(const struct audit *au)
 static json_t *report_json(const struct audit *au, int code)
 {
 	struct tally t = count(au);
-	json_t *findings = json_array();
+	json_t *findings = json_array(), *kernel = json_array();
 	for (int i = 0; i < au->n; i++) {
+		if (au->f[i].outcome == OUT_KERNEL)
+			json_array_append_new(kernel, json_string(au->f[i].id));
 		const struct finding *f = &au->f[i];
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id", f->id, "edge",
 				      f->edge, "probe", f->probe, "source", f->source, "sink", f->sink,
@@ -1487,13 +1692,26 @@ static json_t *report_json(const struct audit *au, int code)
 				   au->policy_path ? au->policy_path : "built-in default", "sha256",
 				   au->policy_hex, "path", au->policy_path);
 	return json_pack("{s:i, s:o, s:s, s:s, s:I, s:{s:s, s:s}, s:o, s:{s:i, s:i, s:i, s:i, "
-			 "s:i, s:i}, s:i}",
+			 "s:i, s:i, s:i}, s:o, s:i}",
 			 "format", 1, "policy", policy, "profile", dg_profile_name(au->profile),
 			 "started", au->started, "duration_ms", (json_int_t)(mono_ms() - au->t0_ms),
 			 "deskgate_probe", "path", au->probe_real, "sha256", au->probe_hex,
 			 "findings", findings, "summary", "probes", au->n, "contained",
-			 t.n[OUT_CONTAINED], "allowed", t.n[OUT_ALLOWED], "leaked", t.n[OUT_LEAKED],
-			 "not_checked", t.n[OUT_UNCHECKED], "errors", t.n[OUT_ERROR], "exit", code);
+			 t.n[OUT_CONTAINED], "contained_by_kernel", t.n[OUT_KERNEL], "allowed",
+			 t.n[OUT_ALLOWED], "leaked", t.n[OUT_LEAKED], "not_checked",
+			 t.n[OUT_UNCHECKED], "errors", t.n[OUT_ERROR], "kernel_refused", kernel, "exit",
+			 code);
+}
+
+/* The ids of the findings the kernel itself refused, ", "-separated. */
+static void kernel_ids(const struct audit *au, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (int i = 0; i < au->n; i++) {
+		size_t l = strlen(buf);
+		if (au->f[i].outcome == OUT_KERNEL)
+			fmt(buf + l, len - l, "%s%s", l ? ", " : "", au->f[i].id);
+	}
 }
 
 static void report_text(const struct audit *au, FILE *out)
@@ -1503,19 +1721,28 @@ static void report_text(const struct audit *au, FILE *out)
 		dg_profile_name(au->profile), au->probe_real);
 	for (int i = 0; i < au->n; i++) {
 		const struct finding *f = &au->f[i];
-		fprintf(out, "%-11s  %-11s  %s \u2014 %s\n", f->edge, outcome_names[f->outcome],
+		fprintf(out, "%-11s  %-19s  %s \u2014 %s\n", f->edge, outcome_names[f->outcome],
 			f->tried, f->evidence);
 		if (f->control[0])
-			fprintf(out, "%-11s  %-11s    control %s\n", "", "", f->control);
+			fprintf(out, "%-11s  %-19s    control %s\n", "", "", f->control);
 	}
 	struct tally t = count(au);
-	fprintf(out, "%d probes: %d contained, %d ran as allowed, %d leaked", au->n,
-		t.n[OUT_CONTAINED], t.n[OUT_ALLOWED], t.n[OUT_LEAKED]);
+	fprintf(out, "%d probes: %d contained, ", au->n, t.n[OUT_CONTAINED]);
+	if (t.n[OUT_KERNEL])
+		fprintf(out, "%d contained by the kernel, ", t.n[OUT_KERNEL]);
+	fprintf(out, "%d ran as allowed, %d leaked", t.n[OUT_ALLOWED], t.n[OUT_LEAKED]);
 	if (t.n[OUT_UNCHECKED])
 		fprintf(out, ", %d not checked", t.n[OUT_UNCHECKED]);
 	if (t.n[OUT_ERROR])
 		fprintf(out, ", %d could not run", t.n[OUT_ERROR]);
 	fprintf(out, "\n");
+	if (t.n[OUT_KERNEL]) {
+		char ids[DG_AUDIT_FINDINGS_MAX * 64];
+		kernel_ids(au, ids, sizeof(ids));
+		fprintf(out, "contained by the kernel, not by deskgate (this host's kernel refuses "
+			"them itself, with or without a jail, so this audit cannot show what "
+			"deskgate would do): %s\n", ids);
+	}
 }
 
 /* Writes the report to STATE_DIR/audit/<policy sha256>.json (see
@@ -1737,6 +1964,12 @@ int dg_cmd_audit(int argc, char **argv)
 							   "chooses another)");
 	}
 	free(text);
+	if (t.n[OUT_KERNEL] && au->json) {
+		char ids[DG_AUDIT_FINDINGS_MAX * 64];
+		kernel_ids(au, ids, sizeof(ids));
+		fprintf(stderr, "deskgate audit: %d probe(s) contained by the kernel, not by "
+			"deskgate: %s\n", t.n[OUT_KERNEL], ids);
+	}
 	if (t.n[OUT_LEAKED])
 		fprintf(stderr, "deskgate audit: %d probe(s) leaked\n", t.n[OUT_LEAKED]);
 	else if (t.n[OUT_ERROR])

@@ -19,10 +19,20 @@
  *
  * edge: egress, filesystem, credentials, isolation, resources; outcome:
  * contained, allowed (ran as the policy allows), leaked, not-checked (this
- * machine cannot exercise it; the reason is the evidence) or error (the
- * probe could not run). Then "N probes: N contained, N ran as allowed,
- * N leaked". --json prints one object instead (see the README section in
- * tests/probes/README-audit-section.md for its fields).
+ * machine cannot exercise it; the reason is the evidence), error (the probe
+ * could not run) or contained-by-kernel (this host's kernel refuses the call
+ * itself, with or without deskgate: int 0x80 on a kernel without IA32
+ * emulation, kexec on one built without it...; the probe's host control,
+ * run first on the host as root with no filter, shows that refusal, and the
+ * call in the jail ended the same way; the control's line is the finding's
+ * control). Then "N probes: N contained, [N contained by the kernel, ]N ran
+ * as allowed, N leaked" and, when the kernel refused any, a line naming
+ * them. --json prints one object instead (README, "deskgate audit": its
+ * summary counts contained_by_kernel, and kernel_refused lists those
+ * findings' ids).
+ *
+ * The host controls run the probe (the same sealed memfd) on the host as
+ * root, outside any jail: --probe names a program the audit trusts.
  *
  * With a state directory (--state-dir, else /var/lib/deskgate when it
  * exists) the JSON result is also written to
@@ -32,7 +42,8 @@
  * 0750 and the file 0640, both owned by STATE_DIR's owner (the gateway's
  * uid); the file is replaced atomically (write, fsync, rename).
  *
- * Exit status: 0 nothing leaked and every probe ran; 1 something leaked;
+ * Exit status: 0 nothing leaked and every probe ran (contained by the kernel
+ * counts as not leaked); 1 something leaked;
  * 2 usage (unknown flag, bad profile, a policy that does not load);
  * 125 the audit could not run or not every probe could (the message or the
  * error findings say why). Needs root (it starts jails). argv[0] is "audit".

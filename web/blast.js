@@ -143,9 +143,14 @@
   }
 
   // `deskgate audit` (README): findings {id, edge, tried, outcome,
-  // evidence, control?...}, summary {probes, contained, allowed, leaked,
-  // not_checked, errors}. Outcome -> badge level.
-  const OUTCOME = { contained: 'ok', allowed: 'info', leaked: 'danger', 'not-checked': 'other', error: 'warn' };
+  // evidence, control?...}, summary {probes, contained, contained_by_kernel,
+  // allowed, leaked, not_checked, errors}, kernel_refused [ids].
+  // Outcome -> badge level. "contained-by-kernel": the host's kernel refuses
+  // the call itself, with or without deskgate (its host control shows it), so
+  // the audit saw the kernel's answer, not deskgate's: not a leak, and not
+  // deskgate's containment either; its own, non-red state.
+  const OUTCOME = { contained: 'ok', allowed: 'info', leaked: 'danger', 'not-checked': 'other', error: 'warn', 'contained-by-kernel': 'kernel' };
+  const OUTCOME_LABEL = { 'contained-by-kernel': 'contained by the kernel' };
   const EDGES = [
     ['egress', 'Network (egress)', 'network'],
     ['filesystem', 'Files', 'files'],
@@ -155,9 +160,10 @@
   ];
 
   function tally(findings) {
-    const t = { probes: findings.length, contained: 0, allowed: 0, leaked: 0, not_checked: 0, errors: 0 };
+    const t = { probes: findings.length, contained: 0, contained_by_kernel: 0, allowed: 0, leaked: 0, not_checked: 0, errors: 0 };
     for (const f of findings) {
       if (f.outcome === 'contained') t.contained++;
+      else if (f.outcome === 'contained-by-kernel') t.contained_by_kernel++;
       else if (f.outcome === 'allowed') t.allowed++;
       else if (f.outcome === 'leaked') t.leaked++;
       else if (f.outcome === 'not-checked') t.not_checked++;
@@ -166,7 +172,9 @@
     return t;
   }
   function tallyText(t) {
-    return [`${t.contained} contained`, t.allowed ? `${t.allowed} allowed by the policy` : null,
+    return [`${t.contained} contained`,
+      t.contained_by_kernel ? `${t.contained_by_kernel} contained by the kernel` : null,
+      t.allowed ? `${t.allowed} allowed by the policy` : null,
       `${t.leaked} leaked`, t.not_checked ? `${t.not_checked} not checked here` : null,
       t.errors ? `${t.errors} could not run` : null].filter(Boolean).join(', ');
   }
@@ -208,19 +216,29 @@
       if (!mine.length) continue;
       const et = tally(mine);
       const eb = tallyBadge(et);
+      // f.control says where the control ran: "in the other session: ..." or
+      // "on the host, as root with no filter: ..." (kernel-dependent probes).
       const rows = mine.map((f) => el('tr', { dataset: { outcome: f.outcome, id: f.id || '' } },
-        el('td', {}, el('span', { class: `badge badge-${OUTCOME[f.outcome] || 'other'}` }, f.outcome)),
+        el('td', {}, el('span', { class: `badge badge-${OUTCOME[f.outcome] || 'other'}` }, OUTCOME_LABEL[f.outcome] || f.outcome)),
         el('td', {}, f.tried || f.probe, f.id ? el('div', { class: 'sub mono' }, f.id) : null),
-        el('td', { class: 'small evidence' }, f.evidence, f.control ? el('div', { class: 'muted' }, `control in the other session: ${f.control}`) : null)));
+        el('td', { class: 'small evidence' }, f.evidence, f.control ? el('div', { class: 'muted control' }, `control ${f.control}`) : null)));
       groups.push(el('details', { class: 'audit-edge', open: et.leaked || et.errors ? true : null, dataset: { edge: name } },
         el('summary', {}, el('span', { class: `badge badge-${eb.level}` }, eb.label), ` ${title}: ${DG.plural(et.probes, 'probe')}, ${tallyText(et)}`),
         el('div', { class: 'table-wrap' }, el('table', { class: 'table audit-table' },
           el('thead', {}, el('tr', {}, ['Outcome', 'What was tried', 'Evidence'].map((h) => el('th', { scope: 'col' }, h)))),
           el('tbody', {}, rows)))));
     }
+    const byKernel = findings.filter((f) => f.outcome === 'contained-by-kernel');
+    const kernelNote = byKernel.length ? el('div', { class: 'kernel-note', id: 'audit-kernel' },
+      el('span', { class: 'badge badge-kernel' }, 'contained by the kernel'),
+      el('p', {}, `${DG.plural(byKernel.length, 'probe')}: this host's kernel refuses ${byKernel.length === 1 ? 'that call' : 'those calls'} itself, with or without deskgate, so the audit saw the kernel's answer, not deskgate's. Not a leak; on a kernel that runs ${byKernel.length === 1 ? 'it' : 'them'}, deskgate's own containment is what holds.`),
+      el('ul', { class: 'facts' }, byKernel.map((f) => el('li', { dataset: { id: f.id || '' } },
+        el('span', { class: 'mono' }, f.id || f.probe || '?'), `: ${f.tried || f.probe || ''}`,
+        el('div', { class: 'small evidence mono' }, f.evidence),
+        f.control ? el('div', { class: 'small muted mono' }, `control ${f.control}`) : null)))) : null;
     return edge('audit', 'Last audit', b.level, b.label,
       `${DG.plural(t.probes, 'probe')}${how ? ` ${how}` : ''}: ${tallyText(t)}.`,
-      el('div', { id: 'audit-findings' }, groups));
+      kernelNote, el('div', { id: 'audit-findings' }, groups));
   }
 
   function show(name) {

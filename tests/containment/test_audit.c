@@ -10,6 +10,13 @@
  *    product option), it says leaked and exits 1; and the probes it added
  *    to dg_probe.c report LEAKED when run on the host (the controls), where
  *    what they look for is there, and CONTAINED where it is not.
+ *  - What the host's kernel refuses by itself (int 0x80 without IA32
+ *    emulation, /proc/sysrq-trigger without magic SysRq...) is reported as
+ *    contained by the kernel, named in the report, and never as leaked; the
+ *    tests measure the host control themselves and expect accordingly, so
+ *    they hold on kernels with and without those calls. A probe's claim
+ *    that the kernel refused a call counts only where the audit's own host
+ *    control showed the kernel refusing one.
  *  - Usage errors exit 2, an audit that cannot start exits 125.
  */
 #include <arpa/inet.h>
@@ -58,8 +65,9 @@ static const char example_policy[] =
 
 static const char *const edges[] = {"egress", "filesystem", "credentials", "isolation",
 				    "resources"};
-static const char *const outcomes[] = {"contained", "allowed", "leaked", "not-checked",
-				       "error"};
+#define N_OUTCOMES 6
+static const char *const outcomes[N_OUTCOMES] = {"contained", "allowed", "leaked", "not-checked",
+						 "error", "contained-by-kernel"};
 
 static void sha256_hex(const char *text, size_t len, char out[65])
 {
@@ -155,7 +163,10 @@ static json_t *check_shape(const char *text, int exit_code, const char *policy_s
 	json_t *findings = json_object_get(j, "findings");
 	cr_assert(json_is_array(findings) && json_array_size(findings) >= 40,
 		  "want at least 40 findings, got %zu", json_array_size(findings));
-	int per_outcome[5] = {0}, per_edge[5] = {0};
+	int per_outcome[N_OUTCOMES] = {0}, per_edge[5] = {0};
+	json_t *kernel = json_object_get(j, "kernel_refused");
+	cr_assert(json_is_array(kernel), "no kernel_refused list");
+	size_t kernel_seen = 0;
 	size_t i;
 	json_t *f;
 	json_array_foreach(findings, i, f)
@@ -169,25 +180,40 @@ static json_t *check_shape(const char *text, int exit_code, const char *policy_s
 		const char *edge = json_string_value(json_object_get(f, "edge"));
 		const char *out = json_string_value(json_object_get(f, "outcome"));
 		int e = -1, o = -1;
-		for (int k = 0; k < 5; k++) {
+		for (int k = 0; k < 5; k++)
 			if (!strcmp(edge, edges[k]))
 				e = k;
+		for (int k = 0; k < N_OUTCOMES; k++)
 			if (!strcmp(out, outcomes[k]))
 				o = k;
-		}
 		cr_assert(e >= 0, "finding %zu: unknown edge %s", i, edge);
 		cr_assert(o >= 0, "finding %zu: unknown outcome %s", i, out);
 		per_edge[e]++;
 		per_outcome[o]++;
+		if (o == 5) {
+			/* Named in kernel_refused, in order, with the host's control. */
+			json_t *named = json_array_get(kernel, kernel_seen++);
+			cr_assert(json_is_string(named) &&
+					  !strcmp(json_string_value(named),
+						  json_string_value(json_object_get(f, "id"))),
+				  "finding %zu (%s) is not next in kernel_refused", i,
+				  json_string_value(json_object_get(f, "id")));
+			const char *ctl = json_string_value(json_object_get(f, "control"));
+			cr_assert(ctl && strstr(ctl, "on the host"), "finding %zu: contained by the "
+				  "kernel without the host control: %s", i, ctl ? ctl : "(none)");
+		}
 	}
+	cr_assert_eq(json_array_size(kernel), kernel_seen, "kernel_refused names %zu, the "
+		     "findings %zu", json_array_size(kernel), kernel_seen);
 	for (int k = 0; k < 5; k++)
 		cr_assert_gt(per_edge[k], 0, "no finding for the %s edge", edges[k]);
 	json_t *sum = json_object_get(j, "summary");
 	cr_assert_eq(json_integer_value(json_object_get(sum, "probes")),
 		     (json_int_t)json_array_size(findings));
-	static const char *const sum_keys[] = {"contained", "allowed", "leaked", "not_checked",
-					       "errors"};
-	for (int k = 0; k < 5; k++)
+	static const char *const sum_keys[N_OUTCOMES] = {"contained", "allowed", "leaked",
+							 "not_checked", "errors",
+							 "contained_by_kernel"};
+	for (int k = 0; k < N_OUTCOMES; k++)
 		cr_assert_eq(json_integer_value(json_object_get(sum, sum_keys[k])), per_outcome[k],
 			     "summary.%s", sum_keys[k]);
 	cr_assert_eq(json_integer_value(json_object_get(j, "exit")), exit_code);
@@ -215,12 +241,78 @@ static const char *outcome_of(json_t *report, const char *id)
 	return json_string_value(json_object_get(f, "outcome"));
 }
 
-/* The audit must contain everything: exit 0, nothing leaked or failed. */
+/* The TOKEN of the host control's RESULT line for key (dg_probe.c, "Kernel
+ * refusals"), measured here with the tests' own probe (the same source as
+ * deskgate-probe): "ok" where the host's kernel runs the call, an errno or
+ * a signal where it refuses it. */
+static void host_token(const char *const *argv, const char *key, char *token, size_t len)
+{
+	struct host_results hr;
+	char line[8192];
+	control_run(NULL, NULL, -1, argv, true, line, sizeof(line), &hr);
+	token[0] = '\0';
+	size_t kl = strlen(key);
+	for (int i = 0; i < hr.n; i++)
+		if (!strncmp(hr.kv[i], key, kl) && hr.kv[i][kl] == '=')
+			snprintf(token, len, "%s", hr.kv[i] + kl + 1);
+	cr_assert(token[0], "the host control of %s printed no RESULT %s=", argv[0], key);
+}
+
+/* The findings of probes whose calls depend on the kernel, against what the
+ * host's kernel does (measured here): never leaked, and contained by the
+ * kernel exactly where the kernel refuses the call before deskgate could. */
+static void expect_kernel_aware(json_t *rep)
+{
+	char tok[64];
+	json_t *f = finding(rep, "isolation.int80");
+	cr_assert(f, "no isolation.int80");
+	const char *out = json_string_value(json_object_get(f, "outcome"));
+	const char *ev = json_string_value(json_object_get(f, "evidence"));
+	const char *ctl = json_string_value(json_object_get(f, "control"));
+	cr_expect(ctl && strstr(ctl, "on the host, as root with no filter: "),
+		  "isolation.int80 has no host control: %s", ctl ? ctl : "(none)");
+	host_token(ARGV("int80"), "int80", tok, sizeof(tok));
+	if (!strncmp(tok, "SIG", 3)) {
+		/* No IA32 emulation: the kernel kills it before any filter. */
+		cr_expect_str_eq(out, "contained-by-kernel", "host int80=%s; %s", tok, ev);
+		cr_expect(strstr(ev, "as on the host without deskgate"), "%s", ev);
+		cr_expect(ctl && strstr(ctl, "KERNEL int 0x80 getpid on the host: killed by"), "%s",
+			  ctl ? ctl : "(none)");
+	} else {
+		/* The host runs i386 calls: the filter must kill it. */
+		cr_expect_str_eq(out, "contained", "host int80=%s; %s", tok, ev);
+	}
+	/* A kernel without x32, kexec or modules answers ENOSYS; the filter
+	 * answers first (SIGSYS, EPERM): contained, by deskgate, either way. */
+	static const struct {
+		const char *id, *probe, *key;
+	} filtered[] = {{"isolation.x32", "x32", "x32"},
+			{"isolation.kexec", "kexec", "kexec_load"},
+			{"isolation.modules", "modules", "init_module"}};
+	for (size_t i = 0; i < sizeof(filtered) / sizeof(filtered[0]); i++) {
+		f = finding(rep, filtered[i].id);
+		cr_assert(f, "no %s", filtered[i].id);
+		host_token(ARGV(filtered[i].probe), filtered[i].key, tok, sizeof(tok));
+		ctl = json_string_value(json_object_get(f, "control"));
+		cr_expect(ctl && strstr(ctl, "on the host"), "%s has no host control", filtered[i].id);
+		if (!strcmp(tok, "EPERM") || !strcmp(tok, "SIGSYS")) {
+			cr_log_info("%s: the host refuses it as the filter would (%s)", filtered[i].id,
+				    tok);
+			continue;
+		}
+		cr_expect_str_eq(json_string_value(json_object_get(f, "outcome")), "contained",
+				 "%s (host %s=%s): %s", filtered[i].id, filtered[i].key, tok,
+				 json_string_value(json_object_get(f, "evidence")));
+	}
+}
+
+/* The audit must contain everything: exit 0, nothing leaked or failed
+ * (what the host's kernel refuses by itself is not a leak). */
 static void expect_clean(const struct dg_run *r, json_t *report)
 {
 	char bad[8192];
-	others(json_object_get(report, "findings"), "contained,allowed,not-checked", bad,
-	       sizeof(bad));
+	others(json_object_get(report, "findings"), "contained,allowed,not-checked,"
+	       "contained-by-kernel", bad, sizeof(bad));
 	cr_expect_eq(r->exit_code, 0, "audit exit %d; findings not contained:%s", r->exit_code,
 		     bad);
 	cr_expect_eq(json_integer_value(json_object_get(json_object_get(report, "summary"),
@@ -255,6 +347,7 @@ Test(audit, default_policy_contains_everything, .timeout = 300)
 	sha256_hex(BUILTIN_POLICY_TEXT, strlen(BUILTIN_POLICY_TEXT), sha);
 	json_t *rep = check_shape(r.out, r.exit_code, sha, "browser");
 	expect_clean(&r, rep);
+	expect_kernel_aware(rep);
 	/* The default policy lets nothing through the proxy. */
 	cr_expect_str_eq(outcome_of(rep, "egress.proxy-denied-connect"), "contained");
 	cr_expect(strstr(json_string_value(json_object_get(
@@ -303,6 +396,7 @@ Test(audit, example_policy_contains_everything, .timeout = 300)
 	sha256_hex(example_policy, strlen(example_policy), sha);
 	json_t *rep = check_shape(r.out, r.exit_code, sha, "browser");
 	expect_clean(&r, rep);
+	expect_kernel_aware(rep);
 	/* Its egress allows example.com:443 and *.wikipedia.org:443: both are
 	 * reported as allowed; what it does not allow is refused. */
 	cr_expect_str_eq(outcome_of(rep, "egress.proxy-allowed-0"), "allowed");
@@ -330,12 +424,26 @@ Test(audit, example_policy_contains_everything, .timeout = 300)
 }
 
 /* The text report: one line per finding, EDGE OUTCOME what — evidence, and
- * the summary line. */
+ * the summary line; where the host's kernel refuses int 0x80 itself, the
+ * summary counts it as contained by the kernel and a line names it. */
 Test(audit, text_report_xterm, .timeout = 300)
 {
 	struct dg_run r;
 	audit_run(ARGV("--profile", "xterm"), &r);
 	cr_expect_eq(r.exit_code, 0, "audit exit %d", r.exit_code);
+	char tok[64];
+	host_token(ARGV("int80"), "int80", tok, sizeof(tok));
+	const char *named = strstr(r.out, "\ncontained by the kernel, not by deskgate");
+	if (!strncmp(tok, "SIG", 3)) {
+		cr_expect(strstr(r.out, " contained by the kernel, "), "no count in the summary");
+		cr_expect(named && strstr(named, "isolation.int80"),
+			  "the report does not name isolation.int80 as refused by the kernel");
+		cr_expect(strstr(r.out, "\nisolation    contained-by-kernel  a system call through "
+				 "int 0x80"), "no contained-by-kernel line for int 0x80");
+	} else {
+		cr_expect(!named || !strstr(named, "isolation.int80"),
+			  "int 0x80 runs on this host, yet the report says the kernel refused it");
+	}
 	int lines = 0;
 	for (const char *p = r.out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
 		for (int k = 0; k < 5; k++)
@@ -392,6 +500,86 @@ Test(audit, a_leak_is_reported, .timeout = 300)
 	dg_run_free(&r);
 	dg_test_rm_tmp(probe);
 	assert_no_stale("audit");
+}
+
+/* A probe that claims the kernel refused everything (KERNEL in the jail):
+ * the claim counts only for the probes the audit runs a host control for,
+ * and only when that control showed the kernel refusing a call (a RESULT
+ * other than "ok"). Its host side (no seccomp filter: /proc/self/status)
+ * answers as HOST_RESULT says. */
+static char *kernel_claim_probe(const char *host_result)
+{
+	char text[2048];
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n"
+		 "case \"$1\" in\n"
+		 "hello) echo \"HELLO uid=$(id -u)\" ;;\n"
+		 "mark) : > \"$2\" && echo \"MARKED $2\" ;;\n"
+		 "daemon) echo \"LEAKED fake daemon\"; exit 1 ;;\n"
+		 "*) s=\n"
+		 "   while read -r k v; do [ \"$k\" = Seccomp: ] && s=$v; done < /proc/self/status\n"
+		 "   if [ \"$s\" = 0 ]; then\n"
+		 "     echo \"RESULT fake=%s\"; echo \"LEAKED fake probe on the host: $1\"; exit 1\n"
+		 "   fi\n"
+		 "   echo \"KERNEL fake probe: the kernel refused $1\"; exit 3 ;;\n"
+		 "esac\n",
+		 host_result);
+	return dg_test_write_tmp("fake-probe", text);
+}
+
+Test(audit, a_kernel_claim_needs_the_host_control, .timeout = 300)
+{
+	static const char *const host_results[] = {"ok", "ENOSYS"};
+	for (int k = 0; k < 2; k++) {
+		char *probe = kernel_claim_probe(host_results[k]);
+		struct dg_run r;
+		audit_run(ARGV("--json", "--profile", "xterm", "--probe", probe), &r);
+		char sha[65];
+		sha256_hex(BUILTIN_POLICY_TEXT, strlen(BUILTIN_POLICY_TEXT), sha);
+		json_t *rep = check_shape(r.out, r.exit_code, sha, "xterm");
+		cr_expect_eq(r.exit_code, 125, "host %s: exit %d", host_results[k], r.exit_code);
+		/* No host control: the claim is an error. */
+		json_t *f = finding(rep, "egress.direct-outside-v4");
+		cr_assert(f);
+		cr_expect_str_eq(json_string_value(json_object_get(f, "outcome")), "error");
+		cr_expect(strstr(json_string_value(json_object_get(f, "evidence")),
+				 "no host control backs"), "%s",
+			  json_string_value(json_object_get(f, "evidence")));
+		/* A host control: the claim holds only where it saw a refusal. */
+		static const char *const kernel_ids[] = {"isolation.int80", "isolation.kexec",
+							 "egress.socket-families",
+							 "filesystem.proc-knobs", "credentials.keyrings"};
+		for (size_t i = 0; i < sizeof(kernel_ids) / sizeof(kernel_ids[0]); i++) {
+			f = finding(rep, kernel_ids[i]);
+			cr_assert(f, "no %s", kernel_ids[i]);
+			const char *out = json_string_value(json_object_get(f, "outcome"));
+			const char *ev = json_string_value(json_object_get(f, "evidence"));
+			cr_expect(strstr(json_string_value(json_object_get(f, "control")),
+					 "on the host, as root with no filter: LEAKED fake probe on the "
+					 "host"), "%s: %s", kernel_ids[i],
+				  json_string_value(json_object_get(f, "control")));
+			cr_expect(strstr(json_string_value(json_object_get(f, "probe")),
+					 k ? "--host-result fake=ENOSYS" : "--host-result fake=ok"),
+				  "%s: %s", kernel_ids[i],
+				  json_string_value(json_object_get(f, "probe")));
+			if (k == 0) {
+				cr_expect_str_eq(out, "error", "%s: %s", kernel_ids[i], ev);
+				cr_expect(strstr(ev, "the host control did not show the kernel refusing"),
+					  "%s: %s", kernel_ids[i], ev);
+			} else {
+				cr_expect_str_eq(out, "contained-by-kernel", "%s: %s", kernel_ids[i], ev);
+			}
+		}
+		json_t *sum = json_object_get(rep, "summary");
+		if (k == 0)
+			cr_expect_eq(json_integer_value(json_object_get(sum, "contained_by_kernel")), 0);
+		else
+			cr_expect_geq(json_integer_value(json_object_get(sum, "contained_by_kernel")), 5);
+		json_decref(rep);
+		dg_run_free(&r);
+		dg_test_rm_tmp(probe);
+		assert_no_stale("audit");
+	}
 }
 
 /* The audit's own bounds: at most DG_AUDIT_ALLOWED_MAX (8) allowed patterns

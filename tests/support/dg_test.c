@@ -199,14 +199,14 @@ int dg_test_probe_host(const char *const *envp, int extra_fd, double timeout_s,
 
 int dg_test_verdict(const char *text, char *line, size_t len)
 {
-	static const char *const words[] = {"CONTAINED ", "LEAKED ", "ERROR "};
+	static const char *const words[] = {"CONTAINED ", "LEAKED ", "ERROR ", "KERNEL "};
 	int kind = -1;
 	line[0] = '\0';
 	const char *p = text;
 	while (p && *p) {
 		const char *eol = strchr(p, '\n');
 		size_t l = eol ? (size_t)(eol - p) : strlen(p);
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < 4; i++)
 			if (strncmp(p, words[i], strlen(words[i])) == 0) {
 				kind = i;
 				snprintf(line, len, "%.*s", (int)l, p);

@@ -80,8 +80,9 @@ int dg_test_probe_jail(const char *policy_path, const char *const *envp, int ext
 int dg_test_probe_host(const char *const *envp, int extra_fd, double timeout_s,
 		       const char *const *probe_argv, struct dg_run *r);
 
-/* Finds the probe's final line (CONTAINED/LEAKED/ERROR ...) in text and
- * copies it into line. Returns 0 CONTAINED, 1 LEAKED, 2 ERROR, -1 none. */
+/* Finds the probe's final line (CONTAINED/LEAKED/ERROR/KERNEL ...) in text
+ * and copies it into line. Returns 0 CONTAINED, 1 LEAKED, 2 ERROR, 3 KERNEL
+ * (contained by the kernel itself: tests/probes/dg_probe.c), -1 none. */
 int dg_test_verdict(const char *text, char *line, size_t len);
 
 /* A program started in the background, for tests that act while it runs

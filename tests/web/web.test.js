@@ -696,26 +696,70 @@ async function main() {
     }
     const allowed = await P1.locator('#audit-findings tr[data-outcome=allowed] td:nth-child(2)').allTextContents();
     assert.ok(allowed.some((x) => x.includes(host)), `the allowed egress host is not among the findings: ${allowed}`);
+    // What this host's kernel refuses by itself (int 0x80 without IA32
+    // emulation, /proc/sysrq-trigger without magic SysRq...) is shown as
+    // contained by the kernel, with its evidence, never as a leak: as many as
+    // the real audit found here (none on a kernel that has them all).
+    const byKernel = au.report.findings.filter((f) => f.outcome === 'contained-by-kernel');
+    say(`     (contained by this host's kernel: ${byKernel.map((f) => f.id).join(', ') || 'none'})`);
+    assert.deepEqual(au.report.kernel_refused, byKernel.map((f) => f.id));
+    assert.equal(await P1.locator('#audit-findings tr[data-outcome="contained-by-kernel"]').count(), byKernel.length);
+    assert.equal(await P1.locator('#audit-kernel li').count(), byKernel.length);
+    for (const f of byKernel) {
+      const row = P1.locator(`#audit-findings tr[data-outcome="contained-by-kernel"][data-id="${f.id}"]`);
+      assert.equal(await row.locator('.badge').textContent(), 'contained by the kernel', f.id);
+      assert.match(await row.locator('.badge').getAttribute('class'), /\bbadge-kernel\b/, f.id);
+      assert.ok((await row.locator('td.evidence').textContent()).includes(f.evidence), f.id);
+      assert.ok((await P1.locator(`#audit-kernel li[data-id="${f.id}"]`).textContent()).includes(f.control), f.id);
+    }
+    if (byKernel.length) assert.match(await text(P1, '#edge-audit'), new RegExp(`${byKernel.length} contained by the kernel`));
+    for (const f of au.report.findings.filter((x) => x.outcome === 'error')) say(`     (audit error: ${f.id}: ${String(f.evidence).slice(0, 300)})`);
+    if (sum.leaked === 0) assert.doesNotMatch(await text(P1, '#edge-audit .edge-head'), /\d+ leaked/i);
     await shot(P1, 'blast', { fullPage: true });
     await P1.selectOption('#policy', 'locked');
     await P1.waitForSelector('body[data-policy="locked"]');
     assert.match(await text(P1, '#edge-network'), /no way out/i);
     assert.match(await text(P1, '#edge-limits'), /1024 MiB/);
     assert.match(await text(P1, '#edge-audit'), /No audit run yet/);
-    // A leak is shown as one: an audit of "locked" that found one (served
-    // by the test in place of the gateway's answer).
+    // A leak is shown as one, and a call the kernel refused as contained by
+    // the kernel, apart from it and not red: an audit of "locked" that found
+    // one of each (served by the test in place of the gateway's answer), on
+    // any kernel.
+    const leak = { id: 'filesystem.host-tmp', edge: 'filesystem', tried: 'reading a file in the host\'s /tmp', outcome: 'leaked', evidence: 'read 12 bytes: test finding' };
+    const kern = {
+      id: 'isolation.test-kernel', edge: 'isolation', tried: 'a call the test says this kernel refuses', outcome: 'contained-by-kernel',
+      evidence: 'test call: killed by SIGSEGV, as on the host without deskgate: this kernel has no test feature (no filter saw the call)',
+      control: 'on the host, as root with no filter: KERNEL test call on the host: killed by SIGSEGV: this kernel has no test feature',
+    };
+    const rest = au.report.findings.filter((f) => f.edge !== 'isolation' || f.outcome !== 'leaked');
     await P1.route('**/v1/policies', async (route) => {
       const res = await route.fetch();
       const j = await res.json();
-      const leak = { id: 'filesystem.host-tmp', edge: 'filesystem', tried: 'reading a file in the host\'s /tmp', outcome: 'leaked', evidence: 'read 12 bytes: test finding' };
-      j.policies.find((p) => p.name === 'locked').audit = { ...au.report, findings: [...au.report.findings, leak] };
+      j.policies.find((p) => p.name === 'locked').audit = { ...au.report, findings: [...rest, leak, kern] };
       await route.fulfill({ response: res, json: j });
     });
     await P1.goto('/blast.html?policy=locked');
     await P1.waitForSelector('body[data-policy="locked"]');
-    assert.match(await text(P1, '#edge-audit .edge-head'), /1 leaked/i);
-    assert.equal(await P1.locator('#audit-findings details[data-edge=filesystem][open] tr[data-outcome=leaked]').count(), 1);
-    assert.match(await P1.locator('.audit-line[data-edge=filesystem]').innerText(), /1 leaked/i);
+    const leaks = rest.filter((f) => f.outcome === 'leaked').length + 1;
+    assert.match(await text(P1, '#edge-audit .edge-head'), new RegExp(`${leaks} leaked`, 'i'));
+    assert.equal(await P1.locator('#audit-findings details[data-edge=filesystem][open] tr[data-outcome=leaked]').count(),
+      rest.filter((f) => f.edge === 'filesystem' && f.outcome === 'leaked').length + 1);
+    assert.match(await P1.locator('.audit-line[data-edge=filesystem]').innerText(), /[1-9]\d* leaked/i);
+    const krow = P1.locator('#audit-findings tr[data-id="isolation.test-kernel"]');
+    assert.equal(await krow.getAttribute('data-outcome'), 'contained-by-kernel');
+    assert.equal(await krow.locator('.badge').textContent(), 'contained by the kernel');
+    const colour = (loc) => loc.evaluate((e) => getComputedStyle(e).backgroundColor + ' ' + getComputedStyle(e).color);
+    const lrow = P1.locator('#audit-findings tr[data-outcome=leaked][data-id="filesystem.host-tmp"]');
+    assert.notEqual(await colour(krow.locator('.badge')), await colour(lrow.locator('.badge')), 'contained by the kernel is shown like a leak');
+    assert.notEqual(await colour(krow.locator('.badge')), await colour(P1.locator('#audit-findings tr[data-outcome=contained] .badge').first()),
+      'contained by the kernel is shown like contained');
+    assert.ok((await krow.locator('td.evidence').textContent()).includes(kern.evidence));
+    assert.ok((await krow.locator('td.evidence').textContent()).includes(`control ${kern.control}`));
+    assert.ok((await P1.locator('#audit-kernel li[data-id="isolation.test-kernel"]').textContent()).includes(kern.evidence));
+    // Its edge did not leak: its line says so, and counts it apart.
+    const iso = P1.locator('.audit-line[data-edge=isolation]');
+    assert.match(await iso.innerText(), /contained by the kernel/i);
+    assert.match(await iso.locator('.badge').getAttribute('class'), /\bbadge-ok\b/);
     await P1.unroute('**/v1/policies');
   }, 150000);
 
