@@ -227,8 +227,8 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *  GenAILocalFoundationalModelSettings 1
  *                                    no on-device model download
  *  EnableMediaRouter                 Cast discovery
- *  BackgroundModeEnabled             no browser left running without a window
- *  PromotionalTabsEnabled            no promotional tabs on start */
+ *  BackgroundModeEnabled             no browser (and its background pages) left
+ *                                    running without a window */
 static const char chromium_policy_base[] =
 	"{\n"
 	"  \"ComponentUpdatesEnabled\": false,\n"
@@ -246,8 +246,7 @@ static const char chromium_policy_base[] =
 	"  \"SyncDisabled\": true,\n"
 	"  \"GenAILocalFoundationalModelSettings\": 1,\n"
 	"  \"EnableMediaRouter\": false,\n"
-	"  \"BackgroundModeEnabled\": false,\n"
-	"  \"PromotionalTabsEnabled\": false\n"
+	"  \"BackgroundModeEnabled\": false\n"
 	"}\n";
 
 /* The managed policy strict desktops add (see dg_desktop_spec). The

@@ -12,7 +12,8 @@
  * Two desktops, because Chromium gets a different managed policy in each:
  * the built-in default policy (no rules: the jail's egress reaches nothing)
  * on about:blank, and a strict policy (rules) on a static page of a
- * loopback site. */
+ * loopback site, in French, with text typed into its text field: what
+ * starts translation, spell-check dictionary and form-type fetches. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -37,7 +38,13 @@ static void handle(struct dg_site *s, int c, const char *path)
 	(void)s;
 	if (strcmp(path, "/") == 0)
 		dg_site_reply(c, "200 OK", "text/html", "Cache-Control: max-age=3600\r\n",
-			      "<!doctype html><title>quiet</title><p>Nothing happens here.");
+			      "<!doctype html><html lang=fr><title>quiet</title>"
+			      "<p>Il ne se passe rien ici. Le navigateur attend sans rien demander "
+			      "au réseau, même quand on écrit dans le champ ci-dessous."
+			      "<form><textarea name=texte autofocus "
+			      "style=\"position:fixed;left:0;top:0;width:100%;height:100%\" "
+			      "oninput=\"document.title='typed '+this.value.length\"></textarea>"
+			      "<input name=courriel type=email autocomplete=email></form></html>");
 	else
 		dg_site_reply(c, "404 Not Found", "text/plain", "", "no");
 }
@@ -53,7 +60,7 @@ static void serve(bool strict)
 		char policy[1024];
 		snprintf(policy, sizeof(policy),
 			 "{\"version\": 1, \"default\": \"deny\",\n"
-			 " \"actions\": {\"allow\": [\"screenshot\", \"navigate\", \"wait\"]},\n"
+			 " \"actions\": {\"allow\": [\"screenshot\", \"navigate\", \"wait\", \"type\", \"click\"]},\n"
 			 " \"urls\": {\"allow\": [\"http://localhost:%d/**\"]},\n"
 			 " \"egress\": {\"allow\": [\"localhost:%d\"]}}\n",
 			 site.port, site.port);
@@ -228,6 +235,16 @@ static void idle_session(const char *url, const char *own_host, const char *own_
 		json_t *res = recv_json(ws, T_ACT);
 		cr_assert(json_is_true(json_object_get(res, "ok")), "navigate: %s", json_dumps(res, 0));
 		cr_assert_str_eq(str(res, "title"), "quiet");
+		json_decref(res);
+		/* Into the text field (it fills the page), with a misspelling. */
+		cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"click\",\"x\":640,\"y\":500}"), 0);
+		res = recv_json(ws, T_ACT);
+		cr_assert(json_is_true(json_object_get(res, "ok")), "click: %s", json_dumps(res, 0));
+		json_decref(res);
+		cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"type\",\"text\":\"Bonjour le mnode\"}"), 0);
+		res = recv_json(ws, T_ACT);
+		cr_assert(json_is_true(json_object_get(res, "ok")), "type: %s", json_dumps(res, 0));
+		cr_assert_str_eq(str(res, "title"), "typed 16", "the text did not reach the field: title \"%s\"", str(res, "title"));
 		json_decref(res);
 	}
 	struct seen live = {0};
