@@ -158,9 +158,9 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *                           Chromium (ERR_UNKNOWN_URL_SCHEME), no connection
  *  --disable-features=...   NetworkTimeServiceQuerying: no clients2.google.com
  *                           time queries; MediaRouter: no mDNS/SSDP discovery;
- *                           Translate, OptimizationHints, OnDeviceModelService,
- *                           AutofillServerCommunication: no translation, hints,
- *                           model or form-type fetches
+ *                           Translate, OptimizationHints, AutofillServerCommunication:
+ *                           no translation, hints or form-type fetches (each a
+ *                           feature Chromium 156 has: an unknown name is ignored)
  *  the managed policy       the same sources again, and those with no flag
  *                           (see chromium_policy_base)
  *  --no-first-run, --no-default-browser-check, --noerrdialogs,
@@ -191,7 +191,7 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--disable-breakpad");
 	arg(b, "--component-updater=url-source=" CHROMIUM_NO_UPDATE_URL);
 	arg(b, "--disable-features=NetworkTimeServiceQuerying,MediaRouter,Translate,OptimizationHints,"
-	       "OnDeviceModelService,AutofillServerCommunication");
+	       "AutofillServerCommunication");
 	arg(b, "--no-first-run");
 	arg(b, "--no-default-browser-check");
 	arg(b, "--noerrdialogs");
