@@ -24,6 +24,9 @@
 /* The real binary, not Debian's /usr/bin/chromium wrapper script, which
  * sources /etc/chromium.d (API keys, extra flags) through a shell. */
 #define CHROMIUM "/usr/lib/chromium/chromium"
+/* Where Chromium's component updater asks for updates: a scheme its network
+ * loaders refuse, so an update check ends in the browser. */
+#define CHROMIUM_NO_UPDATE_URL "file:///dev/null"
 
 #define ARGV_MAX 64
 #define ARG_MAX_LEN (DG_DESKTOP_URL_MAX + 64)
@@ -148,9 +151,22 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *                           no UDP paths around the proxy
  *  --disable-background-networking, --disable-component-update, --disable-sync,
  *  --disable-domain-reliability, --no-pings, --disable-breakpad
- *                           no traffic of its own (updates, sync, reports)
- *  --disable-features=...   no media router (mDNS/SSDP discovery), no
- *                           translate or on-device model downloads
+ *                           no traffic of its own (updates, sync, reports,
+ *                           hyperlink auditing pings)
+ *  --component-updater=url-source=...
+ *                           components registered on demand (the on-device
+ *                           model manifest asks update.googleapis.com even
+ *                           with --disable-component-update and the
+ *                           ComponentUpdatesEnabled policy) check a URL no
+ *                           network loader serves: the check fails inside
+ *                           Chromium (ERR_UNKNOWN_URL_SCHEME), no connection
+ *  --disable-features=...   NetworkTimeServiceQuerying: no clients2.google.com
+ *                           time queries; MediaRouter: no mDNS/SSDP discovery;
+ *                           Translate, OptimizationHints, AutofillServerCommunication:
+ *                           no translation, hints or form-type fetches (each a
+ *                           feature Chromium 156 has: an unknown name is ignored)
+ *  the managed policy       the same sources again, and those with no flag
+ *                           (see chromium_policy_base)
  *  --no-first-run, --no-default-browser-check, --noerrdialogs,
  *  --disable-session-crashed-bubble, --password-store=basic
  *                           no dialogs or keyring prompts in the agent's way
@@ -177,8 +193,9 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--disable-domain-reliability");
 	arg(b, "--no-pings");
 	arg(b, "--disable-breakpad");
-	arg(b, "--disable-features=MediaRouter,Translate,OptimizationHints,"
-	       "OptimizationGuideModelDownloading,OnDeviceModelService,AutofillServerCommunication");
+	arg(b, "--component-updater=url-source=" CHROMIUM_NO_UPDATE_URL);
+	arg(b, "--disable-features=NetworkTimeServiceQuerying,MediaRouter,Translate,OptimizationHints,"
+	       "AutofillServerCommunication");
 	arg(b, "--no-first-run");
 	arg(b, "--no-default-browser-check");
 	arg(b, "--noerrdialogs");
@@ -193,14 +210,58 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, s->start_url ? s->start_url : "about:blank");
 }
 
-/* Chromium's managed policy for strict desktops (see dg_desktop_spec). The
+/* Chromium's managed policy for every browser desktop: the browser's own
+ * background traffic, stopped where it starts. Each entry cuts requests the
+ * page never made (all measured against Chromium 156 in the jail, or named
+ * in Chromium's policy list as fetching on their own) and leaves what a page
+ * can do unchanged:
+ *  ComponentUpdatesEnabled           component update checks (update.googleapis.com)
+ *  BrowserNetworkTimeQueriesEnabled  time queries (clients2.google.com/time)
+ *  SafeBrowsingProtectionLevel 0     Safe Browsing list updates and lookups
+ *  MetricsReportingEnabled, UrlKeyedAnonymizedDataCollectionEnabled
+ *                                    usage and crash reports, URL-keyed metrics
+ *  DomainReliabilityAllowed          network error reports
+ *  SpellcheckEnabled                 dictionary downloads on the first text field
+ *  TranslateEnabled                  translation of a page in another language
+ *  NetworkPredictionOptions 2        DNS prefetch and preconnects nobody asked for
+ *  SearchSuggestEnabled              suggestions fetched while typing in the omnibox
+ *  AlternateErrorPagesEnabled        navigation error suggestions and, with them,
+ *                                    the captive-portal checks
+ *  BrowserSignin 0, SyncDisabled     sign-in and sync
+ *  GenAILocalFoundationalModelSettings 1
+ *                                    no on-device model download
+ *  EnableMediaRouter                 Cast discovery
+ *  BackgroundModeEnabled             no browser (and its background pages) left
+ *                                    running without a window */
+static const char chromium_policy_base[] =
+	"{\n"
+	"  \"ComponentUpdatesEnabled\": false,\n"
+	"  \"BrowserNetworkTimeQueriesEnabled\": false,\n"
+	"  \"SafeBrowsingProtectionLevel\": 0,\n"
+	"  \"MetricsReportingEnabled\": false,\n"
+	"  \"UrlKeyedAnonymizedDataCollectionEnabled\": false,\n"
+	"  \"DomainReliabilityAllowed\": false,\n"
+	"  \"SpellcheckEnabled\": false,\n"
+	"  \"TranslateEnabled\": false,\n"
+	"  \"NetworkPredictionOptions\": 2,\n"
+	"  \"SearchSuggestEnabled\": false,\n"
+	"  \"AlternateErrorPagesEnabled\": false,\n"
+	"  \"BrowserSignin\": 0,\n"
+	"  \"SyncDisabled\": true,\n"
+	"  \"GenAILocalFoundationalModelSettings\": 1,\n"
+	"  \"EnableMediaRouter\": false,\n"
+	"  \"BackgroundModeEnabled\": false\n"
+	"}\n";
+
+/* The managed policy strict desktops add (see dg_desktop_spec). The
  * browser enforces it in its own navigation code, beneath the page and
  * independent of the DevTools guard, so a missed CDP event cannot open a
  * file: or data: page. URLBlocklist "*" with an allowlist of exactly http
  * and https (about:blank for new tabs); javascript: needs its own entry.
  * DownloadRestrictions 3 blocks every download; AllowFileSelectionDialogs
- * false makes every <input type=file> and save dialog fail. */
-static const char chromium_policy[] =
+ * false makes every <input type=file> and save dialog fail. Its keys are
+ * not in chromium_policy_base: Chromium merges the files of the directory. */
+static const char chromium_policy_strict[] =
 	"{\n"
 	"  \"URLBlocklist\": [\"*\", \"javascript://*\"],\n"
 	"  \"URLAllowlist\": [\"http://*\", \"https://*\", \"about:blank\"],\n"
@@ -214,7 +275,8 @@ static const char chromium_policy[] =
 	"  \"ExternalProtocolDialogShowAlwaysOpenCheckbox\": false\n"
 	"}\n";
 static const struct dg_jail_file chromium_files[] = {
-	{"chromium/policies/managed/deskgate.json", chromium_policy},
+	{"chromium/policies/managed/deskgate-quiet.json", chromium_policy_base},
+	{"chromium/policies/managed/deskgate.json", chromium_policy_strict},
 };
 
 static void close_fd(int *fd)
@@ -297,9 +359,9 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
 				  .wait_ready = true, .egress = spec->egress};
-	if (spec->profile == DG_PROFILE_BROWSER && spec->strict) {
+	if (spec->profile == DG_PROFILE_BROWSER) {
 		js.etc_files = chromium_files;
-		js.n_etc_files = 1;
+		js.n_etc_files = spec->strict ? 2 : 1;
 	}
 	if ((r = dg_jail_start(&js, &d->jail, err)))
 		goto out;

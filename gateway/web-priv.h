@@ -37,10 +37,17 @@ extern const size_t dg_web_n_files;
 	"default-src 'self'; img-src 'self' blob:; connect-src 'self' ws: wss:; "            \
 	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-/* The file a GET of path serves: "/" is index.html, "/NAME" the embedded
- * file called exactly NAME. Anything else (a query string is not part of
- * path, an unknown name, a name with a slash, "..", an empty name): NULL.
- * path NULL: NULL. */
+/* The favicon the pages link to (<link rel="icon">), served at
+ * DG_WEB_FAVICON_PATH too: browsers and other clients ask for that path on
+ * their own, and without it every page's visit logged a 401. */
+#define DG_WEB_FAVICON "favicon.svg"
+#define DG_WEB_FAVICON_PATH "/favicon.ico"
+
+/* The file a GET of path serves: "/" is index.html, DG_WEB_FAVICON_PATH
+ * the favicon (DG_WEB_FAVICON, with its own image type), "/NAME" the
+ * embedded file called exactly NAME. Anything else (a query string is not
+ * part of path, an unknown name, a name with a slash, "..", an empty name):
+ * NULL. path NULL: NULL. */
 const struct dg_web_file *dg_web_find(const char *path);
 
 struct conn;

@@ -9,7 +9,11 @@ const struct dg_web_file *dg_web_find(const char *path)
 {
 	if (!path || path[0] != '/')
 		return NULL;
-	const char *name = path[1] ? path + 1 : "index.html";
+	const char *name = path + 1;
+	if (!path[1])
+		name = "index.html";
+	else if (strcmp(path, DG_WEB_FAVICON_PATH) == 0)
+		name = DG_WEB_FAVICON;
 	for (size_t i = 0; i < dg_web_n_files; i++) {
 		if (strcmp(dg_web_files[i].name, name) == 0)
 			return &dg_web_files[i];

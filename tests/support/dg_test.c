@@ -1706,3 +1706,24 @@ int dg_test_new_mounts(const char *before, char *what, size_t what_len)
 	free(now);
 	return count;
 }
+
+/* ---- Screenshots as pixels (issue #13: tests/containment/test_desktop_fonts.c) ---- */
+
+unsigned char *dg_test_png_rgb(const unsigned char *png, size_t len, int *w, int *h)
+{
+	png_image pi;
+	memset(&pi, 0, sizeof(pi));
+	pi.version = PNG_IMAGE_VERSION;
+	if (!png_image_begin_read_from_memory(&pi, png, len))
+		return NULL;
+	pi.format = PNG_FORMAT_RGB;
+	unsigned char *rgb = malloc(PNG_IMAGE_SIZE(pi));
+	if (!rgb || !png_image_finish_read(&pi, NULL, rgb, 0, NULL)) {
+		png_image_free(&pi);
+		free(rgb);
+		return NULL;
+	}
+	*w = (int)pi.width;
+	*h = (int)pi.height;
+	return rgb;
+}

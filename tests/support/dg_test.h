@@ -267,6 +267,11 @@ unsigned char *dg_test_base64_decode(const char *in, size_t *len);
 /* Checks png (len bytes) decodes fully; writes its size. Returns 0 or -1. */
 int dg_test_png_size(const unsigned char *png, size_t len, int *w, int *h);
 
+/* Decodes png (len bytes) to 8-bit RGB, rows top to bottom, 3 bytes a
+ * pixel (malloc'd; free it), and writes its size. NULL when it does not
+ * decode. */
+unsigned char *dg_test_png_rgb(const unsigned char *png, size_t len, int *w, int *h);
+
 #endif
 
 /* ---- A loopback HTTP site for policy tests ----
