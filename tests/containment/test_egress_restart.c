@@ -217,14 +217,17 @@ static void create(struct sess *s)
 	json_decref(j);
 	uint32_t now[64];
 	int n = dg_test_slots_under(srv.pid, now, 64);
-	for (int i = 0; i < n && !s->slot; i++) {
+	bool found = false;
+	for (int i = 0; i < n && !found; i++) {
 		bool old = false;
 		for (int k = 0; k < nb; k++)
 			old |= before[k] == now[i];
-		if (!old)
+		if (!old) {
 			s->slot = now[i];
+			found = true;
+		}
 	}
-	cr_assert(s->slot, "no new jail slot for session %s", s->id);
+	cr_assert(found, "no new jail slot for session %s", s->id);
 	char path[128], proto[300], err[256];
 	int status;
 	snprintf(path, sizeof(path), "/v1/sessions/%s/ws", s->id);
@@ -288,16 +291,30 @@ static pid_t proxy(void)
 	return dg_test_find_descendant(srv.pid, "deskgate-egress", DG_EGRESS_UID);
 }
 
-/* Waits for a proxy other than old; returns it. */
-static pid_t next_proxy(pid_t old, double timeout_s)
+static long long metric(const char *text, const char *name);
+static char *metrics(void);
+
+/* Waits until the gateway runs a proxy again, its restarts counted at
+ * restarts (the process exists before the gateway has its channel: the
+ * metrics say when it does); returns it, checked to be other than old. */
+static pid_t next_proxy(pid_t old, long long restarts, double timeout_s)
 {
 	double end = dg_test_now() + timeout_s;
-	pid_t p;
-	while (((p = proxy()) <= 0 || p == old) && dg_test_now() < end)
+	long long up = -1, n = -1;
+	while (dg_test_now() < end) {
+		char *m = metrics();
+		up = metric(m, "deskgate_egress_up");
+		n = metric(m, "deskgate_egress_restarts_total");
+		free(m);
+		if (up == 1 && n >= restarts)
+			break;
 		usleep(20000);
+	}
+	pid_t p = proxy();
 	char *tail = log_tail();
-	cr_assert(p > 0 && p != old, "no new egress proxy within %.0f s (old %d); log:\n%s",
-		  timeout_s, (int)old, tail);
+	cr_assert(up == 1 && n == restarts && p > 0 && p != old,
+		  "no new egress proxy within %.0f s (old %d, now %d, up %lld, restarts %lld); "
+		  "log:\n%s", timeout_s, (int)old, (int)p, up, n, tail);
 	free(tail);
 	return p;
 }
@@ -396,7 +413,7 @@ Test(egress_restart, sessions_survive_a_proxy_death)
 	/* A new proxy, filtered too, serves the session's listener again with
 	 * the session's own list: absolute-form and CONNECT reach the allowed
 	 * site, the denied site is refused. */
-	pid_t p2 = next_proxy(p1, T_RESTART);
+	pid_t p2 = next_proxy(p1, 1, T_RESTART);
 	cr_assert_eq(dg_test_proc_status(p2, "Seccomp", v, sizeof(v)), 0);
 	cr_assert_str_eq(v, "2", "the restarted proxy runs without a seccomp filter");
 	snprintf(args, sizeof(args), "http://allowed.test:%d/after", allowed_site.port);
@@ -466,6 +483,12 @@ Test(egress_restart, sessions_survive_a_proxy_death)
 		  json_dumps(closed, 0));
 	json_decref(closed);
 
+	char *log = dg_test_serve_log(&srv);
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, "egress"))
+			cr_log_info("log: %s", line);
+	free(log);
+
 	uint32_t slots[2] = {a.slot, b.slot};
 	dg_ws_close(a.ws);
 	dg_ws_close(b.ws);
@@ -481,7 +504,7 @@ Test(egress_restart, repeated_deaths_end_the_supervision)
 	cr_assert_gt(p, 0, "no egress proxy under the gateway");
 	for (int k = 1; k < DG_GW_EGRESS_DEATHS_MAX; k++) {
 		kill_proxy(p);
-		p = next_proxy(p, T_RESTART);
+		p = next_proxy(p, k, T_RESTART);
 	}
 	char *m = metrics();
 	cr_assert_eq(metric(m, "deskgate_egress_restarts_total"), DG_GW_EGRESS_DEATHS_MAX - 1,
