@@ -206,15 +206,14 @@ static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 	}
 }
 
-static void create(struct sess *s)
+/* The agent's side of a session the POST created (its answer: created),
+ * slots_before: the jail slots under the gateway before the POST. */
+static void open_session(struct sess *s, json_t *created, const uint32_t *before, int nb)
 {
 	memset(s, 0, sizeof(*s));
-	uint32_t before[64];
-	int nb = dg_test_slots_under(srv.pid, before, 64);
-	json_t *j = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}", 201);
-	snprintf(s->id, sizeof(s->id), "%s", str(j, "id"));
-	snprintf(s->token, sizeof(s->token), "%s", str(j, "session_token"));
-	json_decref(j);
+	snprintf(s->id, sizeof(s->id), "%s", str(created, "id"));
+	snprintf(s->token, sizeof(s->token), "%s", str(created, "session_token"));
+	cr_assert(s->id[0] && s->token[0], "not a created session: %s", json_dumps(created, 0));
 	uint32_t now[64];
 	int n = dg_test_slots_under(srv.pid, now, 64);
 	bool found = false;
@@ -237,6 +236,15 @@ static void create(struct sess *s)
 	json_t *hello = recv_json(s->ws, 10);
 	cr_assert_str_eq(str(hello, "type"), "hello");
 	json_decref(hello);
+}
+
+static void create(struct sess *s)
+{
+	uint32_t before[64];
+	int nb = dg_test_slots_under(srv.pid, before, 64);
+	json_t *j = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}", 201);
+	open_session(s, j, before, nb);
+	json_decref(j);
 }
 
 /* The result of the action sent last (its frame, if any, read too). */
@@ -551,4 +559,90 @@ Test(egress_restart, repeated_deaths_end_the_supervision)
 	dg_ws_close(a.ws);
 	uint32_t slots[1] = {a.slot};
 	stop_server(slots, 1);
+}
+
+/* A session created while no proxy runs waits for the next one. The gap is
+ * made long and the order certain by stopping the spawner: the create is
+ * queued to it before the proxy dies, the request for a new proxy after;
+ * once the spawner goes on, the desktop is handed over while no proxy runs,
+ * and the new proxy is handed its listener with the others. */
+Test(egress_restart, a_session_created_without_a_proxy_waits_for_the_next)
+{
+	serve();
+	struct sess a;
+	create(&a);
+	pid_t spawner = dg_test_find_descendant(srv.pid, "deskgate-spawn", 0);
+	cr_assert_gt(spawner, 0, "no spawner under the gateway");
+	pid_t p1 = proxy();
+	cr_assert_gt(p1, 0);
+
+	uint32_t before[64];
+	int nb = dg_test_slots_under(srv.pid, before, 64);
+	cr_assert_eq(kill(spawner, SIGSTOP), 0);
+	int fd = dg_test_tcp_connect(srv.port);
+	cr_assert_geq(fd, 0);
+	static const char body[] = "{\"profile\":\"xterm\"}";
+	char req[512];
+	int n = snprintf(req, sizeof(req),
+			 "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+			 "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n%s",
+			 DG_TEST_AGENT_TOKEN, sizeof(body) - 1, body);
+	cr_assert_eq(write(fd, req, (size_t)n), n);
+	/* The gateway counts the session once it asked the spawner for it. */
+	json_int_t live = 0;
+	for (double end = dg_test_now() + 30; live < 2 && dg_test_now() < end; usleep(20000)) {
+		json_t *h = http("GET", "/healthz", NULL, NULL, 200);
+		live = json_integer_value(json_object_get(h, "sessions"));
+		json_decref(h);
+	}
+	cr_assert_eq(live, 2, "the create request did not reach the gateway");
+	kill_proxy(p1);
+	bool asked = false;
+	for (double end = dg_test_now() + 30; !asked && dg_test_now() < end; usleep(20000))
+		asked = log_has("restarting it in");
+	cr_assert(asked, "the gateway did not schedule a restart");
+	usleep((DG_GW_EGRESS_BACKOFF_MS + 500) * 1000); /* its request is queued too */
+	cr_assert_leq(proxy(), 0, "a proxy runs while the spawner is stopped");
+	cr_assert_eq(kill(spawner, SIGCONT), 0);
+
+	char resp[8192];
+	size_t got = 0;
+	for (double end = dg_test_now() + T_CREATE; dg_test_now() < end && got < sizeof(resp) - 1;) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		if (poll(&pf, 1, 200) <= 0)
+			continue;
+		ssize_t k = read(fd, resp + got, sizeof(resp) - 1 - got);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fd);
+	resp[got] = '\0';
+	cr_assert(strncmp(resp, "HTTP/1.1 201", 12) == 0, "the create during the gap: %.500s", resp);
+	const char *json = strstr(resp, "\r\n\r\n");
+	json_t *created = json ? json_loads(json + 4, 0, NULL) : NULL;
+	cr_assert(created, "no JSON in %.500s", resp);
+	struct sess b;
+	open_session(&b, created, before, nb);
+	json_decref(created);
+
+	next_proxy(p1, 1, T_RESTART);
+	char args[256];
+	snprintf(args, sizeof(args), "http://allowed.test:%d/gap-session", allowed_site.port);
+	curl(&b, args, "200 0");
+	snprintf(args, sizeof(args), "http://allowed.test:%d/old-session", allowed_site.port);
+	curl(&a, args, "200 0");
+	cr_assert(log_has("handed it the listeners of 2 sessions"), "both sessions were not handed over");
+	/* The new session's recording: served by the new proxy, no death of its
+	 * own to report. */
+	json_t *px = rec_events(&b, "egress_proxy");
+	cr_assert_eq(json_array_size(px), 1, "egress_proxy events: %s", json_dumps(px, 0));
+	cr_assert_str_eq(str(json_array_get(px, 0), "state"), "restarted");
+	json_decref(px);
+
+	uint32_t slots[2] = {a.slot, b.slot};
+	dg_ws_close(a.ws);
+	dg_ws_close(b.ws);
+	stop_server(slots, 2);
 }
