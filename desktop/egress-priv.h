@@ -159,8 +159,9 @@ int dg_egress_configure(const struct dg_egress_opts *o, struct dg_err *err);
 int dg_egress_spawn(struct dg_egress *e, struct dg_err *err);
 
 /* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
- * caller still closes its copy; the proxy makes the shared file description
- * non-blocking). session_id must pass dg_session_id_valid. p: the policy the
+ * caller keeps its copy and closes it when done; the gateway keeps it for
+ * the session's life, to hand it to a restarted proxy; the proxy makes the
+ * shared file description non-blocking). session_id must pass dg_session_id_valid. p: the policy the
  * session runs under, whose "egress" list is sent along and decides for it
  * (NULL: the policy the proxy was started with). The proxy answers with an
  * "egress_session" event (ok or the reason it refused). */
@@ -215,10 +216,11 @@ void dg_egress_stop(struct dg_egress *e);
 /* Control messages (gateway -> proxy), one datagram each:
  *   {"op":"add","session":ID,"egress":[...],"conns_before":K} with exactly
  *   one descriptor, a listening TCP socket ("egress": the session's own
- *   allowlist, optional; "conns_before": optional, 0..
- *   DG_EGRESS_CONN_NUMBER_MAX); {"op":"remove","session":ID}. The gateway is more trusted
- *   than the proxy's clients: a malformed message is logged, reported as
- *   "egress_error" and ignored. When the channel closes, the proxy exits. */
+ *   allowlist, optional; "conns_before": optional, 0 ..
+ *   DG_EGRESS_CONN_NUMBER_MAX); {"op":"remove","session":ID}. The gateway
+ *   is more trusted than the proxy's clients: a malformed message is
+ *   logged, reported as "egress_error" and ignored. When the channel
+ *   closes, the proxy exits. */
 
 /* ---- the proxy's seccomp filter (egress-seccomp.c) ---------------------- */
 

@@ -5,9 +5,9 @@
  * session (jail, desktop, worker; the worker's channel goes back as a
  * descriptor), destroy one, run an exec in one (the result channel goes back
  * as a descriptor), start the egress proxy (its channel goes back; at start
- * and whenever the gateway saw the last one die). It tells the gateway when a
- * session's desktop ended on its own. It dies with the gateway (PR_SET_PDEATHSIG) and everything it
- * started dies with it. Single-threaded; the gateway is less trusted than the
+ * and whenever the gateway saw the last one die). It tells the gateway when
+ * a session's desktop ended on its own. It dies with the gateway
+ * (PR_SET_PDEATHSIG) and everything it started dies with it. Single-threaded; the gateway is less trusted than the
  * spawner, so every request is checked as if hostile: a malformed one is
  * answered with an error, a broken datagram ends the spawner.
  */

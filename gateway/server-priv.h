@@ -34,7 +34,7 @@
 #define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
 #define DG_GW_GONE_WAIT_MS 500          /* worker gone: wait this long for the spawner's why */
-#define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */
+#define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */          /* random bytes of an approval id (hex in URLs) */
 /* The egress proxy's supervision (egress-link.c). */
 #define DG_GW_EGRESS_DEATHS_MAX 5       /* deaths within DG_GW_EGRESS_WINDOW_MS that end
 					 * it: the 5th is not restarted (failed starts count) */
@@ -47,7 +47,7 @@
 /* Connections of a session the gateway tracks as open (decided, not yet
  * closed), to record them as cut when the proxy dies: as many as the proxy
  * keeps open with an "egress" event. */
-#define DG_GW_EGRESS_OPEN_MAX (DG_EGRESS_SESSION_CONNS_MAX + DG_EGRESS_SESSION_REFUSING_MAX)          /* random bytes of an approval id (hex in URLs) */
+#define DG_GW_EGRESS_OPEN_MAX (DG_EGRESS_SESSION_CONNS_MAX + DG_EGRESS_SESSION_REFUSING_MAX)
 
 struct gw;
 struct gw_session;
