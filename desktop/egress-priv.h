@@ -161,10 +161,11 @@ int dg_egress_spawn(struct dg_egress *e, struct dg_err *err);
 /* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
  * caller keeps its copy and closes it when done; the gateway keeps it for
  * the session's life, to hand it to a restarted proxy; the proxy makes the
- * shared file description non-blocking). session_id must pass dg_session_id_valid. p: the policy the
- * session runs under, whose "egress" list is sent along and decides for it
- * (NULL: the policy the proxy was started with). The proxy answers with an
- * "egress_session" event (ok or the reason it refused). */
+ * shared file description non-blocking). session_id must pass
+ * dg_session_id_valid. p: the policy the session runs under, whose "egress"
+ * list is sent along and decides for it (NULL: the policy the proxy was
+ * started with). The proxy answers with an "egress_session" event (ok or
+ * the reason it refused). */
 int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
 		  const struct dg_policy *p, struct dg_err *err);
 

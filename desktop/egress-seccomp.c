@@ -67,13 +67,6 @@
 
 #define LOW32 0xffffffffull
 
-#ifndef CLONE_PIDFD
-#define CLONE_PIDFD 0x00001000
-#endif
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-
 struct esc {
 	int nr;
 	const char *name;
@@ -93,7 +86,9 @@ static const struct esc egress_allow[] = {
 	ESC(fstat), ESC(newfstatat), ESC(stat), ESC(statx), ESC(uname),
 	/* memory */
 	ESC(brk), ESC(mmap), ESC(munmap), ESC(mprotect), ESC(mremap), ESC(madvise),
-	/* getaddrinfo_a's helper threads (clone itself is filtered below) */
+	/* getaddrinfo_a's helper threads (clone itself is filtered below);
+	 * sched_getaffinity and sigaltstack are the sanitizer runtimes' setup of
+	 * a new thread (a sanitizer build runs under the same filter) */
 	ESC(futex), ESC(set_robust_list), ESC(rseq), ESC(sched_yield), ESC(sched_getaffinity),
 	ESC(gettid), ESC(getpid), ESC(exit), ESC(exit_group), ESC(restart_syscall),
 	/* signals: the proxy's own masks and handlers (sending is filtered below) */
@@ -105,10 +100,10 @@ static const struct esc egress_allow[] = {
 	ESC(getrandom),
 };
 
-static int add(scmp_filter_ctx ctx, struct dg_err *err, uint32_t action, int nr,
-	       const char *name, const char *what, unsigned n, const struct scmp_arg_cmp *c)
+static int allow(scmp_filter_ctx ctx, struct dg_err *err, int nr, const char *name,
+		 const char *what, unsigned n, const struct scmp_arg_cmp *cmp)
 {
-	return dg_seccomp_rule(ctx, err, action, nr, name, what, n, c);
+	return dg_seccomp_rule(ctx, err, SCMP_ACT_ALLOW, nr, name, what, n, cmp);
 }
 
 static int add_clone(scmp_filter_ctx ctx, struct dg_err *err)
@@ -119,9 +114,10 @@ static int add_clone(scmp_filter_ctx ctx, struct dg_err *err)
 				  CLONE_CHILD_SETTID | CLONE_SYSVSEM | CLONE_DETACHED;
 	const uint64_t thread = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD;
 	struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, LOW32 & ~optional, thread);
-	int r = add(ctx, err, SCMP_ACT_ALLOW, __NR_clone, "clone", "thread flags only", 1, &c);
+	int r = allow(ctx, err, __NR_clone, "clone", "thread flags only", 1, &c);
 	if (r == 0)
-		r = add(ctx, err, SCMP_ACT_ERRNO(ENOSYS), __NR_clone3, "clone3", "ENOSYS", 0, NULL);
+		r = dg_seccomp_rule(ctx, err, SCMP_ACT_ERRNO(ENOSYS), __NR_clone3, "clone3", "ENOSYS",
+				    0, NULL);
 	return r;
 }
 
@@ -152,12 +148,12 @@ static int add_socket(scmp_filter_ctx ctx, struct dg_err *err)
 			SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)ok[i].type),
 			SCMP_A2_64(SCMP_CMP_MASKED_EQ, LOW32, (uint64_t)ok[i].proto),
 		};
-		r = add(ctx, err, SCMP_ACT_ALLOW, __NR_socket, "socket", ok[i].what, 3, c);
+		r = allow(ctx, err, __NR_socket, "socket", ok[i].what, 3, c);
 	}
 	if (r == 0) {
 		struct scmp_arg_cmp nl = SCMP_A0_64(SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK);
-		r = add(ctx, err, SCMP_ACT_ERRNO(EAFNOSUPPORT), __NR_socket, "socket",
-			"AF_NETLINK: EAFNOSUPPORT", 1, &nl);
+		r = dg_seccomp_rule(ctx, err, SCMP_ACT_ERRNO(EAFNOSUPPORT), __NR_socket, "socket",
+				    "AF_NETLINK: EAFNOSUPPORT", 1, &nl);
 	}
 	return r;
 }
@@ -168,10 +164,10 @@ static int add_open(scmp_filter_ctx ctx, struct dg_err *err)
 	 * opened, an unnamed file may not be made in it. */
 	const uint64_t writing = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE;
 	struct scmp_arg_cmp at = SCMP_A2_64(SCMP_CMP_MASKED_EQ, writing, 0);
-	int r = add(ctx, err, SCMP_ACT_ALLOW, __NR_openat, "openat", "read-only", 1, &at);
+	int r = allow(ctx, err, __NR_openat, "openat", "read-only", 1, &at);
 	struct scmp_arg_cmp op = SCMP_A1_64(SCMP_CMP_MASKED_EQ, writing, 0);
 	if (r == 0)
-		r = add(ctx, err, SCMP_ACT_ALLOW, __NR_open, "open", "read-only", 1, &op);
+		r = allow(ctx, err, __NR_open, "open", "read-only", 1, &op);
 	return r;
 }
 
@@ -181,7 +177,7 @@ static int add_self_signals(scmp_filter_ctx ctx, struct dg_err *err, pid_t self)
 	struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, LOW32, (uint64_t)(uint32_t)self);
 	int r = 0;
 	for (size_t i = 0; i < sizeof(to_self) / sizeof(to_self[0]) && r == 0; i++)
-		r = add(ctx, err, SCMP_ACT_ALLOW, to_self[i].nr, to_self[i].name, "own pid", 1, &c);
+		r = allow(ctx, err, to_self[i].nr, to_self[i].name, "own pid", 1, &c);
 	return r;
 }
 
@@ -202,13 +198,12 @@ int dg_egress_seccomp_install(struct dg_err *err)
 	if (r < 0)
 		return dg_err_set(err, r, "egress seccomp: CTL_TSYNC: %s", strerror(-r));
 	for (size_t i = 0; i < sizeof(egress_allow) / sizeof(egress_allow[0]); i++) {
-		r = add(ctx, err, SCMP_ACT_ALLOW, egress_allow[i].nr, egress_allow[i].name, "allow", 0,
-			NULL);
+		r = allow(ctx, err, egress_allow[i].nr, egress_allow[i].name, "allow", 0, NULL);
 		if (r)
 			return r;
 	}
 	struct scmp_arg_cmp fionread = SCMP_A1_64(SCMP_CMP_MASKED_EQ, LOW32, FIONREAD);
-	if ((r = add(ctx, err, SCMP_ACT_ALLOW, __NR_ioctl, "ioctl", "FIONREAD", 1, &fionread)) ||
+	if ((r = allow(ctx, err, __NR_ioctl, "ioctl", "FIONREAD", 1, &fionread)) ||
 	    (r = add_clone(ctx, err)) || (r = add_socket(ctx, err)) || (r = add_open(ctx, err)) ||
 	    (r = add_self_signals(ctx, err, getpid())))
 		return r;

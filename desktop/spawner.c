@@ -7,9 +7,10 @@
  * as a descriptor), start the egress proxy (its channel goes back; at start
  * and whenever the gateway saw the last one die). It tells the gateway when
  * a session's desktop ended on its own. It dies with the gateway
- * (PR_SET_PDEATHSIG) and everything it started dies with it. Single-threaded; the gateway is less trusted than the
- * spawner, so every request is checked as if hostile: a malformed one is
- * answered with an error, a broken datagram ends the spawner.
+ * (PR_SET_PDEATHSIG) and everything it started dies with it.
+ * Single-threaded; the gateway is less trusted than the spawner, so every
+ * request is checked as if hostile: a malformed one is answered with an
+ * error, a broken datagram ends the spawner.
  */
 #include <errno.h>
 #include <fcntl.h>

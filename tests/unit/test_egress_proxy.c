@@ -1312,7 +1312,8 @@ Test(egress_proxy, conns_before_continues_the_numbering)
 	int l = tcp_listener(8, &port);
 	struct dg_policy pol;
 	struct dg_err err = {{0}};
-	const char *text = "{\"version\": 1, \"default\": \"deny\", \"egress\": {\"allow\": [\"allowed.test:80\"]}}";
+	const char *text = "{\"version\": 1, \"default\": \"deny\", "
+			   "\"egress\": {\"allow\": [\"allowed.test:80\"]}}";
 	cr_assert_eq(dg_policy_parse(text, strlen(text), "test", &pol, &err), 0, "%s", err.msg);
 	cr_assert_eq(dg_egress_add_after(&eg, "s2", l, &pol, 41, &err), 0, "%s", err.msg);
 	close(l);
@@ -1381,7 +1382,8 @@ Test(egress_proxy, spawn_uses_the_configured_options_and_always_filters)
 	int port;
 	int l = tcp_listener(8, &port);
 	struct dg_policy p;
-	const char *text = "{\"version\": 1, \"default\": \"deny\", \"egress\": {\"allow\": [\"allowed.test:80\"]}}";
+	const char *text = "{\"version\": 1, \"default\": \"deny\", "
+			   "\"egress\": {\"allow\": [\"allowed.test:80\"]}}";
 	cr_assert_eq(dg_policy_parse(text, strlen(text), "test", &p, &err), 0, "%s", err.msg);
 	cr_assert_eq(dg_egress_add(&eg, "s1", l, &p, &err), 0, "%s", err.msg);
 	int l0 = tcp_listener(8, &p1);
