@@ -358,6 +358,11 @@ int dg_spawner_start(struct dg_spawner *sp, bool verbose, struct dg_err *err);
  *      keep N desktops of each profile started ahead (default size, these
  *      limits and strictness); a create that fits takes one ("warm":true in
  *      its reply) and another starts behind it; a desktop is never reused.
+ *   {"op":"egress"} -> {"req":N,"ok":true,"pid":P} + one descriptor: the
+ *      channel of a new egress proxy (desktop/egress-priv.h), started with
+ *      the options dg_egress_configure fixed before the spawner was forked;
+ *      one it started earlier is killed first. The spawner reaps it (and
+ *      logs how it ended); the gateway's handle on it has pid -1.
  *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
  *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result
  *         {"ok","exit_code","stdout","stderr","stdout_truncated",

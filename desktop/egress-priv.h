@@ -25,10 +25,19 @@
  * "Connection: close"; an HTTPS tunnel's content is never seen.
  *
  * Single-threaded epoll loop; glibc's getaddrinfo_a runs its lookups in its
- * own helper threads, which is the one exception (they only resolve).
+ * own helper threads, which is the one exception (they only resolve). Once
+ * set up, before it says it is ready, the proxy confines itself with its own
+ * seccomp filter (dg_egress_seccomp_install): its helper threads too.
+ *
+ * In `deskgate serve` the spawner starts the proxy (dg_egress_spawn, on the
+ * gateway's {"op":"egress"} request) and hands its channel to the gateway;
+ * when the proxy dies the gateway asks for another one and hands it every
+ * live session again (gateway/egress-link.c). Other commands (audit, live)
+ * start their own with dg_egress_start.
  *
  * Files: egress.c (process, loop, relay, the gateway's side), egress-http.c
- * (request heads), egress-addr.c (address ranges, resolver overrides).
+ * (request heads), egress-addr.c (address ranges, resolver overrides),
+ * egress-seccomp.c (the filter).
  */
 #ifndef DG_EGRESS_PRIV_H
 #define DG_EGRESS_PRIV_H
@@ -83,12 +92,16 @@
 #define DG_EGRESS_START_MS 5000                 /* dg_egress_start waits this long for "ready" */
 #define DG_EGRESS_STOP_MS 2000                  /* dg_egress_stop waits this long before SIGKILL */
 #define DG_EGRESS_REASON_MAX 400                /* bytes of an event's reason */
+#define DG_EGRESS_CONN_NUMBER_MAX (1ull << 53)  /* an add's "conns_before": connection
+						 * numbers stay exact in every JSON reader */
 
 /* ---- the gateway's side --------------------------------------------------- */
 
-/* The gateway's handle: the proxy's pid and the gateway's end of a
- * SOCK_SEQPACKET socketpair (non-blocking, close-on-exec). The lead adopts
- * fd into its event loop and calls dg_egress_recv when it is readable.
+/* A handle on a proxy: its pid and the owner's end of a SOCK_SEQPACKET
+ * socketpair (non-blocking, close-on-exec). The gateway adopts fd into its
+ * event loop and calls dg_egress_recv when it is readable. pid is -1 in a
+ * handle on a proxy this process did not fork (the gateway's, on the
+ * spawner's child): dg_egress_stop then only closes the channel.
  * Note: policy/policy-priv.h has a struct of the same name (a compiled
  * egress pattern); no file includes both. */
 struct dg_egress {
@@ -112,6 +125,11 @@ struct dg_egress_opts {
 	int connect_timeout_ms;
 	int idle_timeout_ms;
 	uint64_t session_bytes_max;
+	/* Test-only: run without the seccomp filter, so that LeakSanitizer can
+	 * check the proxy's memory when it exits (its stop-the-world needs a
+	 * non-thread clone and ptrace, which the filter kills). Ignored by
+	 * dg_egress_configure. */
+	bool no_seccomp;
 };
 
 /* Forks the proxy. Call while still root, before the gateway drops its
@@ -120,20 +138,42 @@ struct dg_egress_opts {
  * capabilities (bounding set included), sets no_new_privs, and keeps its own
  * copy of the compiled policy p (inherited by fork: the caller may free its
  * own afterwards). o may be NULL. Returns once the child reported that it
- * dropped its privileges (bounded by DG_EGRESS_START_MS): 0, or a negative
+ * dropped its privileges and installed its seccomp filter (unless
+ * o->no_seccomp; bounded by DG_EGRESS_START_MS): 0, or a negative
  * errno with err naming what failed (a bad override, the child's own
  * report). */
 int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct dg_egress_opts *o,
 		    struct dg_err *err);
 
+/* For `deskgate serve`: checks o (as dg_egress_start does; no_seccomp is
+ * ignored) and keeps it, the overrides parsed, for dg_egress_spawn. Call
+ * once, before dg_spawner_start: the spawner inherits what was kept, so the
+ * options of every proxy are fixed when deskgate starts and nothing the
+ * gateway sends later can change them. Returns 0 or -EINVAL with err. */
+int dg_egress_configure(const struct dg_egress_opts *o, struct dg_err *err);
+
+/* For the spawner: starts a proxy as dg_egress_start does, with the options
+ * dg_egress_configure kept and the built-in default policy, which allows no
+ * egress (every session's add carries its own list). The caller owns the
+ * child (reaps it) and hands e->fd on. Returns 0 or a negative errno. */
+int dg_egress_spawn(struct dg_egress *e, struct dg_err *err);
+
 /* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
- * caller still closes its copy; the proxy makes the shared file description
- * non-blocking). session_id must pass dg_session_id_valid. p: the policy the
- * session runs under, whose "egress" list is sent along and decides for it
- * (NULL: the policy the proxy was started with). The proxy answers with an
- * "egress_session" event (ok or the reason it refused). */
+ * caller keeps its copy and closes it when done; the gateway keeps it for
+ * the session's life, to hand it to a restarted proxy; the proxy makes the
+ * shared file description non-blocking). session_id must pass
+ * dg_session_id_valid. p: the policy the session runs under, whose "egress"
+ * list is sent along and decides for it (NULL: the policy the proxy was
+ * started with). The proxy answers with an "egress_session" event (ok or
+ * the reason it refused). */
 int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
 		  const struct dg_policy *p, struct dg_err *err);
+
+/* The same for a session an earlier proxy served: its connections are
+ * numbered from conns_before + 1 (at most DG_EGRESS_CONN_NUMBER_MAX), so
+ * that numbers stay unique in the session's recording. */
+int dg_egress_add_after(struct dg_egress *e, const char *session_id, int listen_fd,
+			const struct dg_policy *p, uint64_t conns_before, struct dg_err *err);
 
 /* Stops accepting for the session and closes all its connections (each gets
  * its "egress_closed" event), then an "egress_session" event. */
@@ -170,14 +210,32 @@ void dg_egress_stop(struct dg_egress *e);
  *    "error":TEXT (when !ok),"closed":K (remove)}
  *   {"event":"egress_dropped","dropped":K}   K events were dropped (queue full)
  *   {"event":"egress_error","error":TEXT}    a control message was ignored
- * N numbers a session's connections from 1, in accept order.
+ * N numbers a session's connections from 1 (from conns_before + 1 when
+ * the add said so), in accept order.
  */
 
 /* Control messages (gateway -> proxy), one datagram each:
- *   {"op":"add","session":ID} with exactly one descriptor, a listening
- *   TCP socket; {"op":"remove","session":ID}. The gateway is more trusted
- *   than the proxy's clients: a malformed message is logged, reported as
- *   "egress_error" and ignored. When the channel closes, the proxy exits. */
+ *   {"op":"add","session":ID,"egress":[...],"conns_before":K} with exactly
+ *   one descriptor, a listening TCP socket ("egress": the session's own
+ *   allowlist, optional; "conns_before": optional, 0 ..
+ *   DG_EGRESS_CONN_NUMBER_MAX); {"op":"remove","session":ID}. The gateway
+ *   is more trusted than the proxy's clients: a malformed message is
+ *   logged, reported as "egress_error" and ignored. When the channel
+ *   closes, the proxy exits. */
+
+/* ---- the proxy's seccomp filter (egress-seccomp.c) ---------------------- */
+
+/* Sets no_new_privs and installs the proxy's filter on every thread of the
+ * calling process (libseccomp, TSYNC): an allowlist sized for the proxy's
+ * loop, getaddrinfo_a's helper threads and glibc's resolver; anything else,
+ * and any foreign architecture, kills the process (SCMP_ACT_KILL_PROCESS).
+ * clone3 answers ENOSYS (glibc falls back to clone, allowed with thread
+ * flags only) and socket(AF_NETLINK) EAFNOSUPPORT (getaddrinfo copes);
+ * sockets are AF_INET, AF_INET6 and AF_UNIX only; paths are opened
+ * read-only; signals go to the process itself only. The reasons for each
+ * entry are in egress-seccomp.c. Called by the proxy once it is set up,
+ * and by tests in a forked child. Returns 0 or a negative errno with err. */
+int dg_egress_seccomp_install(struct dg_err *err);
 
 /* ---- request heads (egress-http.c) -------------------------------------- */
 

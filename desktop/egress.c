@@ -167,6 +167,7 @@ struct egress {
 	int q_head, q_n;
 	uint64_t dropped;
 	char *rbuf; /* DG_SEQ_MAX + 1 */
+	bool filtered; /* its seccomp filter is installed */
 };
 
 static struct egress G;
@@ -1198,7 +1199,8 @@ static int session_rules(const json_t *list, struct dg_policy *p, char *why, siz
 	return r;
 }
 
-static void op_add(const char *id, const json_t *egress, int *fds, int nfds)
+static void op_add(const char *id, const json_t *egress, const json_t *before, int *fds,
+		   int nfds)
 {
 	char why[160];
 	struct session *s = NULL;
@@ -1211,6 +1213,12 @@ static void op_add(const char *id, const json_t *egress, int *fds, int nfds)
 			goto fail;
 		}
 		own_pol = true;
+	}
+	if (before && (!json_is_integer(before) || json_integer_value(before) < 0 ||
+		       (uint64_t)json_integer_value(before) > DG_EGRESS_CONN_NUMBER_MAX)) {
+		snprintf(why, sizeof(why), "conns_before must be an integer 0..%llu",
+			 (unsigned long long)DG_EGRESS_CONN_NUMBER_MAX);
+		goto fail;
 	}
 	if (nfds != 1) {
 		snprintf(why, sizeof(why), "add needs exactly one descriptor, got %d", nfds);
@@ -1240,6 +1248,7 @@ static void op_add(const char *id, const json_t *egress, int *fds, int nfds)
 	s->pol = pol;
 	s->own_pol = own_pol;
 	own_pol = false;
+	s->next_conn = before ? (uint64_t)json_integer_value(before) : 0;
 	s->lep.kind = EP_LISTEN;
 	s->lfd = fds[0];
 	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &s->lep};
@@ -1270,7 +1279,8 @@ static void handle_ctl(const char *buf, size_t len, int *fds, int nfds)
 	if (!op || !id || !dg_session_id_valid(id)) {
 		ctl_error("not {\"op\":..., \"session\":ID} with a valid session id");
 	} else if (strcmp(op, "add") == 0) {
-		op_add(id, json_object_get(m, "egress"), fds, nfds);
+		op_add(id, json_object_get(m, "egress"), json_object_get(m, "conns_before"), fds,
+		       nfds);
 		nfds = 0;
 	} else if (strcmp(op, "remove") == 0) {
 		struct session *s = find_session(id);
@@ -1298,8 +1308,11 @@ __attribute__((noreturn)) static void proxy_exit(int status)
 	free(G.rbuf);
 	G.rbuf = NULL;
 	/* Lookups glibc still runs stay listed in G.lookups (reachable): their
-	 * memory is glibc's until they finish, and the process ends now. */
-	if (__lsan_do_leak_check)
+	 * memory is glibc's until they finish, and the process ends now. Under
+	 * the seccomp filter there is no leak check: LeakSanitizer stops the
+	 * world with a non-thread clone and ptrace, which the filter kills
+	 * (tests run a proxy without it, dg_egress_opts.no_seccomp, for that). */
+	if (__lsan_do_leak_check && !G.filtered)
 		__lsan_do_leak_check();
 	_exit(status);
 }
@@ -1387,6 +1400,16 @@ __attribute__((noreturn)) static void fail_start(int fd, const char *what, int e
 	_exit(1);
 }
 
+/* The same with a whole message. */
+__attribute__((noreturn)) static void fail_msg(int fd, const char *what)
+{
+	json_t *m = json_pack("{s:s, s:s}", "event", "egress_failed", "error", what);
+	char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
+	if (text)
+		send(fd, text, strlen(text), MSG_NOSIGNAL);
+	_exit(1);
+}
+
 /* No groups, DG_EGRESS_UID, no capabilities (bounding set first, while
  * CAP_SETPCAP is still held), no_new_privs; verified, not trusted. */
 static void drop_privileges(int fd)
@@ -1467,6 +1490,15 @@ __attribute__((noreturn)) static void proxy_main(int fd, const struct dg_policy 
 	if (epoll_ctl(G.ep, EPOLL_CTL_ADD, fd, &e1) != 0 ||
 	    epoll_ctl(G.ep, EPOLL_CTL_ADD, G.sig, &e2) != 0)
 		fail_start(fd, "epoll_ctl", errno);
+	/* Last: everything from here on runs under the filter, the lookups'
+	 * threads too. "egress_ready" says it is in place. */
+	if (!o->no_seccomp) {
+		struct dg_err serr = {{0}};
+		int r = dg_egress_seccomp_install(&serr);
+		if (r)
+			fail_msg(fd, serr.msg);
+		G.filtered = true;
+	}
 	emit(json_pack("{s:s, s:i}", "event", "egress_ready", "pid", (int)getpid()));
 	loop();
 	_exit(1);
@@ -1474,26 +1506,28 @@ __attribute__((noreturn)) static void proxy_main(int fd, const struct dg_policy 
 
 /* ---- the gateway's side ---------------------------------------------------------- */
 
-int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct dg_egress_opts *o,
-		    struct dg_err *err)
+/* Checks o's overrides and parses them into ov (DG_EGRESS_OVERRIDES_MAX). */
+static int parse_overrides(const struct dg_egress_opts *o, struct dg_egress_override *ov,
+			   struct dg_err *err)
 {
-	e->pid = -1;
-	e->fd = -1;
-	static const struct dg_egress_opts none;
-	if (!o)
-		o = &none;
-	if (!p)
-		return dg_err_set(err, -EINVAL, "egress: no policy");
 	if (o->n_resolve < 0 || o->n_resolve > DG_EGRESS_OVERRIDES_MAX ||
 	    (o->n_resolve > 0 && !o->resolve))
 		return dg_err_set(err, -EINVAL, "egress: %d resolve overrides (at most %d)",
 				  o->n_resolve, DG_EGRESS_OVERRIDES_MAX);
-	struct dg_egress_override ov[DG_EGRESS_OVERRIDES_MAX];
 	for (int i = 0; i < o->n_resolve; i++) {
 		int r = dg_egress_override_parse(o->resolve[i], &ov[i], err);
 		if (r)
 			return r;
 	}
+	return 0;
+}
+
+/* Forks the proxy with checked options (o->resolve is not read: ov holds
+ * the n_ov parsed overrides) and waits for its "egress_ready". */
+static int start_checked(struct dg_egress *e, const struct dg_policy *p,
+			 const struct dg_egress_override *ov, int n_ov,
+			 const struct dg_egress_opts *o, struct dg_err *err)
+{
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return dg_err_set(err, -errno, "egress: socketpair: %s", strerror(errno));
@@ -1517,7 +1551,7 @@ int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct
 			fd = 3;
 		}
 		syscall(SYS_close_range, 4, ~0u, 0);
-		proxy_main(fd, p, ov, o->n_resolve, o);
+		proxy_main(fd, p, ov, n_ov, o);
 	}
 	close(sv[1]);
 	e->pid = pid;
@@ -1557,14 +1591,73 @@ int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct
 	}
 }
 
-static int send_op(struct dg_egress *e, const char *op, const char *id, json_t *egress,
-		   const int *fds, int nfds, struct dg_err *err)
+int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct dg_egress_opts *o,
+		    struct dg_err *err)
 {
-	if (e->fd < 0)
+	e->pid = -1;
+	e->fd = -1;
+	static const struct dg_egress_opts none;
+	if (!o)
+		o = &none;
+	if (!p)
+		return dg_err_set(err, -EINVAL, "egress: no policy");
+	struct dg_egress_override ov[DG_EGRESS_OVERRIDES_MAX];
+	int r = parse_overrides(o, ov, err);
+	return r ? r : start_checked(e, p, ov, o->n_resolve, o, err);
+}
+
+/* What dg_egress_spawn starts every proxy with: set by dg_egress_configure
+ * in the process that forks the spawner, inherited by it. */
+static struct {
+	bool set;
+	struct dg_egress_opts o; /* resolve NULL: the overrides are in ov */
+	struct dg_egress_override ov[DG_EGRESS_OVERRIDES_MAX];
+	int n_ov;
+	struct dg_policy pol;    /* the built-in default: it allows no egress */
+} spawn_cfg;
+
+int dg_egress_configure(const struct dg_egress_opts *o, struct dg_err *err)
+{
+	static const struct dg_egress_opts none;
+	if (!o)
+		o = &none;
+	int r = parse_overrides(o, spawn_cfg.ov, err);
+	if (r)
+		return r;
+	spawn_cfg.o = *o;
+	spawn_cfg.o.resolve = NULL;
+	spawn_cfg.o.no_seccomp = false; /* every proxy of `deskgate serve` is filtered */
+	spawn_cfg.n_ov = o->n_resolve;
+	dg_policy_default(&spawn_cfg.pol);
+	spawn_cfg.set = true;
+	return 0;
+}
+
+int dg_egress_spawn(struct dg_egress *e, struct dg_err *err)
+{
+	e->pid = -1;
+	e->fd = -1;
+	if (!spawn_cfg.set)
+		return dg_err_set(err, -EINVAL, "egress: dg_egress_configure was not called");
+	return start_checked(e, &spawn_cfg.pol, spawn_cfg.ov, spawn_cfg.n_ov, &spawn_cfg.o, err);
+}
+
+/* Sends {"op":op,"session":id} with egress (stolen, NULL: none) and, when
+ * before > 0, "conns_before". */
+static int send_op(struct dg_egress *e, const char *op, const char *id, json_t *egress,
+		   uint64_t before, const int *fds, int nfds, struct dg_err *err)
+{
+	if (e->fd < 0) {
+		json_decref(egress);
 		return dg_err_set(err, -EPIPE, "egress: the proxy is not running");
-	if (!id || !dg_session_id_valid(id))
+	}
+	if (!id || !dg_session_id_valid(id)) {
+		json_decref(egress);
 		return dg_err_set(err, -EINVAL, "egress: %s: bad session id", op);
+	}
 	json_t *m = json_pack("{s:s, s:s, s:o*}", "op", op, "session", id, "egress", egress);
+	if (m && before > 0)
+		json_object_set_new(m, "conns_before", json_integer((json_int_t)before));
 	char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
 	json_decref(m);
 	if (!s)
@@ -1577,20 +1670,30 @@ static int send_op(struct dg_egress *e, const char *op, const char *id, json_t *
 	return 0;
 }
 
-int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
-		  const struct dg_policy *p, struct dg_err *err)
+int dg_egress_add_after(struct dg_egress *e, const char *session_id, int listen_fd,
+			const struct dg_policy *p, uint64_t conns_before, struct dg_err *err)
 {
 	if (listen_fd < 0)
 		return dg_err_set(err, -EBADF, "egress: add: no listening socket");
+	if (conns_before > DG_EGRESS_CONN_NUMBER_MAX)
+		return dg_err_set(err, -EINVAL, "egress: add: conns_before %llu is over %llu",
+				  (unsigned long long)conns_before,
+				  (unsigned long long)DG_EGRESS_CONN_NUMBER_MAX);
 	json_t *list = p ? dg_policy_egress_json(p) : NULL;
 	if (p && !list)
 		return dg_err_set(err, -ENOMEM, "egress: out of memory");
-	return send_op(e, "add", session_id, list, &listen_fd, 1, err);
+	return send_op(e, "add", session_id, list, conns_before, &listen_fd, 1, err);
+}
+
+int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
+		  const struct dg_policy *p, struct dg_err *err)
+{
+	return dg_egress_add_after(e, session_id, listen_fd, p, 0, err);
 }
 
 int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err *err)
 {
-	return send_op(e, "remove", session_id, NULL, NULL, 0, err);
+	return send_op(e, "remove", session_id, NULL, 0, NULL, 0, err);
 }
 
 int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err)

@@ -7,6 +7,9 @@
 #ifndef DG_SECCOMP_PRIV_H
 #define DG_SECCOMP_PRIV_H
 
+#include <seccomp.h>
+#include <stdint.h>
+
 #include "policy/policy.h"
 
 /* Drops every capability: bounding set, ambient, inheritable, permitted and
@@ -34,5 +37,16 @@ int dg_seccomp_prepare(struct dg_err *err);
  * are open): allowlist of I/O on existing descriptors, memory, time and exit;
  * no open, no socket, no exec, no fork. Sets no_new_privs. */
 int dg_seccomp_install_worker(struct dg_err *err);
+
+/* ---- Helpers for the other filters built with libseccomp (the egress
+ * proxy's, desktop/egress-seccomp.c) ---- */
+
+/* seccomp_rule_add_exact_array with an error naming the syscall (name) and
+ * what the rule is for (what). Returns 0 or libseccomp's negative errno. */
+int dg_seccomp_rule(scmp_filter_ctx ctx, struct dg_err *err, uint32_t action, int nr,
+		    const char *name, const char *what, unsigned n, const struct scmp_arg_cmp *cmp);
+
+/* seccomp_release for __attribute__((cleanup)): NULL is harmless. */
+void dg_seccomp_release(scmp_filter_ctx *ctx);
 
 #endif

@@ -660,3 +660,14 @@ int dg_seccomp_install_worker(struct dg_err *err)
 		return dg_err_set(err, r, "seccomp_load (worker filter): %s", strerror(-r));
 	return 0;
 }
+
+int dg_seccomp_rule(scmp_filter_ctx ctx, struct dg_err *err, uint32_t action, int nr,
+		    const char *name, const char *what, unsigned n, const struct scmp_arg_cmp *cmp)
+{
+	return rule(ctx, err, action, nr, name, what, n, cmp);
+}
+
+void dg_seccomp_release(scmp_filter_ctx *ctx)
+{
+	ctx_release(ctx);
+}

@@ -4,11 +4,13 @@
  * and answers typed requests over a SOCK_SEQPACKET socketpair: create a
  * session (jail, desktop, worker; the worker's channel goes back as a
  * descriptor), destroy one, run an exec in one (the result channel goes back
- * as a descriptor). It tells the gateway when a session's desktop ended on
- * its own. It dies with the gateway (PR_SET_PDEATHSIG) and everything it
- * started dies with it. Single-threaded; the gateway is less trusted than the
- * spawner, so every request is checked as if hostile: a malformed one is
- * answered with an error, a broken datagram ends the spawner.
+ * as a descriptor), start the egress proxy (its channel goes back; at start
+ * and whenever the gateway saw the last one die). It tells the gateway when
+ * a session's desktop ended on its own. It dies with the gateway
+ * (PR_SET_PDEATHSIG) and everything it started dies with it.
+ * Single-threaded; the gateway is less trusted than the spawner, so every
+ * request is checked as if hostile: a malformed one is answered with an
+ * error, a broken datagram ends the spawner.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "desktop/desktop.h"
+#include "desktop/egress-priv.h"
 #include "desktop/ipc-priv.h"
 #include "desktop/seccomp-priv.h"
 
@@ -57,6 +60,9 @@ struct spawner {
 	bool verbose;
 	struct pool pool;
 	struct session sessions[DG_SPAWNER_SESSIONS_MAX];
+	/* The egress proxy it started last: pid only (its channel is the
+	 * gateway's); -1 once reaped. At most one runs. */
+	struct dg_egress egress;
 };
 
 static long long now_ms(void)
@@ -89,6 +95,7 @@ __attribute__((noreturn)) static void end_all_and_exit(struct spawner *sp, int s
 		if (sp->sessions[i].used)
 			session_end(&sp->sessions[i]);
 	}
+	dg_egress_stop(&sp->egress); /* its channel closed with the gateway: it is ending */
 	_exit(status);
 }
 
@@ -327,6 +334,48 @@ static void op_destroy(struct spawner *sp, json_t *req)
 	reply(sp, json_pack("{s:O?, s:b, s:s}", "req", json_object_get(req, "req"), "ok", 1,
 			    "session", id),
 	      NULL, 0);
+}
+
+/* {"op":"egress"}: a new egress proxy, its channel to the gateway. The
+ * request carries nothing: the proxy's options were fixed before this
+ * process was forked (dg_egress_configure). A proxy started earlier that
+ * still runs is killed first: the gateway asks only once it lost that one's
+ * channel, and two proxies must never serve the same listeners. */
+static void op_egress(struct spawner *sp, json_t *req)
+{
+	if (sp->egress.pid > 0) {
+		kill(sp->egress.pid, SIGKILL);
+		waitpid(sp->egress.pid, NULL, 0);
+		fprintf(stderr, "deskgate spawner: killed the previous egress proxy (pid %d)\n",
+			(int)sp->egress.pid);
+		sp->egress.pid = -1;
+	}
+	struct dg_err err = {{0}};
+	struct dg_egress e;
+	if (dg_egress_spawn(&e, &err) != 0)
+		return reply_error(sp, req, "egress: %s", err.msg);
+	sp->egress.pid = e.pid;
+	sp->egress.fd = -1;
+	int fd = e.fd;
+	reply(sp, json_pack("{s:O?, s:b, s:i}", "req", json_object_get(req, "req"), "ok", 1, "pid",
+			    (int)e.pid),
+	      &fd, 1);
+	close(fd);
+}
+
+/* The egress proxy ended (st: its wait status): said on stderr, which is
+ * the gateway's log; the gateway learns it from its channel. */
+static void egress_reaped(struct spawner *sp, int st)
+{
+	int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	if (sig)
+		fprintf(stderr, "deskgate spawner: the egress proxy (pid %d) was killed by signal %d%s\n",
+			(int)sp->egress.pid, sig,
+			sig == SIGSYS ? " (SIGSYS: its seccomp filter refused a system call)" : "");
+	else
+		fprintf(stderr, "deskgate spawner: the egress proxy (pid %d) exited with status %d\n",
+			(int)sp->egress.pid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	sp->egress.pid = -1;
 }
 
 /* ---- exec ----------------------------------------------------------------- */
@@ -587,6 +636,10 @@ static void reap(struct spawner *sp)
 	int st;
 	pid_t p;
 	while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+		if (p == sp->egress.pid) {
+			egress_reaped(sp, st);
+			continue;
+		}
 		for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
 			struct session *s = &sp->sessions[i];
 			if (!s->used)
@@ -661,6 +714,8 @@ static void handle(struct spawner *sp)
 		op_exec(sp, req);
 	else if (strcmp(op, "pool") == 0)
 		op_pool(sp, req);
+	else if (strcmp(op, "egress") == 0)
+		op_egress(sp, req);
 	else
 		reply_error(sp, req, "unknown op");
 	json_decref(req);
@@ -671,6 +726,8 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 	static struct spawner sp;
 	sp.fd = fd;
 	sp.verbose = verbose;
+	sp.egress.pid = -1;
+	sp.egress.fd = -1;
 	struct dg_err err = {{0}};
 	sigset_t chld;
 	sigemptyset(&chld);

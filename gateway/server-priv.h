@@ -35,6 +35,19 @@
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
 #define DG_GW_GONE_WAIT_MS 500          /* worker gone: wait this long for the spawner's why */
 #define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */          /* random bytes of an approval id (hex in URLs) */
+/* The egress proxy's supervision (egress-link.c). */
+#define DG_GW_EGRESS_DEATHS_MAX 5       /* deaths within DG_GW_EGRESS_WINDOW_MS that end
+					 * it: the 5th is not restarted (failed starts count) */
+#define DG_GW_EGRESS_WINDOW_MS 60000
+#define DG_GW_EGRESS_BACKOFF_MS 100     /* death -> restart request; doubled for each
+					 * earlier death in the window */
+#define DG_GW_EGRESS_BACKOFF_MAX_MS 5000
+#define DG_GW_EGRESS_START_WAIT_MS (DG_EGRESS_START_MS + 5000) /* start-up: request ->
+					 * the spawner's answer */
+/* Connections of a session the gateway tracks as open (decided, not yet
+ * closed), to record them as cut when the proxy dies: as many as the proxy
+ * keeps open with an "egress" event. */
+#define DG_GW_EGRESS_OPEN_MAX (DG_EGRESS_SESSION_CONNS_MAX + DG_EGRESS_SESSION_REFUSING_MAX)
 
 struct gw;
 struct gw_session;
@@ -144,8 +157,14 @@ struct gw_session {
 	long long created_ms, last_activity_ms;
 	unsigned long n_actions, n_errors, n_exec, n_refused;
 	unsigned long n_requests, n_requests_blocked; /* the browser's, decided here */
-	int egress_fd;         /* the jail's egress listener until the proxy has it; -1 */
-	bool egress_added;     /* the proxy serves the session's listener */
+	int egress_fd;         /* the jail's egress listener (the gateway's duplicate), kept
+				* for the session's life so that a restarted proxy can be
+				* handed it again; closed at its end; -1 */
+	bool egress_added;     /* the running proxy serves the session's listener */
+	uint64_t egress_conn_max; /* highest connection number a proxy reported */
+	uint64_t egress_open[DG_GW_EGRESS_OPEN_MAX]; /* decided connections not closed yet */
+	int n_egress_open;
+	unsigned long egress_untracked; /* open ones past DG_GW_EGRESS_OPEN_MAX */
 	bool warm;             /* its desktop came from the warm pool */
 	/* actions decided in each of the last 60 seconds, for the policy's
 	 * actions_per_minute budget */
@@ -180,6 +199,7 @@ struct gw_metrics {
 	unsigned long auth_failures, protocol_errors;
 	unsigned long requests[2];   /* the browser's requests: [allowed, blocked] */
 	unsigned long egress[2];     /* proxy connections: [allowed, denied] */
+	unsigned long egress_restarts; /* proxies started after the first */
 	unsigned long rec_events, rec_us; /* recording writes and their cost */
 	double action_ms_sum;
 	unsigned long action_ms_count;
@@ -209,8 +229,13 @@ struct gw {
 	lws_sorted_usec_list_t sul_retention, sul_flush;
 	struct gw_verify_cache verify_cache[DG_GW_VERIFY_CACHE];
 	unsigned verify_next;
-	struct lws *egress_wsi;
-	bool egress_dead;             /* it died: sessions are refused */
+	struct lws *egress_wsi;       /* its channel while one runs; NULL in a gap */
+	bool egress_dead;             /* it died too often: sessions are refused */
+	int egress_req;               /* the spawner request starting a proxy; 0: none */
+	pid_t egress_pid;             /* the running proxy (the spawner's child) */
+	long long egress_deaths[DG_GW_EGRESS_DEATHS_MAX]; /* ms, the latest first */
+	int n_egress_deaths;
+	lws_sorted_usec_list_t sul_egress; /* the back-off before a restart */
 	bool spawner_lost;            /* the spawner died: exit non-zero */
 	struct gw_session *sessions; /* cfg.limits.max_sessions of them */
 	int n_sessions;
@@ -286,6 +311,18 @@ json_t *dg_gw_policies_json(struct gw *gw);
 void dg_gw_egress_attach(struct gw_session *s);
 void dg_gw_egress_detach(struct gw_session *s);
 void dg_gw_egress_event(struct gw *gw, json_t *ev);
+/* Start-up, before the event loop: asks the spawner for the first proxy and
+ * waits (bounded by DG_GW_EGRESS_START_WAIT_MS) for its channel. 0 or a
+ * negative errno with err. */
+int dg_gw_egress_start(struct gw *gw, struct dg_err *err);
+/* The proxy's channel closed (why: what was seen): supervision, see
+ * egress-link.c. */
+void dg_gw_egress_lost(struct gw *gw, const char *why);
+/* Whether msg from the spawner answers the egress start in flight; if so
+ * it is handled (fds taken). */
+bool dg_gw_egress_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds);
+/* server.c: watches the proxy's channel fd in the event loop. */
+struct lws *dg_gw_egress_adopt(struct gw *gw, int fd);
 bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);
 void *dg_gw_raw_tag(struct gw_session *s, int kind);
 void dg_gw_raw_untag(void *tag);

@@ -331,6 +331,11 @@ static int metrics_reply(struct conn *c)
 	    "# TYPE deskgate_egress_total counter\n"
 	    "deskgate_egress_total{verdict=\"allow\"} %lu\ndeskgate_egress_total{verdict=\"deny\"} %lu\n",
 	    G->m.egress[0], G->m.egress[1]);
+	OUT("# HELP deskgate_egress_restarts_total Egress proxies started because the one before "
+	    "died.\n# TYPE deskgate_egress_restarts_total counter\ndeskgate_egress_restarts_total %lu\n"
+	    "# HELP deskgate_egress_up Whether an egress proxy serves the sessions now.\n"
+	    "# TYPE deskgate_egress_up gauge\ndeskgate_egress_up %d\n",
+	    G->m.egress_restarts, G->egress_wsi != NULL);
 	OUT("# TYPE deskgate_errors_total counter\n"
 	    "deskgate_errors_total{kind=\"http\"} %lu\ndeskgate_errors_total{kind=\"auth\"} %lu\n"
 	    "deskgate_errors_total{kind=\"protocol\"} %lu\n",
@@ -799,38 +804,29 @@ struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque)
 
 static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL};
 static struct raw_tag egress_tag = {RAW_EGRESS, NULL};
+static char egress_why[DG_ERR_MAX]; /* what ended the proxy's channel, if seen */
 
-/* The egress proxy died: every session's only way out went with it, so
- * every session ends saying so, and new ones are refused (503) until
- * deskgate is restarted; the gateway stays up for viewers and recordings. */
-static void egress_lost(const char *why)
+struct lws *dg_gw_egress_adopt(struct gw *gw, int fd)
 {
-	if (G->egress_dead || G->stopping)
-		return; /* stopping: the proxy ends with the gateway */
-	G->egress_dead = true;
-	lwsl_err("deskgate: the egress proxy is gone (%s): ending every session; new sessions "
-		 "are refused until deskgate restarts\n", why);
-	for (int i = 0; i < G->n_sessions; i++) {
-		if (G->sessions[i].used)
-			dg_gw_session_end(&G->sessions[i], "the egress proxy died");
-	}
+	egress_why[0] = '\0';
+	return dg_gw_adopt(gw, fd, &egress_tag);
 }
 
 /* The egress proxy's events: decisions and closed connections, each for a
- * session's observers and recording. A proxy that went away takes every
- * session's way out with it: the gateway stops rather than run sessions
- * whose listeners nobody serves. */
-static void egress_readable(void)
+ * session's observers and recording. Returns -1 when the channel must
+ * close (the proxy is gone or broke the protocol): the close hands over to
+ * dg_gw_egress_lost, which restarts it. */
+static int egress_readable(void)
 {
 	for (;;) {
 		json_t *ev = NULL;
 		struct dg_err err = {{0}};
 		int r = dg_egress_recv(&G->egress, &ev, &err);
 		if (r == 0)
-			return;
+			return 0;
 		if (r < 0) {
-			egress_lost(err.msg);
-			return;
+			snprintf(egress_why, sizeof(egress_why), "%s", err.msg);
+			return -1;
 		}
 		dg_gw_egress_event(G, ev);
 		json_decref(ev);
@@ -853,7 +849,8 @@ static void spawner_readable(void)
 			lws_cancel_service(G->ctx);
 			return;
 		}
-		dg_gw_spawner_message(G, msg, fds, nfds);
+		if (!dg_gw_egress_spawner_message(G, msg, fds, nfds))
+			dg_gw_spawner_message(G, msg, fds, nfds);
 		json_decref(msg);
 	}
 }
@@ -870,10 +867,8 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			spawner_readable();
 			return 0;
 		}
-		if (t->kind == RAW_EGRESS) {
-			egress_readable();
-			return 0;
-		}
+		if (t->kind == RAW_EGRESS)
+			return egress_readable();
 		if (t->kind == RAW_WORKER)
 			return dg_gw_worker_readable(t->s) < 0 ? -1 : 0;
 		if (t->kind == RAW_EXEC)
@@ -888,9 +883,10 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 				if (!G->stopping)
 					G->spawner_lost = true;
 				G->stopping = true;
-			} else {
+			} else if (wsi == G->egress_wsi) {
 				G->egress_wsi = NULL;
-				egress_lost("its channel closed");
+				G->egress.fd = -1; /* lws closed it */
+				dg_gw_egress_lost(G, egress_why[0] ? egress_why : "its channel closed");
 			}
 		} else if (t->kind == RAW_WORKER) {
 			dg_gw_worker_closed(t->s);
@@ -1120,13 +1116,18 @@ int dg_cmd_serve(int argc, char **argv)
 		return DG_EXIT_FAILED;
 	}
 	dg_worker_set_binary("/proc/self/exe");
+	/* The spawner starts every egress proxy with these options (it inherits
+	 * them); each session's add carries its own egress list. */
+	struct dg_egress_opts eo = {.resolve = resolve, .n_resolve = n_resolve, .verbose = gw.verbose};
+	if (dg_egress_configure(&eo, &err) != 0) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		return DG_EXIT_USAGE;
+	}
 	if (dg_spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
-	/* The proxy keeps its copy of the policy and drops to its own uid. */
-	struct dg_egress_opts eo = {.resolve = resolve, .n_resolve = n_resolve, .verbose = gw.verbose};
-	if (dg_egress_start(&gw.egress, &gw.policy, &eo, &err) != 0) {
+	if (dg_gw_egress_start(&gw, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		dg_spawner_stop(&gw.spawner);
 		return DG_EXIT_FAILED;
@@ -1177,7 +1178,7 @@ int dg_cmd_serve(int argc, char **argv)
 		return DG_EXIT_FAILED;
 	}
 	gw.spawner_wsi = dg_gw_adopt(&gw, gw.spawner.fd, &spawner_tag);
-	gw.egress_wsi = dg_gw_adopt(&gw, gw.egress.fd, &egress_tag);
+	gw.egress_wsi = dg_gw_egress_adopt(&gw, gw.egress.fd);
 	if (!gw.spawner_wsi || !gw.egress_wsi) {
 		fprintf(stderr, "deskgate serve: cannot watch the spawner's or egress proxy's channel\n");
 		return DG_EXIT_FAILED;

@@ -1647,6 +1647,27 @@ pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top)
 	return found;
 }
 
+pid_t dg_test_find_descendant(pid_t root, const char *comm, uid_t uid)
+{
+	pid_t found = -1;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && found < 0 && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		char v[64], st[64];
+		if (dg_test_proc_status(p, "Name", v, sizeof(v)) != 0 || strcmp(v, comm) != 0 ||
+		    real_uid(p) != uid || dg_test_proc_status(p, "State", st, sizeof(st)) != 0 ||
+		    st[0] == 'Z' || st[0] == 'X' || p == root || !descends_from(p, root))
+			continue;
+		found = p;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
 
 char *dg_test_read_file(const char *path)
 {

@@ -324,6 +324,11 @@ int dg_test_proc_fds(pid_t pid, char *what, size_t what_len);
  * of its zygotes or renderers). -1 when none. */
 pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top);
 
+/* A live process (not a zombie) with this comm and real uid that descends
+ * from root (a child, grandchild, ...), or -1: e.g. the egress proxy of one
+ * gateway among those running on the machine. */
+pid_t dg_test_find_descendant(pid_t root, const char *comm, uid_t uid);
+
 /* dg_test_leftovers_slot without zombies: processes that are dead but not
  * reaped yet (the host's init reaps the orphans of a killed spawner when it
  * gets to it) hold nothing but their pid. */

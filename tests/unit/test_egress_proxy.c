@@ -23,9 +23,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1093,9 +1096,13 @@ Test(egress_proxy, policy_without_rules_allows_nothing)
 	cr_assert_eq(accepted_settled(&allowed_srv, 0), 0);
 }
 
-Test(egress_proxy, exits_cleanly_when_the_channel_closes)
+/* Closes the channel with a tunnel open; the proxy must exit 0. Without
+ * the filter (no_seccomp), LeakSanitizer checks the proxy's memory as it
+ * exits and a leak makes the status non-zero. */
+static void exits_cleanly(bool filtered)
 {
-	up();
+	struct dg_egress_opts o = {.no_seccomp = !filtered};
+	up_with(&o, true);
 	int fd = tunnel(p1, "allowed.test:80"); /* open work does not keep it alive */
 	close(eg.fd);
 	eg.fd = -1;
@@ -1112,6 +1119,16 @@ Test(egress_proxy, exits_cleanly_when_the_channel_closes)
 	char b[16];
 	cr_assert_leq(recv(fd, b, sizeof(b), 0), 0);
 	close(fd);
+}
+
+Test(egress_proxy, exits_cleanly_when_the_channel_closes)
+{
+	exits_cleanly(true);
+}
+
+Test(egress_proxy, exits_cleanly_without_the_filter_leak_checked)
+{
+	exits_cleanly(false);
 }
 
 Test(egress_proxy, start_refuses_bad_overrides)
@@ -1284,4 +1301,283 @@ Test(egress_proxy, session_slots_at_their_boundary)
 	ev = wait_event("egress_session", "x7", -1);
 	json_decref(ev);
 	add_session("one-more");
+}
+
+/* ---- supervision helpers: numbering across proxies, the spawner's start ---------- */
+
+Test(egress_proxy, conns_before_continues_the_numbering)
+{
+	up();
+	int port;
+	int l = tcp_listener(8, &port);
+	struct dg_policy pol;
+	struct dg_err err = {{0}};
+	const char *text = "{\"version\": 1, \"default\": \"deny\", "
+			   "\"egress\": {\"allow\": [\"allowed.test:80\"]}}";
+	cr_assert_eq(dg_policy_parse(text, strlen(text), "test", &pol, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_egress_add_after(&eg, "s2", l, &pol, 41, &err), 0, "%s", err.msg);
+	close(l);
+	json_t *ev = wait_event("egress_session", "s2", -1);
+	cr_assert(json_is_true(json_object_get(ev, "ok")), "%s", str(ev, "error"));
+	json_decref(ev);
+	char *r = roundtrip(port, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+			    NULL);
+	cr_assert(starts(r, "HTTP/1.1 200 OK"), "%s", r);
+	free(r);
+	ev = wait_event("egress", "s2", 42);
+	cr_assert_str_eq(str(ev, "verdict"), "allow");
+	json_decref(ev);
+	json_decref(wait_event("egress_closed", "s2", 42));
+
+	/* Bounds: the client refuses past DG_EGRESS_CONN_NUMBER_MAX; the proxy
+	 * refuses what a client could send anyway. */
+	l = tcp_listener(8, &port);
+	cr_assert_eq(dg_egress_add_after(&eg, "s3", l, NULL, DG_EGRESS_CONN_NUMBER_MAX + 1, &err),
+		     -EINVAL);
+	cr_assert_eq(dg_egress_add_after(&eg, "s3", l, NULL, DG_EGRESS_CONN_NUMBER_MAX, &err), 0,
+		     "%s", err.msg);
+	ev = wait_event("egress_session", "s3", -1);
+	cr_assert(json_is_true(json_object_get(ev, "ok")), "at the bound: %s", str(ev, "error"));
+	json_decref(ev);
+	static const char *const bad[] = {
+		"{\"op\":\"add\",\"session\":\"s4\",\"conns_before\":-1}",
+		"{\"op\":\"add\",\"session\":\"s5\",\"conns_before\":9007199254740993}",
+		"{\"op\":\"add\",\"session\":\"s6\",\"conns_before\":\"7\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(dg_seq_send(eg.fd, bad[i], strlen(bad[i]), &l, 1), 0);
+		char id[4];
+		snprintf(id, sizeof(id), "s%zu", i + 4);
+		ev = wait_event("egress_session", id, -1);
+		cr_assert(json_is_false(json_object_get(ev, "ok")), "%s was accepted", bad[i]);
+		cr_assert(strstr(str(ev, "error"), "conns_before"), "%s", str(ev, "error"));
+		json_decref(ev);
+	}
+	close(l);
+	dg_policy_free(&pol);
+}
+
+Test(egress_proxy, spawn_uses_the_configured_options_and_always_filters)
+{
+	if (geteuid() != 0)
+		cr_skip_test("the proxy drops from root to its own uid: run as root");
+	struct dg_err err = {{0}};
+	struct dg_egress e;
+	cr_assert_eq(dg_egress_spawn(&e, &err), -EINVAL, "spawned before configure");
+	const char *bad[] = {"allowed.test=127.0.0.1:1"};
+	struct dg_egress_opts o = {.resolve = bad, .n_resolve = 1};
+	cr_assert_eq(dg_egress_configure(&o, &err), -EINVAL);
+	char ov[96];
+	snprintf(ov, sizeof(ov), "allowed.test:80=127.0.0.1:%d", allowed_srv.port);
+	const char *good[] = {ov};
+	o = (struct dg_egress_opts){.resolve = good, .n_resolve = 1, .no_seccomp = true};
+	cr_assert_eq(dg_egress_configure(&o, &err), 0, "%s", err.msg);
+	ov[0] = 'X'; /* kept parsed: the caller's strings may go */
+	cr_assert_eq(dg_egress_spawn(&eg, &err), 0, "%s", err.msg);
+	char v[64];
+	cr_assert_eq(dg_test_proc_status(eg.pid, "Seccomp", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "2", "no_seccomp reached a spawned proxy");
+	/* Its own policy allows nothing; a session's list decides for it, and
+	 * the configured override resolves. */
+	int port;
+	int l = tcp_listener(8, &port);
+	struct dg_policy p;
+	const char *text = "{\"version\": 1, \"default\": \"deny\", "
+			   "\"egress\": {\"allow\": [\"allowed.test:80\"]}}";
+	cr_assert_eq(dg_policy_parse(text, strlen(text), "test", &p, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_egress_add(&eg, "s1", l, &p, &err), 0, "%s", err.msg);
+	int l0 = tcp_listener(8, &p1);
+	cr_assert_eq(dg_egress_add(&eg, "s0", l0, NULL, &err), 0, "%s", err.msg);
+	close(l);
+	close(l0);
+	dg_policy_free(&p);
+	json_decref(wait_event("egress_session", "s1", -1));
+	json_decref(wait_event("egress_session", "s0", -1));
+	char *r = roundtrip(port, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+			    NULL);
+	cr_assert(starts(r, "HTTP/1.1 200 OK"), "%s", r);
+	free(r);
+	r = roundtrip(p1, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", NULL);
+	cr_assert(starts(r, "HTTP/1.1 403 Forbidden"), "the default policy allowed: %s", r);
+	free(r);
+}
+
+/* ---- the proxy's seccomp filter ---------------------------------------------------- */
+
+Test(egress_proxy, runs_under_its_own_seccomp_filter)
+{
+	up();
+	char v[64];
+	cr_assert_eq(dg_test_proc_status(eg.pid, "Seccomp", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "2", "the proxy has no seccomp filter");
+	cr_assert_eq(dg_test_proc_status(eg.pid, "Seccomp_filters", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1");
+	/* It serves under it: absolute-form, CONNECT, a name looked up in
+	 * /etc/hosts by getaddrinfo_a's thread (refused: loopback). */
+	char *r = roundtrip(p1, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+			    NULL);
+	cr_assert(starts(r, "HTTP/1.1 200 OK"), "%s", r);
+	free(r);
+	int fd = tunnel(p1, "allowed.test:80");
+	send_str(fd, "GET /t HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n");
+	r = read_all(fd, NULL);
+	cr_assert(starts(r, "HTTP/1.1 200 OK") && strstr(r, "server allowed"), "%s", r);
+	free(r);
+	close(fd);
+	r = roundtrip(p1, "GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\n\r\n", NULL);
+	cr_assert(starts(r, "HTTP/1.1 403 Forbidden"), "%s", r);
+	cr_assert(strstr(r, "localhost resolves to 127.0.0.1"), "%s", r);
+	free(r);
+	int st = 0;
+	cr_assert_eq(waitpid(eg.pid, &st, WNOHANG), 0, "the proxy died under its filter");
+}
+
+/* The filter in a forked child: each call below must kill it (SIGSYS), and
+ * the control must run to its end. */
+static int try_execve(void)
+{
+	char *argv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+	execve("/bin/true", argv, envp);
+	return 0;
+}
+static int try_ptrace(void)
+{
+	return (int)syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0) * 0;
+}
+static int try_mount(void)
+{
+	return (int)syscall(SYS_mount, "none", "/mnt", "tmpfs", 0, NULL) * 0;
+}
+static int try_packet(void)
+{
+	return socket(AF_PACKET, SOCK_RAW, 0) * 0;
+}
+static int try_raw_inet(void)
+{
+	return socket(AF_INET, SOCK_RAW, IPPROTO_ICMP) * 0;
+}
+static int try_fork(void)
+{
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	return 0;
+}
+static int try_write_open(void)
+{
+	return (int)syscall(SYS_openat, AT_FDCWD, "/tmp/dg-egress-filter", O_WRONLY | O_CREAT, 0600) * 0;
+}
+static int try_bind(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	return bind(fd, (struct sockaddr *)&a, sizeof(a)) * 0;
+}
+static int try_kill_other(void)
+{
+	return kill(getppid(), 0) * 0;
+}
+static int try_x32(void)
+{
+	return (int)syscall(0x40000000 | SYS_getpid) * 0;
+}
+static int try_unshare(void)
+{
+	return (int)syscall(SYS_unshare, 0x10000000 /* CLONE_NEWUSER */) * 0;
+}
+static int try_socketpair(void)
+{
+	int sv[2];
+	return socketpair(AF_UNIX, SOCK_STREAM, 0, sv) * 0;
+}
+
+static int under_filter(int (*fn)(void))
+{
+	pid_t p = fork();
+	cr_assert_geq(p, 0);
+	if (p == 0) {
+		struct dg_err err = {{0}};
+		if (dg_egress_seccomp_install(&err) != 0) {
+			fprintf(stderr, "install: %s\n", err.msg);
+			_exit(100);
+		}
+		_exit(fn());
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(p, &st, 0), p);
+	return st;
+}
+
+Test(egress_proxy, seccomp_filter_kills_forbidden_calls)
+{
+	static const struct {
+		const char *what;
+		int (*fn)(void);
+	} calls[] = {
+		{"execve", try_execve},       {"ptrace", try_ptrace},
+		{"mount", try_mount},         {"socket(AF_PACKET)", try_packet},
+		{"socket(AF_INET, SOCK_RAW)", try_raw_inet},
+		{"fork", try_fork},           {"openat for writing", try_write_open},
+		{"bind", try_bind},           {"kill of another process", try_kill_other},
+		{"an x32 syscall", try_x32},  {"unshare(CLONE_NEWUSER)", try_unshare},
+		{"socketpair", try_socketpair},
+	};
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		int st = under_filter(calls[i].fn);
+		cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS,
+			  "%s under the proxy's filter: status %#x, not killed by SIGSYS", calls[i].what,
+			  st);
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	return arg;
+}
+
+/* What the proxy needs, step by step: the exit code names the first step
+ * that failed (0: all passed). */
+static int allowed_calls(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 1;
+	close(fd);
+	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+	if (fd < 0)
+		return 2;
+	close(fd);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 3;
+	close(fd);
+	if (socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0) != -1 || errno != EAFNOSUPPORT)
+		return 4;
+	if (syscall(435 /* clone3 */, NULL, 0) != -1 || errno != ENOSYS)
+		return 5;
+	static int token;
+	pthread_t t;
+	void *back = NULL;
+	if (pthread_create(&t, NULL, thread_main, &token) != 0 || pthread_join(t, &back) != 0 ||
+	    back != &token)
+		return 6;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+	if (getaddrinfo("localhost", "80", &hints, &res) != 0 || !res)
+		return 7;
+	freeaddrinfo(res);
+	fd = open("/etc/hosts", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 8;
+	close(fd);
+	if (kill(getpid(), 0) != 0)
+		return 9;
+	return 0;
+}
+
+Test(egress_proxy, seccomp_filter_allows_what_the_proxy_needs)
+{
+	int st = under_filter(allowed_calls);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "under the proxy's filter: status %#x (exit %d names the step that failed)", st,
+		  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
