@@ -900,6 +900,8 @@ static void browser_start(struct worker *w)
 		dg_cdp_pollfds(w->cdp, p);
 		if (poll(p, 2, (int)left) > 0)
 			cdp_pump(w, p);
+		if (dg_guard_failed(w->guard))
+			die("DevTools: the browser refused to hold its requests (Fetch.enable)");
 	}
 	w->cdp_changes = dg_cdp_changes(w->cdp);
 }
