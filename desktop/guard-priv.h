@@ -80,6 +80,21 @@ void dg_guard_event(struct dg_guard *g, const char *method, const char *session,
  * for a malformed message (the owner broke the protocol). */
 int dg_guard_verdict(struct dg_guard *g, const char *json, size_t len, struct dg_err *err);
 
+/* Which tab is in front. Chromium (156) announces no tab activation, so the
+ * guard asks every page (its own session on it) for
+ * document.visibilityState and document.hasFocus(), read in an isolated
+ * world (Page.createIsolatedWorld) that page scripts cannot reach, so a
+ * hostile page cannot pass for the tab in front. done gets, once every
+ * page answered or failed, the targetId of the visible page that has
+ * focus, or of the only visible page, or NULL when that says nothing (no
+ * page visible; several, none focused). done runs from the DevTools
+ * handlers, or within this call when there is no page to ask. One probe at
+ * a time: -EBUSY while one is in flight. */
+typedef void (*dg_guard_tabs_fn)(void *arg, const char *front_target_id);
+int dg_guard_probe_tabs(struct dg_guard *g, dg_guard_tabs_fn done, void *arg, struct dg_err *err);
+/* Page targets attached and not frozen. */
+int dg_guard_n_pages(const struct dg_guard *g);
+
 /* Whether the browser refused a browser-level setup command (Fetch.enable):
  * then nothing would be held, and the owner must not go on. */
 bool dg_guard_failed(const struct dg_guard *g);

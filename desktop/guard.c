@@ -9,6 +9,8 @@
 
 struct target {
 	bool used;
+	/* The last tab probe's answer (dg_guard_probe_tabs), pages only. */
+	bool probe_wait, visible, focused;
 	unsigned gen;            /* bumped at each reuse: stale callbacks are ignored */
 	char session[DG_CDP_ID_MAX + 1];
 	char id[DG_CDP_ID_MAX + 1]; /* targetId: a page's main frame has the same id */
@@ -34,8 +36,21 @@ struct setup_ref {
 	const char *what;
 };
 
+/* Completion context of one probe command. */
+struct probe_ref {
+	struct dg_guard *g;
+	int target;
+	unsigned gen;
+	unsigned probe;
+};
+
 struct dg_guard {
 	struct dg_cdp *cdp;
+	/* The tab probe in flight: its number, answers awaited, the caller. */
+	unsigned probe_no;
+	int probe_left;
+	dg_guard_tabs_fn probe_done;
+	void *probe_arg;
 	dg_guard_emit_fn emit;
 	void *emit_arg;
 	struct target targets[DG_GUARD_TARGETS_MAX];
@@ -413,6 +428,140 @@ int dg_guard_verdict(struct dg_guard *g, const char *text, size_t len, struct dg
 bool dg_guard_failed(const struct dg_guard *g)
 {
 	return g->browser_failed;
+}
+
+/* ---- which tab is in front ---- */
+
+/* Whether targets[i] is a page the probe asks: attached, not frozen, and
+ * the first session on its target (a target has several when another
+ * client, the DevTools client's own attach, took one too: each is
+ * announced to the guard). */
+static bool probe_page(const struct dg_guard *g, int i)
+{
+	const struct target *t = &g->targets[i];
+	if (!t->used || t->failed || strcmp(t->type, "page") != 0 || !t->id[0])
+		return false;
+	for (int k = 0; k < i; k++) {
+		const struct target *o = &g->targets[k];
+		if (o->used && !o->failed && strcmp(o->id, t->id) == 0)
+			return false;
+	}
+	return true;
+}
+
+int dg_guard_n_pages(const struct dg_guard *g)
+{
+	int n = 0;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++)
+		n += probe_page(g, i);
+	return n;
+}
+
+/* The probe is over: the page in front is the visible one that has focus;
+ * failing that, the only visible one. */
+static void probe_finish(struct dg_guard *g)
+{
+	int focused = -1, visible = -1, n_visible = 0;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		struct target *t = &g->targets[i];
+		if (!probe_page(g, i) || !t->visible)
+			continue;
+		n_visible++;
+		visible = i;
+		if (t->focused && focused < 0)
+			focused = i;
+	}
+	int front = focused >= 0 ? focused : n_visible == 1 ? visible : -1;
+	dg_guard_tabs_fn fn = g->probe_done;
+	g->probe_done = NULL;
+	g->probe_left = 0;
+	if (fn)
+		fn(g->probe_arg, front >= 0 ? g->targets[front].id : NULL);
+}
+
+static void probe_answered(struct dg_guard *g, struct probe_ref *ref)
+{
+	struct target *t = &g->targets[ref->target];
+	if (t->used && t->gen == ref->gen)
+		t->probe_wait = false;
+	if (ref->probe == g->probe_no && g->probe_left > 0 && --g->probe_left == 0)
+		probe_finish(g);
+}
+
+/* The answer of document.visibilityState and document.hasFocus(), read in
+ * the world created for it, where page scripts cannot redefine them. */
+static void probe_value(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)error_message;
+	struct probe_ref *ref = arg;
+	if (status != -ECANCELED) {
+		struct target *t = &ref->g->targets[ref->target];
+		const char *v = json_string_value(
+			json_object_get(json_object_get(result, "result"), "value"));
+		if (status == 0 && v && t->used && t->gen == ref->gen) {
+			size_t n = strlen(v);
+			t->visible = strncmp(v, "visible ", 8) == 0;
+			t->focused = n >= 5 && strcmp(v + n - 5, " true") == 0;
+		}
+		probe_answered(ref->g, ref);
+	}
+	free(ref);
+}
+
+static void probe_world(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)error_message;
+	struct probe_ref *ref = arg;
+	if (status == -ECANCELED) {
+		free(ref);
+		return;
+	}
+	struct dg_guard *g = ref->g;
+	struct target *t = &g->targets[ref->target];
+	json_t *ctx = json_object_get(result, "executionContextId");
+	if (status == 0 && json_is_integer(ctx) && t->used && t->gen == ref->gen &&
+	    ref->probe == g->probe_no) {
+		json_t *params = json_pack("{s:s, s:I, s:b}", "expression",
+					   "document.visibilityState + ' ' + document.hasFocus()",
+					   "contextId", json_integer_value(ctx), "returnByValue", 1);
+		if (dg_cdp_send(g->cdp, "Runtime.evaluate", params, t->session, probe_value, ref,
+				NULL) == 0)
+			return;
+	}
+	probe_answered(g, ref);
+	free(ref);
+}
+
+int dg_guard_probe_tabs(struct dg_guard *g, dg_guard_tabs_fn done, void *arg, struct dg_err *err)
+{
+	if (g->probe_done)
+		return dg_err_set(err, -EBUSY, "guard: a tab probe is in flight");
+	g->probe_no++;
+	g->probe_left = 1; /* held until every command is sent */
+	g->probe_done = done;
+	g->probe_arg = arg;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		struct target *t = &g->targets[i];
+		t->visible = t->focused = false;
+		if (!probe_page(g, i))
+			continue;
+		struct probe_ref *ref = malloc(sizeof(*ref));
+		if (!ref)
+			continue;
+		*ref = (struct probe_ref){g, i, t->gen, g->probe_no};
+		json_t *params = json_pack("{s:s, s:s, s:b}", "frameId", t->id, "worldName",
+					   "deskgate-tab-probe", "grantUniveralAccess", 0);
+		if (dg_cdp_send(g->cdp, "Page.createIsolatedWorld", params, t->session, probe_world,
+				ref, NULL) != 0) {
+			free(ref);
+			continue;
+		}
+		t->probe_wait = true;
+		g->probe_left++;
+	}
+	if (--g->probe_left == 0)
+		probe_finish(g);
+	return 0;
 }
 
 int dg_guard_pending_setups(const struct dg_guard *g)

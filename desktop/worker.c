@@ -43,6 +43,8 @@ enum phase {
 	PHASE_BROWSER,  /* navigate/back/forward/reload: DevTools command pending */
 	PHASE_LOAD,     /* the browser took the navigation: until its page loaded */
 	PHASE_SETTLE,   /* waiting for the screen to settle */
+	PHASE_TABS,     /* settled: asking the pages which tab is in front */
+	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
 	PHASE_BARRIER,  /* browser, after keys: until the page has drawn frames since */
 };
@@ -54,6 +56,9 @@ struct worker {
 	struct dg_cdp *cdp;
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
+	bool probing;            /* a tab probe (dg_guard_probe_tabs) is in flight */
+	bool probe_again;        /* ... and its answer is older than what follows it */
+	long long next_probe;    /* ms: the next idle tab probe, with more than one page */
 	bool await_paint;        /* settling after a page load: see advance() */
 	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
 	int n_primed;
@@ -445,7 +450,7 @@ static void refresh_done(void *arg, int status, json_t *result, const char *erro
 		finish(w);
 }
 
-static void settled(struct worker *w)
+static void refresh(struct worker *w)
 {
 	struct dg_err err = {{0}};
 	if (w->cdp && dg_cdp_ready(w->cdp)) {
@@ -455,6 +460,80 @@ static void settled(struct worker *w)
 			return;
 	}
 	finish(w);
+}
+
+/* Moves the current page to the tab in front when it is another one;
+ * returns whether a switch started. */
+static bool follow_front(struct worker *w, const char *front)
+{
+	if (!front || strcmp(front, dg_cdp_target_id(w->cdp)) == 0)
+		return false;
+	struct dg_err err = {{0}};
+	if (dg_cdp_switch(w->cdp, front, &err) != 0) {
+		dprintf(2, "deskgate worker: following the tab in front: %s\n", err.msg);
+		return false;
+	}
+	return true;
+}
+
+static bool probe_tabs(struct worker *w);
+
+/* A probe's answer. After an action (PHASE_TABS) the page in front is the
+ * one the result, and so the next decision, is about; while idle the
+ * current page follows it; during an action it waits for the action's own
+ * probe. A probe that started before the action's input is asked again. */
+static void tabs_done(void *arg, const char *front)
+{
+	struct worker *w = arg;
+	w->probing = false;
+	w->next_probe = now_ms() + DG_WORKER_TAB_PROBE_MS;
+	if (w->probe_again) {
+		w->probe_again = false;
+		if (probe_tabs(w))
+			return;
+	}
+	if (w->phase == PHASE_IDLE) {
+		follow_front(w, front);
+		return;
+	}
+	if (w->phase != PHASE_TABS)
+		return;
+	if (follow_front(w, front) && !dg_cdp_ready(w->cdp)) {
+		w->phase = PHASE_SWITCH;
+		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		return;
+	}
+	refresh(w);
+}
+
+/* A tab probe, when there is more than one page (with one, it is in
+ * front); false when none started. */
+static bool probe_tabs(struct worker *w)
+{
+	if (!w->guard || w->probing || dg_guard_n_pages(w->guard) < 2)
+		return false;
+	struct dg_err err = {{0}};
+	w->probing = true;
+	if (dg_guard_probe_tabs(w->guard, tabs_done, w, &err) != 0) {
+		w->probing = false;
+		return false;
+	}
+	return true;
+}
+
+static void settled(struct worker *w)
+{
+	if (w->cdp) {
+		w->phase = PHASE_TABS;
+		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		if (w->probing) { /* an idle probe, older than the input: ask again */
+			w->probe_again = true;
+			return;
+		}
+		if (probe_tabs(w))
+			return;
+	}
+	refresh(w);
 }
 
 static void settle(struct worker *w)
@@ -720,6 +799,16 @@ static int advance(struct worker *w)
 		long long next = a < b ? a : b;
 		return (int)(next > 0 ? next : 0);
 	}
+	case PHASE_TABS:
+	case PHASE_SWITCH:
+		if (w->phase == PHASE_SWITCH && dg_cdp_ready(w->cdp)) {
+			refresh(w);
+			return 0;
+		}
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		refresh(w); /* a page that does not answer: report what is known */
+		return 0;
 	case PHASE_REFRESH:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);
@@ -878,6 +967,14 @@ static void cdp_event(void *arg, const char *method, const char *session, json_t
 {
 	struct worker *w = arg;
 	dg_guard_event(w->guard, method, session, params);
+	/* A tab opened, closed or navigated: which one is in front may have
+	 * changed (a new tab comes to the front a little after it is
+	 * announced). */
+	if (!session && strncmp(method, "Target.target", 13) == 0) {
+		long long soon = now_ms() + DG_WORKER_TAB_SOON_MS;
+		if (w->next_probe > soon)
+			w->next_probe = soon;
+	}
 }
 
 static void browser_start(struct worker *w)
@@ -912,6 +1009,10 @@ static void report_page(struct worker *w)
 {
 	if (!w->cdp || dg_cdp_changes(w->cdp) == w->cdp_changes)
 		return;
+	/* Not in the middle of a switch to another tab (no URL known yet),
+	 * unless no page is left at all. */
+	if (!dg_cdp_ready(w->cdp) && dg_cdp_n_targets(w->cdp) > 0)
+		return;
 	w->cdp_changes = dg_cdp_changes(w->cdp);
 	json_t *ev = json_pack("{s:s}", "event", "page");
 	add_page(w, ev);
@@ -931,6 +1032,16 @@ static void loop(struct worker *w)
 	struct dg_err err = {{0}};
 	for (;;) {
 		int timeout = advance(w);
+		if (w->phase == PHASE_IDLE && w->cdp && !w->probing) {
+			long long left = w->next_probe - now_ms();
+			if (left <= 0) {
+				w->next_probe = now_ms() + DG_WORKER_TAB_PROBE_MS;
+				probe_tabs(w);
+				left = DG_WORKER_TAB_PROBE_MS;
+			}
+			if (timeout < 0 || left < timeout)
+				timeout = (int)left;
+		}
 		if (w->vnc->buffered > 0) {
 			pump_rfb(w);
 			continue;
