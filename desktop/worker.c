@@ -43,6 +43,8 @@ enum phase {
 	PHASE_BROWSER,  /* navigate/back/forward/reload: DevTools command pending */
 	PHASE_LOAD,     /* the browser took the navigation: until its page loaded */
 	PHASE_SETTLE,   /* waiting for the screen to settle */
+	PHASE_PRECHECK, /* before input: asking the pages which tab is in front */
+	PHASE_PRESWITCH, /* before input: the current page moves to the tab in front */
 	PHASE_TABS,     /* settled: asking the pages which tab is in front */
 	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
@@ -78,6 +80,7 @@ struct worker {
 	int out_w, out_h;        /* screenshot size the owner asked for */
 	bool want_frame;
 	char *error;             /* set when the action failed (malloc'd) */
+	char *page_url;          /* the page the owner decided the action at, or NULL */
 	/* the last PNG, reused while the screen is unchanged */
 	struct dg_png png;
 	uint64_t png_hash;
@@ -437,6 +440,8 @@ static void finish(struct worker *w)
 	dg_action_free(&w->act);
 	free(w->error);
 	w->error = NULL;
+	free(w->page_url);
+	w->page_url = NULL;
 	w->phase = PHASE_IDLE;
 }
 
@@ -477,6 +482,7 @@ static bool follow_front(struct worker *w, const char *front)
 }
 
 static bool probe_tabs(struct worker *w);
+static void precheck_done(struct worker *w);
 
 /* A probe's answer. After an action (PHASE_TABS) the page in front is the
  * one the result, and so the next decision, is about; while idle the
@@ -494,6 +500,15 @@ static void tabs_done(void *arg, const char *front)
 	}
 	if (w->phase == PHASE_IDLE) {
 		follow_front(w, front);
+		return;
+	}
+	if (w->phase == PHASE_PRECHECK) {
+		if (follow_front(w, front) && !dg_cdp_ready(w->cdp)) {
+			w->phase = PHASE_PRESWITCH;
+			w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+			return;
+		}
+		precheck_done(w);
 		return;
 	}
 	if (w->phase != PHASE_TABS)
@@ -631,12 +646,66 @@ static void browser_action(struct worker *w)
 
 /* ---- running actions ---------------------------------------------------- */
 
+static void run_action(struct worker *w);
+
+/* Input that a rule about the page's URL may have decided (regions). */
+static bool is_input(enum dg_action_type t)
+{
+	switch (t) {
+	case DG_ACTION_CLICK:
+	case DG_ACTION_MOVE:
+	case DG_ACTION_DRAG:
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP:
+	case DG_ACTION_SCROLL:
+	case DG_ACTION_TYPE:
+	case DG_ACTION_KEY:
+	case DG_ACTION_HOLD_KEY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The tab in front is known now: the action runs only at the page it was
+ * decided at; otherwise it is refused, and the result reports the page in
+ * front, for the owner to decide again. */
+static void precheck_done(struct worker *w)
+{
+	const char *now = dg_cdp_url(w->cdp);
+	if (strcmp(now, w->page_url) != 0) {
+		set_error(w, "not performed: the action was decided at %.300s, but the page in front "
+			     "is now %.300s", w->page_url, now[0] ? now : "unknown");
+		w->t_injected = now_ms();
+		finish(w);
+		return;
+	}
+	run_action(w);
+}
+
 static void start_action(struct worker *w)
+{
+	w->t_start = now_ms();
+	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION;
+	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
+		run_action(w);
+		return;
+	}
+	w->phase = PHASE_PRECHECK;
+	w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+	if (w->probing) { /* an idle probe, maybe older than what the page did */
+		w->probe_again = true;
+		return;
+	}
+	if (!probe_tabs(w))
+		precheck_done(w);
+}
+
+static void run_action(struct worker *w)
 {
 	const struct dg_action *a = &w->act;
 	struct dg_err err = {{0}};
-	w->t_start = now_ms();
-	w->want_frame = a->type != DG_ACTION_CURSOR_POSITION;
+	w->phase = PHASE_IDLE;
 	switch (a->type) {
 	case DG_ACTION_CLICK:
 		click(w, a);
@@ -723,8 +792,11 @@ static void on_action(struct worker *w, const char *text, size_t len)
 	json_t *id = json_object_get(msg, "id");
 	json_t *action = json_object_get(msg, "action");
 	json_t *size = json_object_get(msg, "size");
+	json_t *page_url = json_object_get(msg, "page_url");
 	if (!json_is_integer(id) || !json_is_object(action))
 		die("protocol error: action message without id or action");
+	if (page_url && (!json_is_string(page_url) || json_string_length(page_url) > DG_CDP_URL_MAX))
+		die("protocol error: bad page_url");
 	if (w->phase != PHASE_IDLE)
 		die("protocol error: an action arrived while another runs");
 	w->id = (long long)json_integer_value(id);
@@ -739,6 +811,10 @@ static void on_action(struct worker *w, const char *text, size_t len)
 		w->out_w = (int)json_integer_value(sw);
 		w->out_h = (int)json_integer_value(sh);
 	}
+	free(w->page_url);
+	w->page_url = page_url ? strdup(json_string_value(page_url)) : NULL;
+	if (page_url && !w->page_url)
+		die("out of memory");
 	struct dg_err err = {{0}};
 	int r = dg_action_parse_obj(action, w->width, w->height, &w->act, &err);
 	json_decref(msg);
@@ -799,6 +875,13 @@ static int advance(struct worker *w)
 		long long next = a < b ? a : b;
 		return (int)(next > 0 ? next : 0);
 	}
+	case PHASE_PRECHECK:
+	case PHASE_PRESWITCH:
+		if ((w->phase == PHASE_PRESWITCH && dg_cdp_ready(w->cdp)) || t >= w->nav_deadline) {
+			precheck_done(w); /* unanswered: the page known last is compared */
+			return 0;
+		}
+		return (int)(w->nav_deadline - t);
 	case PHASE_TABS:
 	case PHASE_SWITCH:
 		if (w->phase == PHASE_SWITCH && dg_cdp_ready(w->cdp)) {

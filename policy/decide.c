@@ -532,6 +532,11 @@ json_t *dg_policy_urls_json(const struct dg_policy *p)
 	return o;
 }
 
+bool dg_policy_uses_page_url(const struct dg_policy *p)
+{
+	return p && p->rules && p->rules->regions_need_url;
+}
+
 bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16_t port)
 {
 	if (!p || !p->rules || !host)

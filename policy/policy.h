@@ -205,6 +205,12 @@ int dg_policy_decide_ws_origin(const struct dg_policy *p, bool secure, const cha
  * or when out of memory. */
 json_t *dg_policy_urls_json(const struct dg_policy *p);
 
+/* Whether a decision of dg_policy_decide can depend on the page's URL
+ * beyond "any page" (a region scoped by a URL pattern): then the desktop
+ * checks, before it performs an input action, that the page is still the
+ * one it was decided at. */
+bool dg_policy_uses_page_url(const struct dg_policy *p);
+
 /* Whether the "egress" section allows host:port (host lowercase, as
  * dg_url_parse gives it). A policy without rules allows none. */
 bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16_t port);

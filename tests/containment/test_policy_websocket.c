@@ -333,7 +333,7 @@ static void setup(void)
 static void teardown(void)
 {
 	if (srv.pid > 0)
-		{ fprintf(stderr, "kept %s\n", srv.dir); dg_test_serve_stop(&srv, 30, getenv("DG_KEEP") != NULL); }
+		dg_test_serve_stop(&srv, 30, false);
 	wsite_stop(&site);
 	wsite_stop(&denied);
 	if (policy_path)
@@ -421,6 +421,16 @@ static void navigate(struct dg_ws *ws, const char *path)
 	snprintf(a, sizeof(a), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d%s\"}", site.port,
 		 path);
 	act_ok(ws, a);
+}
+
+static unsigned long metric(const char *name)
+{
+	struct dg_http r;
+	cr_assert_eq(dg_test_http(srv.port, "GET", "/metrics", DG_TEST_VIEWER_TOKEN, NULL, 10, &r), 0);
+	const char *p = strstr(r.body, name);
+	unsigned long v = p ? strtoul(p + strlen(name), NULL, 10) : 0;
+	dg_http_free(&r);
+	return v;
 }
 
 /* The session's recorded events (events.jsonl, appended as they happen). */
@@ -527,6 +537,10 @@ Test(policy_websocket, every_context_is_decided_by_url)
 	cr_assert(d, "no recorded decision for %s", url);
 	cr_assert_str_eq(str(d, "rule"), "default");
 	json_decref(list);
+	/* Counted with the browser's requests: 5 contexts x (denied + ask), and
+	 * the denied site; the page's own requests were all allowed. */
+	unsigned long denials = metric("deskgate_browser_requests_total{verdict=\"deny\"} ");
+	cr_assert_geq(denials, 11, "%lu browser denials counted", denials);
 	dg_ws_close(ws);
 }
 

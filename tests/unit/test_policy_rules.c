@@ -364,6 +364,19 @@ Test(rules, ws_origin_only_when_every_path_agrees)
 	cr_assert_eq(dec.verdict, DENY);
 }
 
+Test(rules, uses_page_url_only_with_url_scoped_regions)
+{
+	/* The example's only region applies at every URL. */
+	cr_assert_not(dg_policy_uses_page_url(&pol));
+	cr_assert_eq(parsef("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 10, 10], "
+			    "\"url\": \"https://a.com/**\", \"verdict\": \"deny\"}]"), 0, "%s", err.msg);
+	cr_assert(dg_policy_uses_page_url(&pol));
+	dg_policy_free(&pol);
+	dg_policy_default(&pol);
+	cr_assert_not(dg_policy_uses_page_url(&pol));
+	cr_assert_not(dg_policy_uses_page_url(NULL));
+}
+
 Test(rules, urls_json_round_trips)
 {
 	/* The README example, through the JSON the egress proxy gets: every
