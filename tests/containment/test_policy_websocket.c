@@ -113,6 +113,8 @@ static const char ws_page[] =
 	"const f=document.body.appendChild(document.createElement('iframe'));\n"
 	"ws(f.contentWindow.WebSocket,'fresh');\n"
 	"try{new WebSocket('ws://denied.test:%d/elsewhere')}catch(e){}\n"
+	/* Encrypted: only its origin can be decided, and no pattern names it. */
+	"try{const s=new WebSocket('wss://localhost:'+P+'/tls');s.onerror=()=>rep('tls','wss','error')}catch(e){}\n"
 	"new Worker('/w.js?ctx=dedicated');\n"
 	"new SharedWorker('/w.js?ctx=shared').port.start();\n"
 	"navigator.serviceWorker.register('/w.js?ctx=service').catch(e=>rep('service','register','failed'));\n"
@@ -504,9 +506,17 @@ Test(policy_websocket, every_context_is_decided_by_url)
 		snprintf(want, sizeof(want), "GET /report/%s/ask/error ", ctxs[i]);
 		cr_assert(saw(&site, want), "%s: the ask WebSocket did not fail: %s", ctxs[i], lines);
 	}
-	/* ...and never reached the site. */
+	snprintf(want, sizeof(want), "GET /report/tls/wss/error ");
+	for (int i = 0; i < 20 && !saw(&site, want); i++)
+		act_ok(ws, "{\"type\":\"wait\",\"ms\":250}");
+	cr_assert(saw(&site, want), "the wss:// WebSocket did not fail: %s", lines);
+	/* ...and never reached the site (whose every request is a GET). */
 	cr_assert(!saw(&site, "GET /secret/"), "a denied handshake reached the site: %s", lines);
 	cr_assert(!saw(&site, "GET /ask/"), "an ask handshake reached the site: %s", lines);
+	pthread_mutex_lock(&site.mu);
+	for (int i = 0; i < site.n; i++)
+		cr_assert(strncmp(site.log[i], "GET /", 5) == 0, "the site got \"%s\"", site.log[i]);
+	pthread_mutex_unlock(&site.mu);
 	free(lines);
 	lines = all_lines(&denied);
 	cr_assert_eq(count(&denied), 0, "the denied site saw %d requests: %s", count(&denied), lines);
@@ -532,6 +542,18 @@ Test(policy_websocket, every_context_is_decided_by_url)
 	d = decision_for(list, url);
 	cr_assert(d, "no recorded decision for %s", url);
 	cr_assert_str_eq(str(d, "verdict"), "allow");
+	char origin[128];
+	snprintf(origin, sizeof(origin), "wss://localhost:%d", site.port);
+	size_t k;
+	json_t *ev;
+	d = NULL;
+	json_array_foreach(list, k, ev) {
+		if (strcmp(str(ev, "origin"), origin) == 0)
+			d = ev;
+	}
+	cr_assert(d, "no recorded decision for %s", origin);
+	cr_assert_str_eq(str(d, "verdict"), "deny");
+	cr_assert_str_eq(str(d, "layer"), "browser");
 	snprintf(url, sizeof(url), "ws://denied.test:%d/elsewhere", denied.port);
 	d = decision_for(list, url);
 	cr_assert(d, "no recorded decision for %s", url);
