@@ -35,8 +35,11 @@
  * exists; when it goes away (destroyed, or its session detached) the most
  * recently created page target still tracked (typically a popup or tab the
  * old page opened) becomes current and is attached to. A page opened while
- * the current one lives does not take over (CDP says nothing about which tab
- * is in front); issue #5 enforces policy on every target regardless.
+ * the current one lives does not take over by itself: CDP says nothing
+ * about which tab is in front (Chromium 156 sends no event when a tab is
+ * activated), so the owner finds out (the guard's dg_guard_probe_tabs asks
+ * every page for its visibility and focus) and moves the current page with
+ * dg_cdp_switch.
  *
  * URL and title come from Chromium's target info (the tab's title as the
  * browser shows it: the page's URL while it sets none). Chromium sends
@@ -205,6 +208,14 @@ int dg_cdp_evaluate(struct dg_cdp *c, const char *expression, dg_cdp_done_fn don
  * done gets the targetInfo object once dg_cdp_url/dg_cdp_title reflect it.
  * Returns as dg_cdp_send, plus -EAGAIN while no page is attached. */
 int dg_cdp_refresh(struct dg_cdp *c, dg_cdp_done_fn done, void *arg, struct dg_err *err);
+
+/* Makes the page target target_id the current page: the client's session
+ * on the old one is detached (its pending page commands complete with
+ * -ECONNRESET, dg_cdp_changes goes up) and the new one attached as at
+ * start; until its Page.enable is answered !dg_cdp_ready. Returns 0 (also
+ * when it is current already), -ENOENT for a page not tracked or that
+ * could not be attached, -EPIPE when closed. */
+int dg_cdp_switch(struct dg_cdp *c, const char *target_id, struct dg_err *err);
 
 /* Completes every pending command the owner sent (dg_cdp_send and the page
  * commands) with status and message: its deadline passed, it gives up. The

@@ -87,6 +87,7 @@ struct dg_cdp {
 	int n_targets;
 	uint64_t target_seq;
 	int cur;                          /* index in targets, -1: none */
+	char prefer[DG_CDP_ID_MAX + 1];   /* dg_cdp_switch: attach this one next; "" */
 	char session[DG_CDP_ID_MAX + 1];  /* its flattened session; "" */
 	char main_frame[DG_CDP_ID_MAX + 1];
 	uint64_t page_gen;                /* bumped for every new page session */
@@ -486,6 +487,10 @@ static void maybe_attach(struct dg_cdp *c)
 		if (t->used && !t->attach_failed && (best < 0 || t->seq > c->targets[best].seq))
 			best = i;
 	}
+	int want = c->prefer[0] ? target_find(c, c->prefer) : -1;
+	c->prefer[0] = '\0';
+	if (want >= 0 && !c->targets[want].attach_failed)
+		best = want;
 	if (best < 0)
 		return;
 	struct dg_err e;
@@ -1246,6 +1251,30 @@ int dg_cdp_refresh(struct dg_cdp *c, dg_cdp_done_fn done, void *arg, struct dg_e
 	json_t *params = c->cur >= 0 ? json_pack("{ss}", "targetId", c->targets[c->cur].id) : NULL;
 	return send_cmd(c, K_REFRESH, "Target.getTargetInfo", params, NULL, c->page_gen, NULL, done,
 			arg, err);
+}
+
+int dg_cdp_switch(struct dg_cdp *c, const char *target_id, struct dg_err *err)
+{
+	if (c->closed)
+		return dg_err_set(err, -EPIPE, "cdp: the DevTools pipe is closed");
+	int i = target_id ? target_find(c, target_id) : -1;
+	if (i < 0)
+		return dg_err_set(err, -ENOENT, "cdp: switch: no such page target");
+	if (i == c->cur || (c->attaching && c->prefer[0] && strcmp(c->prefer, target_id) == 0))
+		return 0;
+	if (c->targets[i].attach_failed)
+		return dg_err_set(err, -ENOENT, "cdp: switch: that page could not be attached");
+	snprintf(c->prefer, sizeof(c->prefer), "%s", target_id);
+	if (c->cur < 0)
+		return 0; /* the next attach (maybe_attach) takes it */
+	/* Our session on the old page goes; its late events and replies no
+	 * longer count (page_gone bumps the generation). */
+	char old[DG_CDP_ID_MAX + 1];
+	snprintf(old, sizeof(old), "%s", c->session);
+	page_gone(c, "another tab became the active one");
+	send_cmd(c, K_USER, "Target.detachFromTarget", json_pack("{ss}", "sessionId", old), NULL, 0,
+		 NULL, NULL, NULL, NULL);
+	return 0;
 }
 
 int dg_cdp_fail_all(struct dg_cdp *c, int status, const char *message)

@@ -28,6 +28,10 @@
  * loaders refuse, so an update check ends in the browser. */
 #define CHROMIUM_NO_UPDATE_URL "file:///dev/null"
 
+/* The egress listener as Chromium's proxy rules name it. */
+#define EGRESS_HOSTPORT DG_JAIL_EGRESS_ADDR ":3128"
+_Static_assert(DG_JAIL_EGRESS_PORT == 3128, "EGRESS_HOSTPORT names the listener's port");
+
 #define ARGV_MAX 64
 #define ARG_MAX_LEN (DG_DESKTOP_URL_MAX + 64)
 
@@ -142,7 +146,7 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *                           would shift every page down
  *  --remote-debugging-pipe  DevTools over fds 3 and 4, never a TCP port
  *  --user-data-dir          a fresh profile in the jail's tmpfs home
- *  --proxy-server, --proxy-bypass-list=<-loopback>
+ *  --proxy-server (http, https; socks for WebSockets), --proxy-bypass-list=<-loopback>
  *                           every request, loopback included, goes to the
  *                           egress proxy's listener in the jail's namespace
  *  --host-resolver-rules    Chromium itself resolves no name (the proxy's
@@ -181,7 +185,12 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--test-type");
 	arg(b, "--remote-debugging-pipe");
 	arg(b, "--user-data-dir=" DG_DESKTOP_BROWSER_DIR);
-	arg(b, "--proxy-server=" DG_JAIL_EGRESS_URL);
+	/* WebSockets take the "socks" entry (Chromium uses it for ws:// and
+	 * wss:// when the per-scheme rules name no proxy for them), everything
+	 * else the HTTP proxy: the proxy tells a WebSocket by its first byte
+	 * and decides its URL (egress-priv.h, "SOCKS5"). */
+	arg(b, "--proxy-server=http=" EGRESS_HOSTPORT ";https=" EGRESS_HOSTPORT
+	       ";socks=socks5://" EGRESS_HOSTPORT);
 	arg(b, "--proxy-bypass-list=<-loopback>");
 	arg(b, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE " DG_JAIL_EGRESS_ADDR);
 	arg(b, "--disable-quic");

@@ -148,7 +148,35 @@ static int parse_absolute(const char *buf, size_t t_off, size_t n, struct dg_egr
 	return 0;
 }
 
-static int parse_request_line(const char *buf, size_t n, struct dg_egress_req *r,
+/* The origin-form target of a WebSocket handshake read in a SOCKS tunnel
+ * (dg_egress_parse_ws_handshake): r->host and r->port are the tunnel's. */
+static int parse_origin_form(size_t t_off, size_t n, const char *buf, struct dg_egress_req *r,
+			     struct dg_err *err)
+{
+	const char *t = buf + t_off;
+	char shown[DG_SHOW_BUF];
+	show(t, n, shown, sizeof(shown));
+	if (t[0] != '/')
+		return bad(err, "WebSocket handshake target \"%s\" is not a path", shown);
+	char url[DG_URL_MAX + 1];
+	int k = snprintf(url, sizeof(url), "ws://%s", r->host);
+	if (r->port != 80)
+		k += snprintf(url + k, sizeof(url) - (size_t)k, ":%u", r->port);
+	if ((size_t)k + n > DG_URL_MAX)
+		return bad(err, "WebSocket URL of %zu bytes is longer than %d", (size_t)k + n,
+			   DG_URL_MAX);
+	memcpy(url + k, t, n);
+	url[(size_t)k + n] = '\0';
+	struct dg_url u;
+	struct dg_err e = {{0}};
+	if (dg_url_parse_ws(url, &u, &e) != 0)
+		return bad(err, "WebSocket handshake target \"%s\": %s", shown, e.msg);
+	r->path_off = t_off;
+	r->path_len = n;
+	return 0;
+}
+
+static int parse_request_line(const char *buf, size_t n, struct dg_egress_req *r, bool tunneled,
 			      struct dg_err *err)
 {
 	const char *line = buf;
@@ -185,6 +213,12 @@ static int parse_request_line(const char *buf, size_t n, struct dg_egress_req *r
 		show(v, vn, b, sizeof(b));
 		return bad(err, "HTTP version \"%s\": only HTTP/1.1 and HTTP/1.0 are served", b);
 	}
+	if (tunneled) {
+		if (strcmp(r->method, "GET") != 0 || r->minor != 1)
+			return bad(err, "a WebSocket handshake is GET ... HTTP/1.1, not %s ... HTTP/1.%d",
+				   r->method, r->minor);
+		return parse_origin_form(t0, t1 - t0, buf, r, err);
+	}
 	r->connect = strcmp(r->method, "CONNECT") == 0;
 	if (r->connect)
 		return parse_authority(line + t0, t1 - t0, r, err);
@@ -215,8 +249,27 @@ static bool host_matches(const struct dg_egress_req *r, const char *v, size_t n)
 	return n == hl + (size_t)pl && memcmp(v + hl, p, (size_t)pl) == 0;
 }
 
+/* Whether a header value, a comma-separated list of tokens, holds want
+ * (case-insensitively) as one of them. */
+static bool has_token(const char *v, size_t n, const char *want)
+{
+	size_t wl = strlen(want);
+	for (size_t i = 0; i <= n;) {
+		size_t j = i;
+		while (j < n && v[j] != ',')
+			j++;
+		const char *t = v + i;
+		size_t tl = j - i;
+		trim_ows(&t, &tl);
+		if (tl == wl && strncasecmp(t, want, wl) == 0)
+			return true;
+		i = j + 1;
+	}
+	return false;
+}
+
 static int parse_header(const char *line, size_t n, const struct dg_egress_req *r, int *hosts,
-			struct dg_err *err)
+			int *upgrades, struct dg_err *err)
 {
 	if (line[0] == ' ' || line[0] == '\t')
 		return bad(err, "obs-fold (a header line starting with whitespace) is not allowed");
@@ -260,13 +313,24 @@ static int parse_header(const char *line, size_t n, const struct dg_egress_req *
 				   r->host, r->port);
 		}
 	}
+	if (upgrades && c == 7 && strncasecmp(line, "upgrade", 7) == 0) {
+		trim_ows(&v, &vn);
+		if (++*upgrades > 1 || !has_token(v, vn, "websocket")) {
+			char b[DG_SHOW_BUF];
+			show(v, vn, b, sizeof(b));
+			return bad(err, "Upgrade header \"%s\": a WebSocket handshake has one, "
+				   "\"websocket\"", b);
+		}
+	}
 	return 0;
 }
 
-int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *out,
-			    struct dg_err *err)
+/* The head of a proxy request (tunneled false) or of a WebSocket handshake
+ * in a SOCKS tunnel (tunneled: out's host and port are set already). */
+static int parse_head(const char *buf, size_t len, struct dg_egress_req *out, bool tunneled,
+		      struct dg_err *err)
 {
-	memset(out, 0, sizeof(*out));
+	int upgrades = 0;
 	size_t lim = len < DG_EGRESS_HEAD_MAX ? len : DG_EGRESS_HEAD_MAX;
 	size_t pos = 0;
 	int hosts = 0;
@@ -294,7 +358,7 @@ int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *o
 		if (line_no == 0) {
 			if (n == 0)
 				return bad(err, "empty request line");
-			int rc = parse_request_line(buf, n, out, err);
+			int rc = parse_request_line(buf, n, out, tunneled, err);
 			if (rc)
 				return rc;
 			out->headers_off = e + 1;
@@ -302,7 +366,7 @@ int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *o
 			out->head_len = e + 1;
 			break;
 		} else {
-			int rc = parse_header(line, n, out, &hosts, err);
+			int rc = parse_header(line, n, out, &hosts, tunneled ? &upgrades : NULL, err);
 			if (rc)
 				return rc;
 		}
@@ -310,7 +374,111 @@ int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *o
 	}
 	if (!out->connect && out->minor == 1 && hosts == 0)
 		return bad(err, "HTTP/1.1 request without a Host header");
+	if (tunneled && upgrades == 0)
+		return bad(err, "no \"Upgrade: websocket\" header: the SOCKS front carries "
+			   "WebSocket handshakes only");
 	return 0;
+}
+
+int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *out,
+			    struct dg_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	return parse_head(buf, len, out, false, err);
+}
+
+int dg_egress_parse_ws_handshake(const char *buf, size_t len, const char *host, uint16_t port,
+				 struct dg_egress_req *out, struct dg_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (strlen(host) > DG_URL_HOST_MAX)
+		return bad(err, "host longer than %d bytes", DG_URL_HOST_MAX);
+	snprintf(out->host, sizeof(out->host), "%s", host);
+	out->port = port;
+	return parse_head(buf, len, out, true, err);
+}
+
+/* ---- SOCKS5 (RFC 1928), the browser's WebSockets ------------------------ */
+
+int dg_egress_socks_greeting(const char *buf, size_t len, size_t *used, struct dg_err *err)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	if (len < 1)
+		return -EAGAIN;
+	if (b[0] != DG_EGRESS_SOCKS_VERSION)
+		return bad(err, "SOCKS version %u: only SOCKS5 is served", b[0]);
+	if (len < 2)
+		return -EAGAIN;
+	if (b[1] == 0)
+		return bad(err, "SOCKS5 greeting offers no method");
+	if (len < 2 + (size_t)b[1])
+		return -EAGAIN;
+	*used = 2 + (size_t)b[1];
+	if (!memchr(b + 2, 0x00, b[1]))
+		return dg_err_set(err, -EACCES, "SOCKS5 greeting without \"no authentication\": "
+				  "the proxy asks for no credentials");
+	return 0;
+}
+
+int dg_egress_socks_request(const char *buf, size_t len, struct dg_egress_req *out, size_t *used,
+			    uint8_t *reply, struct dg_err *err)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	memset(out, 0, sizeof(*out));
+	*reply = DG_EGRESS_SOCKS_FAILURE;
+	if (len < 4)
+		return len > 0 && b[0] != DG_EGRESS_SOCKS_VERSION ?
+			       bad(err, "SOCKS request of version %u", b[0]) : -EAGAIN;
+	if (b[0] != DG_EGRESS_SOCKS_VERSION)
+		return bad(err, "SOCKS request of version %u", b[0]);
+	if (b[1] != 0x01) {
+		*reply = DG_EGRESS_SOCKS_COMMAND;
+		return bad(err, "SOCKS5 command %u: only CONNECT (1) is served", b[1]);
+	}
+	if (b[2] != 0)
+		return bad(err, "SOCKS5 request with a non-zero reserved byte");
+	size_t alen;
+	if (b[3] == 0x01) {
+		alen = 4;
+	} else if (b[3] == 0x03) {
+		if (len < 5)
+			return -EAGAIN;
+		alen = 1 + (size_t)b[4];
+		if (b[4] == 0)
+			return bad(err, "SOCKS5 request with an empty host name");
+	} else {
+		*reply = DG_EGRESS_SOCKS_ADDRESS;
+		return bad(err, "SOCKS5 address type %u: only a host name (3) or an IPv4 address "
+			   "(1) is served", b[3]);
+	}
+	if (len < 4 + alen + 2)
+		return -EAGAIN;
+	struct dg_err e = {{0}};
+	if (b[3] == 0x01) {
+		char ip[16];
+		int k = snprintf(ip, sizeof(ip), "%u.%u.%u.%u", b[4], b[5], b[6], b[7]);
+		if (dg_egress_host_check(ip, (size_t)k, out->host, &out->host_is_ip, &e) != 0)
+			return bad(err, "SOCKS5 address %s: %s", ip, e.msg);
+	} else if (dg_egress_host_check((const char *)b + 5, b[4], out->host, &out->host_is_ip, &e) != 0) {
+		return bad(err, "SOCKS5 host: %s", e.msg);
+	}
+	out->port = (uint16_t)(b[4 + alen] << 8 | b[4 + alen + 1]);
+	if (out->port == 0)
+		return bad(err, "SOCKS5 request for port 0");
+	snprintf(out->method, sizeof(out->method), "SOCKS5");
+	*used = 4 + alen + 2;
+	*reply = DG_EGRESS_SOCKS_OK;
+	return 0;
+}
+
+size_t dg_egress_socks_reply(uint8_t code, char out[DG_EGRESS_SOCKS_REPLY_LEN])
+{
+	/* VER REP RSV ATYP=IPv4 BND.ADDR=0.0.0.0 BND.PORT=0: the client learns
+	 * nothing of the proxy's own address. */
+	static const char tmpl[DG_EGRESS_SOCKS_REPLY_LEN] = {5, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+	memcpy(out, tmpl, sizeof(tmpl));
+	out[1] = (char)code;
+	return sizeof(tmpl);
 }
 
 /* Whether a header line's name is one the proxy does not pass on. */

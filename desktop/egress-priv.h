@@ -19,6 +19,11 @@
  * buffers. Every decision and every close is reported to the gateway as an
  * event (below) for the session's recording.
  *
+ * A connection whose first byte is 5 is SOCKS5, which only Chromium's
+ * WebSockets use (see "SOCKS5" below): host:port is decided the same way,
+ * then the WebSocket's URL with the session's "urls" rules before the origin
+ * is connected.
+ *
  * What is checked is the request head only: after it, bytes go on verbatim
  * both ways. A client that pipelines more requests on an absolute-form
  * connection reaches only the same origin address, which was told
@@ -163,8 +168,10 @@ int dg_egress_spawn(struct dg_egress *e, struct dg_err *err);
  * the session's life, to hand it to a restarted proxy; the proxy makes the
  * shared file description non-blocking). session_id must pass
  * dg_session_id_valid. p: the policy the session runs under, whose "egress"
- * list is sent along and decides for it (NULL: the policy the proxy was
- * started with). The proxy answers with an "egress_session" event (ok or
+ * list and "urls" section (for the WebSockets of the SOCKS front) are sent
+ * along and decide for it (NULL: the policy the proxy was started with). The
+ * add message must fit DG_SEQ_MAX (64 KiB): a policy whose lists are larger
+ * is refused here. The proxy answers with an "egress_session" event (ok or
  * the reason it refused). */
 int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
 		  const struct dg_policy *p, struct dg_err *err);
@@ -202,6 +209,16 @@ void dg_egress_stop(struct dg_egress *e);
  *       An allowed connection whose origin fails is answered 502 (refused)
  *       or 504 (connect timeout) with X-Deskgate-Rule "egress.connect"; that
  *       is no new decision: the reason is in its "egress_closed" error.
+ *   {"event":"decision","session":ID,"conn":N,"layer":"browser","via":"egress",
+ *    "method":"GET","resource":"WebSocket","target":"websocket","url":URL|null,
+ *    "origin":"wss://host[:port]" (url null),"verdict","rule","reason"}
+ *       a WebSocket of the SOCKS front decided by the "urls" rules, in the
+ *       shape of the browser's requests the guard holds: url the ws:// URL
+ *       of the handshake; for wss:// (a TLS record first) only the origin,
+ *       decided by dg_policy_decide_ws_origin. "ask" is reported as deny.
+ *       A refused one is answered 403 in the tunnel (ws://) or closed
+ *       (wss://) and has no "egress" event; an allowed one has its "egress"
+ *       allow (method "SOCKS5") once connected.
  *   {"event":"egress_closed","session":ID,"conn":N,"bytes_up":U,
  *    "bytes_down":D,"duration_ms":T,"error":TEXT|null}
  *       when a connection that had an "egress" event closes; bytes are
@@ -215,9 +232,10 @@ void dg_egress_stop(struct dg_egress *e);
  */
 
 /* Control messages (gateway -> proxy), one datagram each:
- *   {"op":"add","session":ID,"egress":[...],"conns_before":K} with exactly
- *   one descriptor, a listening TCP socket ("egress": the session's own
- *   allowlist, optional; "conns_before": optional, 0 ..
+ *   {"op":"add","session":ID,"egress":[...],"urls":{...},"conns_before":K}
+ *   with exactly one descriptor, a listening TCP socket ("egress": the
+ *   session's own allowlist, optional; "urls": its urls section, for the
+ *   WebSockets of the SOCKS front, optional; "conns_before": optional, 0 ..
  *   DG_EGRESS_CONN_NUMBER_MAX); {"op":"remove","session":ID}. The gateway
  *   is more trusted than the proxy's clients: a malformed message is
  *   logged, reported as "egress_error" and ignored. When the channel
@@ -281,6 +299,56 @@ struct dg_egress_req {
  * allocates. */
 int dg_egress_parse_request(const char *buf, size_t len, struct dg_egress_req *out,
 			    struct dg_err *err);
+
+/* A WebSocket handshake read in a SOCKS tunnel to host:port (see "SOCKS5"
+ * below): the same strict grammar, but the request line must be
+ * "GET <path> HTTP/1.1" with an origin-form target that makes
+ * "ws://host[:port]<path>" a URL dg_url_parse_ws accepts, with exactly one
+ * Host header naming host (and its port), and exactly one Upgrade header
+ * holding the token "websocket". out->path_off/path_len locate the target
+ * in buf, out->head_len the head. Returns as dg_egress_parse_request. */
+int dg_egress_parse_ws_handshake(const char *buf, size_t len, const char *host, uint16_t port,
+				 struct dg_egress_req *out, struct dg_err *err);
+
+/* ---- SOCKS5 (egress-http.c) ---------------------------------------------
+ *
+ * Chromium in the jail sends only its WebSockets (ws:// and wss://) to the
+ * proxy's listener as SOCKS5 (--proxy-server "http=P;https=P;socks=
+ * socks5://P": WebSockets take the "socks" entry, every other request the
+ * HTTP proxy), so a connection whose first byte is 5 is a WebSocket, and
+ * only the handshake's first bytes, read before the origin is connected,
+ * say whether it is ws:// (an HTTP/1.1 handshake the proxy reads and
+ * decides by URL) or wss:// (a TLS record: decided by origin,
+ * dg_policy_decide_ws_origin). Served: version 5, the method "no
+ * authentication", the command CONNECT, an IPv4 address or a host name
+ * (checked as dg_egress_host_check does; Chromium sends names). */
+#define DG_EGRESS_SOCKS_VERSION 5
+#define DG_EGRESS_SOCKS_REPLY_LEN 10
+/* Reply codes (RFC 1928 section 6). */
+#define DG_EGRESS_SOCKS_OK 0x00
+#define DG_EGRESS_SOCKS_FAILURE 0x01   /* general failure: malformed, caps */
+#define DG_EGRESS_SOCKS_RULESET 0x02   /* not allowed by the ruleset */
+#define DG_EGRESS_SOCKS_UNREACHABLE 0x04
+#define DG_EGRESS_SOCKS_REFUSED 0x05
+#define DG_EGRESS_SOCKS_TIMEOUT 0x06   /* TTL expired: used for timeouts */
+#define DG_EGRESS_SOCKS_COMMAND 0x07   /* command not supported */
+#define DG_EGRESS_SOCKS_ADDRESS 0x08   /* address type not supported */
+#define DG_EGRESS_SOCKS_NO_METHOD 0xff /* method reply: no acceptable method */
+
+/* The greeting VER NMETHODS METHODS at the start of buf[0..len): 0 when it
+ * offers "no authentication" (*used: its length), -EAGAIN when incomplete,
+ * -EACCES when it does not (answer DG_EGRESS_SOCKS_NO_METHOD), -EINVAL
+ * when malformed. */
+int dg_egress_socks_greeting(const char *buf, size_t len, size_t *used, struct dg_err *err);
+
+/* The request VER CMD RSV ATYP DST.ADDR DST.PORT: 0 with out's host, port
+ * and method ("SOCKS5") set and *used its length; -EAGAIN incomplete;
+ * -EINVAL with *reply the code to answer with. Never reads past len. */
+int dg_egress_socks_request(const char *buf, size_t len, struct dg_egress_req *out, size_t *used,
+			    uint8_t *reply, struct dg_err *err);
+
+/* A reply of code into out; returns its length. */
+size_t dg_egress_socks_reply(uint8_t code, char out[DG_EGRESS_SOCKS_REPLY_LEN]);
 
 /* A port as the proxy accepts it anywhere: 1..65535 in decimal, 1 to 5
  * digits, no leading zero, no sign or space. Returns 0 or -EINVAL. */

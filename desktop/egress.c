@@ -69,6 +69,8 @@ struct ep {
 
 enum cstate {
 	ST_HEAD,    /* reading the request head */
+	ST_SOCKS,   /* SOCKS5: reading the greeting, then the request */
+	ST_TUNNEL,  /* SOCKS5 answered: reading the WebSocket's first bytes */
 	ST_LOOKUP,  /* waiting for a lookup slot or for the lookup */
 	ST_CONNECT, /* connecting to the origin */
 	ST_RELAY,   /* relaying both ways */
@@ -101,6 +103,8 @@ struct conn {
 	bool over_cap;     /* answered 429 for the session's connection cap */
 	bool evented;      /* an "egress" event was sent: "egress_closed" follows */
 	bool req_ok;
+	bool socks;        /* a SOCKS5 connection: one of the browser's WebSockets */
+	bool socks_greeted, socks_replied;
 	char *head;        /* DG_EGRESS_HEAD_MAX bytes, owned, until the relay starts */
 	size_t head_got;
 	struct dg_egress_req req;
@@ -316,6 +320,29 @@ static void emit_decision(struct session *s, uint64_t n, struct conn *c, const c
 	emit(ev);
 }
 
+/* A WebSocket decided by the "urls" rules (SOCKS front): the shape of the
+ * browser's requests that the guard holds, so that recordings and
+ * observers show it with them; url is the ws:// URL, or NULL for a wss://
+ * decided by its origin alone. */
+static void emit_url_decision(struct conn *c, const char *url, const char *origin,
+			      const struct dg_decision *d)
+{
+	json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:s}", "event",
+			       "decision", "session", c->s->id, "conn", (json_int_t)c->n, "layer",
+			       "browser", "via", "egress", "method", "GET", "resource", "WebSocket",
+			       "target", "websocket", "url", url ? json_string(url) : json_null(),
+			       "verdict", dg_verdict_name(d->verdict));
+	if (!ev) {
+		G.dropped++;
+		return;
+	}
+	if (origin)
+		json_object_set_new(ev, "origin", json_string(origin));
+	json_object_set_new(ev, "rule", jtext(d->rule, DG_DECISION_RULE_MAX));
+	json_object_set_new(ev, "reason", jtext(d->reason, DG_EGRESS_REASON_MAX));
+	emit(ev);
+}
+
 static void emit_closed(struct session *s, uint64_t n, uint64_t up, uint64_t down, long long ms,
 			const char *error)
 {
@@ -502,7 +529,18 @@ static void refuse(struct conn *c, int status, const char *rule, const char *rea
 	if (!c->err[0])
 		snprintf(c->err, sizeof(c->err), "answered %d: %s", status, reason);
 	bool had_lookup = drop_origin(c);
-	c->resp_len = dg_egress_error_response(status, rule, reason, c->resp, sizeof(c->resp));
+	if (c->socks && !c->socks_replied) {
+		/* Still SOCKS: its reply code, not an HTTP answer. */
+		uint8_t code = status == 403 ? DG_EGRESS_SOCKS_RULESET :
+			       status == 502 ? DG_EGRESS_SOCKS_UNREACHABLE :
+			       status == 504 || status == 408 ? DG_EGRESS_SOCKS_TIMEOUT :
+			       DG_EGRESS_SOCKS_FAILURE;
+		c->resp_len = dg_egress_socks_reply(code, c->resp);
+		c->socks_replied = true;
+	} else {
+		c->resp_len = dg_egress_error_response(status, rule, reason, c->resp,
+						       sizeof(c->resp));
+	}
 	c->resp_off = 0;
 	c->st = ST_REFUSE;
 	c->deadline = now_ms() + DG_EGRESS_LINGER_MS;
@@ -709,7 +747,10 @@ static void connected(struct conn *c)
 		}
 	}
 	size_t rest = c->head_got - c->req.head_len;
-	if (c->req.connect) {
+	if (c->socks) {
+		/* The SOCKS reply went out before the handshake was read: all of
+		 * head is tunnel bytes (req.head_len is 0). */
+	} else if (c->req.connect) {
 		put(&c->d[1], established, sizeof(established) - 1);
 	} else {
 		int n = dg_egress_rewrite_head(c->head, &c->req, c->d[0].buf, DG_EGRESS_BUF);
@@ -882,18 +923,36 @@ static void on_signal(void)
 		lookup_release(touched[i]);
 }
 
+static const struct dg_policy *session_policy(const struct conn *c)
+{
+	return c->s && c->s->own_pol ? &c->s->pol : &G.pol;
+}
+
+static void proceed(struct conn *c);
+static void socks_open(struct conn *c);
+static void tunnel_advance(struct conn *c);
+
 /* The request head is complete: decide, then find the address. */
 static void decide(struct conn *c)
 {
 	struct dg_egress_req *r = &c->req;
 	c->req_ok = true;
 	snprintf(c->target, sizeof(c->target), "%s:%u", r->host, r->port);
-	dg_policy_decide_egress(c->s && c->s->own_pol ? &c->s->pol : &G.pol, r->host, r->port,
-				&c->dec);
+	dg_policy_decide_egress(session_policy(c), r->host, r->port, &c->dec);
 	if (c->dec.verdict != DG_VERDICT_ALLOW) {
 		refuse(c, 403, c->dec.rule, c->dec.reason, true);
 		return;
 	}
+	if (c->socks)
+		socks_open(c);
+	else
+		proceed(c);
+}
+
+/* Finds the address of a decided connection, then connects. */
+static void proceed(struct conn *c)
+{
+	struct dg_egress_req *r = &c->req;
 	interest(c->cfd, &c->cep, &c->cev, 0); /* nothing more is read until connected */
 	for (int i = 0; i < G.n_ov; i++) {
 		if (G.ov[i].port == r->port && strcmp(G.ov[i].host, r->host) == 0) {
@@ -924,6 +983,145 @@ static void decide(struct conn *c)
 		lookup_begin(c);
 }
 
+/* Drops the first n bytes of the head buffer (a SOCKS message handled). */
+static void consume(struct conn *c, size_t n)
+{
+	memmove(c->head, c->head + n, c->head_got - n);
+	c->head_got -= n;
+}
+
+/* A short SOCKS answer on a fresh connection: its socket buffer is empty,
+ * so it goes out whole or the client is gone. */
+static bool send_small(struct conn *c, const char *p, size_t n)
+{
+	ssize_t k;
+	do
+		k = send(c->cfd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	if (k != (ssize_t)n) {
+		conn_close(c, "the client does not take the SOCKS answer");
+		return false;
+	}
+	return true;
+}
+
+/* ST_SOCKS: the greeting, then the request, then the egress decision. */
+static void socks_advance(struct conn *c)
+{
+	struct dg_err e = {{0}};
+	size_t used = 0;
+	if (!c->socks_greeted) {
+		int r = dg_egress_socks_greeting(c->head, c->head_got, &used, &e);
+		if (r == -EAGAIN)
+			return;
+		if (r == -EACCES) {
+			static const char none[2] = {DG_EGRESS_SOCKS_VERSION, (char)DG_EGRESS_SOCKS_NO_METHOD};
+			emit_decision(c->s, c->n, c, "deny", "egress.request", e.msg);
+			if (send_small(c, none, sizeof(none)))
+				conn_close(c, e.msg);
+			return;
+		}
+		if (r != 0) {
+			emit_decision(c->s, c->n, c, "deny", "egress.request", e.msg);
+			conn_close(c, e.msg);
+			return;
+		}
+		static const char ok[2] = {DG_EGRESS_SOCKS_VERSION, 0};
+		if (!send_small(c, ok, sizeof(ok)))
+			return;
+		consume(c, used);
+		c->socks_greeted = true;
+	}
+	uint8_t code;
+	int r = dg_egress_socks_request(c->head, c->head_got, &c->req, &used, &code, &e);
+	if (r == -EAGAIN)
+		return;
+	if (r != 0) {
+		char reply[DG_EGRESS_SOCKS_REPLY_LEN];
+		emit_decision(c->s, c->n, c, "deny", "egress.request", e.msg);
+		if (send_small(c, reply, dg_egress_socks_reply(code, reply)))
+			conn_close(c, e.msg);
+		return;
+	}
+	consume(c, used);
+	decide(c);
+}
+
+/* SOCKS, host and port allowed: the tunnel is answered open before the
+ * origin is connected, so that the handshake can be read and decided
+ * first; the origin sees nothing of a refused one. */
+static void socks_open(struct conn *c)
+{
+	char reply[DG_EGRESS_SOCKS_REPLY_LEN];
+	if (!send_small(c, reply, dg_egress_socks_reply(DG_EGRESS_SOCKS_OK, reply)))
+		return;
+	c->socks_replied = true;
+	c->st = ST_TUNNEL;
+	c->deadline = now_ms() + G.head_ms;
+	if (c->head_got > 0)
+		tunnel_advance(c);
+}
+
+/* ST_TUNNEL: the WebSocket's first bytes say what it is. ws://: an HTTP/1.1
+ * handshake, decided by its URL; wss://: a TLS record, decided by its
+ * origin (the path is encrypted); anything else is refused. An "ask" is a
+ * refusal: a page's WebSocket cannot wait for a human. */
+static void tunnel_advance(struct conn *c)
+{
+	const struct dg_policy *p = session_policy(c);
+	struct dg_decision d;
+	if ((unsigned char)c->head[0] == 0x16) { /* TLS handshake record */
+		char origin[DG_URL_HOST_MAX + 32];
+		int k = snprintf(origin, sizeof(origin), "wss://%s", c->req.host);
+		if (c->req.port != 443)
+			snprintf(origin + k, sizeof(origin) - (size_t)k, ":%u", c->req.port);
+		dg_policy_decide_ws_origin(p, true, c->req.host, c->req.port, &d);
+		if (d.verdict == DG_VERDICT_ASK)
+			d.verdict = DG_VERDICT_DENY;
+		emit_url_decision(c, NULL, origin, &d);
+	} else if (c->head[0] >= 'A' && c->head[0] <= 'Z') {
+		struct dg_egress_req hs;
+		struct dg_err e = {{0}};
+		int r = dg_egress_parse_ws_handshake(c->head, c->head_got, c->req.host, c->req.port,
+						     &hs, &e);
+		if (r == -EAGAIN)
+			return;
+		if (r != 0) {
+			refuse(c, 400, "egress.request", e.msg, true);
+			return;
+		}
+		char *url = malloc(DG_URL_MAX + 1);
+		if (!url) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		int k = snprintf(url, DG_URL_MAX + 1, "ws://%s", c->req.host);
+		if (c->req.port != 80)
+			k += snprintf(url + k, (size_t)(DG_URL_MAX + 1 - k), ":%u", c->req.port);
+		snprintf(url + k, (size_t)(DG_URL_MAX + 1 - k), "%.*s", (int)hs.path_len,
+			 c->head + hs.path_off);
+		dg_policy_decide_url(p, url, &d);
+		if (d.verdict == DG_VERDICT_ASK) {
+			d.verdict = DG_VERDICT_DENY;
+			snprintf(d.reason, sizeof(d.reason), "%s",
+				 "the policy asks for approval, and a page's WebSocket cannot wait for one");
+		}
+		emit_url_decision(c, url, NULL, &d);
+		free(url);
+	} else {
+		refuse(c, 400, "egress.request",
+		       "the SOCKS front carries WebSockets only: neither a WebSocket handshake nor "
+		       "TLS", true);
+		return;
+	}
+	if (d.verdict != DG_VERDICT_ALLOW) {
+		refuse(c, 403, d.rule, d.reason, false);
+		return;
+	}
+	c->req.head_len = 0; /* every byte read so far goes to the origin as it came */
+	proceed(c);
+}
+
 static void on_head(struct conn *c)
 {
 	ssize_t k = recv(c->cfd, c->head + c->head_got, DG_EGRESS_HEAD_MAX - c->head_got,
@@ -935,7 +1133,9 @@ static void on_head(struct conn *c)
 		return;
 	}
 	if (k == 0) {
-		if (c->head_got == 0) /* opened and closed: nothing to report */
+		if (c->st != ST_HEAD)
+			conn_close(c, "the client ended its side during the SOCKS exchange");
+		else if (c->head_got == 0) /* opened and closed: nothing to report */
 			conn_close(c, NULL);
 		else
 			refuse(c, 400, "egress.request",
@@ -944,6 +1144,18 @@ static void on_head(struct conn *c)
 		return;
 	}
 	c->head_got += (size_t)k;
+	if (c->st == ST_HEAD && (unsigned char)c->head[0] == DG_EGRESS_SOCKS_VERSION) {
+		c->socks = true;
+		c->st = ST_SOCKS;
+	}
+	if (c->st == ST_SOCKS) {
+		socks_advance(c);
+		return;
+	}
+	if (c->st == ST_TUNNEL) {
+		tunnel_advance(c);
+		return;
+	}
 	struct dg_err e = {{0}};
 	int r = dg_egress_parse_request(c->head, c->head_got, &c->req, &e);
 	if (r == -EAGAIN)
@@ -959,6 +1171,8 @@ static void on_client(struct conn *c, uint32_t ev)
 {
 	switch (c->st) {
 	case ST_HEAD:
+	case ST_SOCKS:
+	case ST_TUNNEL:
 		on_head(c);
 		break;
 	case ST_REFUSE:
@@ -1024,6 +1238,12 @@ static void sweep(long long now)
 					 G.head_ms);
 				refuse(c, 408, "egress.request", why, true);
 			}
+			break;
+		case ST_SOCKS:
+		case ST_TUNNEL:
+			snprintf(why, sizeof(why), "no complete SOCKS exchange and WebSocket handshake "
+				 "within %d ms", G.head_ms);
+			refuse(c, 408, "egress.request", why, true);
 			break;
 		case ST_LOOKUP:
 			snprintf(why, sizeof(why), "looking up %s took longer than %d ms", c->req.host,
@@ -1182,13 +1402,21 @@ static int check_listener(int fd, char *why, size_t n)
 	return 0;
 }
 
-/* Compiles the "egress" list an add carried into a policy of that section
- * alone (the policy loader checks every pattern again: the list came over
- * the channel). */
-static int session_rules(const json_t *list, struct dg_policy *p, char *why, size_t n)
+/* Compiles the "egress" list an add carried, and its "urls" section (for
+ * the WebSockets of the SOCKS front; absent: every WebSocket gets "deny"),
+ * into a policy of those sections alone (the policy loader checks every
+ * pattern again: they came over the channel). */
+static int session_rules(const json_t *list, const json_t *urls, struct dg_policy *p, char *why,
+			 size_t n)
 {
+	json_t *u = json_is_object(urls) ? json_deep_copy(urls) : json_object();
+	const char *dflt = json_string_value(json_object_get(u, "default"));
 	json_t *doc = json_pack("{s:i, s:s, s:{s:O}}", "version", DG_POLICY_VERSION, "default",
-				"deny", "egress", "allow", list);
+				dflt ? dflt : "deny", "egress", "allow", list);
+	json_object_del(u, "default");
+	if (doc && json_object_size(u) > 0)
+		json_object_set(doc, "urls", u);
+	json_decref(u);
 	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
 	struct dg_err err = {{0}};
@@ -1199,15 +1427,16 @@ static int session_rules(const json_t *list, struct dg_policy *p, char *why, siz
 	return r;
 }
 
-static void op_add(const char *id, const json_t *egress, const json_t *before, int *fds,
-		   int nfds)
+static void op_add(const char *id, const json_t *egress, const json_t *urls,
+		   const json_t *before, int *fds, int nfds)
 {
 	char why[160];
 	struct session *s = NULL;
 	struct dg_policy pol;
 	bool own_pol = false;
 	if (egress) {
-		if (!json_is_array(egress) || session_rules(egress, &pol, why, sizeof(why)) != 0) {
+		if (!json_is_array(egress) || (urls && !json_is_object(urls)) ||
+		    session_rules(egress, urls, &pol, why, sizeof(why)) != 0) {
 			if (!json_is_array(egress))
 				snprintf(why, sizeof(why), "egress must be a list of host:port");
 			goto fail;
@@ -1279,8 +1508,8 @@ static void handle_ctl(const char *buf, size_t len, int *fds, int nfds)
 	if (!op || !id || !dg_session_id_valid(id)) {
 		ctl_error("not {\"op\":..., \"session\":ID} with a valid session id");
 	} else if (strcmp(op, "add") == 0) {
-		op_add(id, json_object_get(m, "egress"), json_object_get(m, "conns_before"), fds,
-		       nfds);
+		op_add(id, json_object_get(m, "egress"), json_object_get(m, "urls"),
+		       json_object_get(m, "conns_before"), fds, nfds);
 		nfds = 0;
 	} else if (strcmp(op, "remove") == 0) {
 		struct session *s = find_session(id);
@@ -1642,20 +1871,23 @@ int dg_egress_spawn(struct dg_egress *e, struct dg_err *err)
 	return start_checked(e, &spawn_cfg.pol, spawn_cfg.ov, spawn_cfg.n_ov, &spawn_cfg.o, err);
 }
 
-/* Sends {"op":op,"session":id} with egress (stolen, NULL: none) and, when
- * before > 0, "conns_before". */
+/* Sends {"op":op,"session":id} with egress and urls (both stolen, NULL:
+ * none) and, when before > 0, "conns_before". */
 static int send_op(struct dg_egress *e, const char *op, const char *id, json_t *egress,
-		   uint64_t before, const int *fds, int nfds, struct dg_err *err)
+		   json_t *urls, uint64_t before, const int *fds, int nfds, struct dg_err *err)
 {
 	if (e->fd < 0) {
 		json_decref(egress);
+		json_decref(urls);
 		return dg_err_set(err, -EPIPE, "egress: the proxy is not running");
 	}
 	if (!id || !dg_session_id_valid(id)) {
 		json_decref(egress);
+		json_decref(urls);
 		return dg_err_set(err, -EINVAL, "egress: %s: bad session id", op);
 	}
-	json_t *m = json_pack("{s:s, s:s, s:o*}", "op", op, "session", id, "egress", egress);
+	json_t *m = json_pack("{s:s, s:s, s:o*, s:o*}", "op", op, "session", id, "egress", egress,
+			      "urls", urls);
 	if (m && before > 0)
 		json_object_set_new(m, "conns_before", json_integer((json_int_t)before));
 	char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
@@ -1680,9 +1912,13 @@ int dg_egress_add_after(struct dg_egress *e, const char *session_id, int listen_
 				  (unsigned long long)conns_before,
 				  (unsigned long long)DG_EGRESS_CONN_NUMBER_MAX);
 	json_t *list = p ? dg_policy_egress_json(p) : NULL;
-	if (p && !list)
+	json_t *urls = p ? dg_policy_urls_json(p) : NULL;
+	if (p && (!list || (p->rules && !urls))) {
+		json_decref(list);
+		json_decref(urls);
 		return dg_err_set(err, -ENOMEM, "egress: out of memory");
-	return send_op(e, "add", session_id, list, conns_before, &listen_fd, 1, err);
+	}
+	return send_op(e, "add", session_id, list, urls, conns_before, &listen_fd, 1, err);
 }
 
 int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
@@ -1693,7 +1929,7 @@ int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
 
 int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err *err)
 {
-	return send_op(e, "remove", session_id, NULL, 0, NULL, 0, err);
+	return send_op(e, "remove", session_id, NULL, NULL, 0, NULL, 0, err);
 }
 
 int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err)

@@ -1,22 +1,31 @@
 /* guard: the browser layer of the policy, inside the worker.
  *
- * Every target of the browser is attached to before it runs: the guard
- * turns on auto-attach with waitForDebuggerOnStart (flattened) at the
- * browser and again in every attached session, so pages, popups,
- * out-of-process iframes, dedicated, shared and service workers are all
- * held at their first instruction. In each it enables the Fetch domain for
- * every URL at the request stage (and, in pages, file chooser interception)
- * and only when the browser acknowledged all of that does it let the target
- * run (Runtime.runIfWaitingForDebugger). A target the guard cannot track
- * (table full, a setup command failed) is never resumed: it stays frozen.
+ * Every request of the browser is held: the guard enables the Fetch domain
+ * at the browser target (no session) for every URL at the request stage,
+ * which holds the requests of every target, pages, popups, iframes,
+ * dedicated, shared and service workers, and also of a tab the browser
+ * opens itself with its URL already loading (omnibox alt+Enter or
+ * shift+Enter, session restore), whose first request leaves before its
+ * target is announced (measured with Chromium 156: a session-level
+ * Fetch.enable came too late for it). The worker says READY only once the
+ * browser acknowledged it.
+ *
+ * Every target is also attached to before it runs: auto-attach with
+ * waitForDebuggerOnStart (flattened) at the browser and again in every
+ * attached session; pages get file chooser interception, and only when the
+ * browser acknowledged that does the guard let the target run
+ * (Runtime.runIfWaitingForDebugger). A target the guard cannot track (table
+ * full, a required setup command failed) is never resumed: it stays frozen.
  *
  * Each paused request goes to the owner as a DG_MSG_REQUEST; the owner
  * decides it with the session's policy and answers with a DG_MSG_VERDICT;
  * the guard then continues the request or fails it with BlockedByClient.
  * Redirects pause again as new requests, so each hop is decided. Downloads
  * are denied at the browser (Browser.setDownloadBehavior) and reported.
- * WebSocket handshakes do not pass through Fetch; the egress proxy decides
- * them (CONNECT), as it decides every connection.
+ * WebSocket handshakes pass through neither Fetch nor Network.setBlockedURLs
+ * (measured with Chromium 156, in pages, iframes and every kind of worker):
+ * Chromium sends them to the egress proxy's SOCKS5 front, which decides
+ * their URL with the same "urls" rules (egress-priv.h, "SOCKS5").
  *
  * Everything here is driven by hostile DevTools messages: each string is
  * bounded and checked before it is kept or forwarded; a request whose URL is
@@ -71,7 +80,27 @@ void dg_guard_event(struct dg_guard *g, const char *method, const char *session,
  * for a malformed message (the owner broke the protocol). */
 int dg_guard_verdict(struct dg_guard *g, const char *json, size_t len, struct dg_err *err);
 
-/* Whether every attached target finished its setup (tests, readiness). */
+/* Which tab is in front. Chromium (156) announces no tab activation, so the
+ * guard asks every page (its own session on it) for
+ * document.visibilityState and document.hasFocus(), read in an isolated
+ * world (Page.createIsolatedWorld) that page scripts cannot reach, so a
+ * hostile page cannot pass for the tab in front. done gets, once every
+ * page answered or failed, the targetId of the visible page that has
+ * focus, or of the only visible page, or NULL when that says nothing (no
+ * page visible; several, none focused). done runs from the DevTools
+ * handlers, or within this call when there is no page to ask. One probe at
+ * a time: -EBUSY while one is in flight. */
+typedef void (*dg_guard_tabs_fn)(void *arg, const char *front_target_id);
+int dg_guard_probe_tabs(struct dg_guard *g, dg_guard_tabs_fn done, void *arg, struct dg_err *err);
+/* Page targets attached and not frozen. */
+int dg_guard_n_pages(const struct dg_guard *g);
+
+/* Whether the browser refused a browser-level setup command (Fetch.enable):
+ * then nothing would be held, and the owner must not go on. */
+bool dg_guard_failed(const struct dg_guard *g);
+
+/* Setup commands not answered yet, the browser's and every attached
+ * target's (tests, readiness). */
 int dg_guard_pending_setups(const struct dg_guard *g);
 int dg_guard_n_paused(const struct dg_guard *g);
 void dg_guard_stats(const struct dg_guard *g, struct dg_guard_stats *s);

@@ -9,19 +9,21 @@
 
 struct target {
 	bool used;
+	/* The last tab probe's answer (dg_guard_probe_tabs), pages only. */
+	bool probe_wait, visible, focused;
 	unsigned gen;            /* bumped at each reuse: stale callbacks are ignored */
 	char session[DG_CDP_ID_MAX + 1];
+	char id[DG_CDP_ID_MAX + 1]; /* targetId: a page's main frame has the same id */
 	char type[DG_GUARD_TYPE_MAX + 1];
 	int setup_pending;       /* setup commands not answered yet */
 	bool failed;             /* a required setup command failed: never resumed */
 	bool waiting;            /* the browser holds it for us */
 };
 
+/* A request held by the browser-level Fetch domain (no session). */
 struct paused {
 	bool used;
 	uint64_t req;
-	unsigned target_gen;
-	int target;
 	char request_id[DG_CDP_ID_MAX + 1];
 };
 
@@ -34,8 +36,21 @@ struct setup_ref {
 	const char *what;
 };
 
+/* Completion context of one probe command. */
+struct probe_ref {
+	struct dg_guard *g;
+	int target;
+	unsigned gen;
+	unsigned probe;
+};
+
 struct dg_guard {
 	struct dg_cdp *cdp;
+	/* The tab probe in flight: its number, answers awaited, the caller. */
+	unsigned probe_no;
+	int probe_left;
+	dg_guard_tabs_fn probe_done;
+	void *probe_arg;
 	dg_guard_emit_fn emit;
 	void *emit_arg;
 	struct target targets[DG_GUARD_TARGETS_MAX];
@@ -43,6 +58,8 @@ struct dg_guard {
 	int n_paused;
 	uint64_t next_req;
 	unsigned next_gen;
+	int browser_pending;     /* browser-level setup commands not answered yet */
+	bool browser_failed;     /* one of them failed: nothing is held */
 	struct dg_guard_stats st;
 };
 
@@ -104,6 +121,18 @@ static json_t *auto_attach_params(void)
 	return json_pack("{s:b, s:b, s:b}", "autoAttach", 1, "waitForDebuggerOnStart", 1, "flatten", 1);
 }
 
+static void browser_setup_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)result;
+	(void)error_message;
+	struct dg_guard *g = arg;
+	if (status == -ECANCELED)
+		return;
+	g->browser_pending--;
+	if (status != 0)
+		g->browser_failed = true;
+}
+
 int dg_guard_start(struct dg_guard *g, struct dg_err *err)
 {
 	int r = dg_cdp_send(g->cdp, "Browser.setDownloadBehavior",
@@ -111,6 +140,20 @@ int dg_guard_start(struct dg_guard *g, struct dg_err *err)
 			    NULL, err);
 	if (r)
 		return r;
+	/* One interceptor at the browser target sees every request of every
+	 * target, also those that start before any session exists for them:
+	 * a tab the browser opens with its URL already loading (the omnibox's
+	 * alt+Enter, shift+Enter, session restore) sends its first request
+	 * before its target is announced, so a per-session Fetch.enable came
+	 * too late for it (measured with Chromium 156). Per session it would
+	 * pause each request a second time. */
+	r = dg_cdp_send(g->cdp, "Fetch.enable",
+			json_pack("{s:[{s:s, s:s}]}", "patterns", "urlPattern", "*", "requestStage",
+				  "Request"),
+			NULL, browser_setup_done, g, err);
+	if (r)
+		return r;
+	g->browser_pending++;
 	return dg_cdp_send(g->cdp, "Target.setAutoAttach", auto_attach_params(), NULL, NULL, NULL, err);
 }
 
@@ -222,17 +265,17 @@ static void on_attached(struct dg_guard *g, json_t *params)
 	t->gen = ++g->next_gen;
 	snprintf(t->session, sizeof(t->session), "%s", json_string_value(sid));
 	snprintf(t->type, sizeof(t->type), "%s", json_string_value(type));
+	json_t *tid = json_object_get(info, "targetId");
+	if (short_text(tid, DG_CDP_ID_MAX))
+		snprintf(t->id, sizeof(t->id), "%s", json_string_value(tid));
 	t->waiting = json_is_true(json_object_get(params, "waitingForDebugger"));
-	static const char *const fetching[] = {"page", "iframe", "worker", "shared_worker",
-					       "service_worker", NULL};
+	static const char *const parents[] = {"page", "iframe", "worker", "shared_worker",
+					      "service_worker", NULL};
 	static const char *const pages[] = {"page", "iframe", NULL};
-	if (type_is(t->type, fetching)) {
-		setup_cmd(g, i, "Fetch.enable",
-			  json_pack("{s:[{s:s, s:s}]}", "patterns", "urlPattern", "*", "requestStage",
-				    "Request"),
-			  true);
+	if (type_is(t->type, parents)) {
 		/* Children (iframes in other processes, workers) attach through
-		 * their parent's session. */
+		 * their parent's session. Their requests are held at the
+		 * browser (dg_guard_start). */
 		setup_cmd(g, i, "Target.setAutoAttach", auto_attach_params(), strcmp(t->type, "page") == 0 ||
 										    strcmp(t->type, "iframe") == 0);
 	}
@@ -250,20 +293,31 @@ static void drop_paused(struct dg_guard *g, int k)
 	g->n_paused--;
 }
 
+/* A request of a closed target stays in the table until its verdict,
+ * which the browser then ignores (the table is bounded either way). */
 static void on_detached(struct dg_guard *g, json_t *params)
 {
 	json_t *sid = json_object_get(params, "sessionId");
 	if (!short_text(sid, DG_CDP_ID_MAX))
 		return;
 	int i = target_find(g, json_string_value(sid));
-	if (i < 0)
-		return;
-	for (int k = 0; k < DG_GUARD_PAUSED_MAX; k++) {
-		if (g->paused[k].used && g->paused[k].target == i &&
-		    g->paused[k].target_gen == g->targets[i].gen)
-			drop_paused(g, k);
+	if (i >= 0)
+		g->targets[i].used = false;
+}
+
+/* The type of the target whose frame made a request, when the frame is a
+ * target's main frame (pages, out-of-process iframes); "frame" for another
+ * frame, "other" without one (workers, the browser itself). For the
+ * recordings only: nothing is decided on it. */
+static const char *request_target(const struct dg_guard *g, json_t *frame)
+{
+	if (!short_text(frame, DG_CDP_ID_MAX))
+		return "other";
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		if (g->targets[i].used && strcmp(g->targets[i].id, json_string_value(frame)) == 0)
+			return g->targets[i].type;
 	}
-	g->targets[i].used = false;
+	return "frame";
 }
 
 static void fail_request(struct dg_guard *g, const char *session, const char *request_id)
@@ -273,6 +327,9 @@ static void fail_request(struct dg_guard *g, const char *session, const char *re
 		    session, NULL, NULL, NULL);
 }
 
+/* Fetch.requestPaused of the browser-level interceptor (session NULL). One
+ * on a session is not the guard's (it enables Fetch at the browser only):
+ * failed at once. */
 static void on_paused(struct dg_guard *g, const char *session, json_t *params)
 {
 	json_t *rid = json_object_get(params, "requestId");
@@ -283,10 +340,9 @@ static void on_paused(struct dg_guard *g, const char *session, json_t *params)
 	if (!short_text(rid, DG_CDP_ID_MAX))
 		return; /* nothing to answer with: the request stays paused */
 	g->st.requests++;
-	int i = session ? target_find(g, session) : -1;
 	const char *why = NULL;
-	if (i < 0)
-		why = "a paused request on a session the guard does not know";
+	if (session)
+		why = "a request paused on a session, where the guard holds none";
 	else if (!json_is_string(url) || json_string_length(url) > DG_GUARD_URL_MAX)
 		why = "a request URL longer than 8192 bytes";
 	else if (strlen(json_string_value(url)) != json_string_length(url))
@@ -306,8 +362,6 @@ static void on_paused(struct dg_guard *g, const char *session, json_t *params)
 	struct paused *p = &g->paused[k];
 	p->used = true;
 	p->req = g->next_req++;
-	p->target = i;
-	p->target_gen = g->targets[i].gen;
 	snprintf(p->request_id, sizeof(p->request_id), "%s", json_string_value(rid));
 	g->n_paused++;
 	json_t *m = json_pack("{s:I, s:s, s:s, s:s, s:s}", "req", (json_int_t)p->req, "url",
@@ -315,7 +369,7 @@ static void on_paused(struct dg_guard *g, const char *session, json_t *params)
 			      short_text(method, DG_GUARD_METHOD_MAX) ? json_string_value(method) : "?",
 			      "resource",
 			      short_text(rtype, DG_GUARD_TYPE_MAX) ? json_string_value(rtype) : "Other",
-			      "target", g->targets[i].type);
+			      "target", request_target(g, json_object_get(params, "frameId")));
 	emit_json(g, DG_MSG_REQUEST, m);
 }
 
@@ -354,15 +408,12 @@ int dg_guard_verdict(struct dg_guard *g, const char *text, size_t len, struct dg
 		struct paused *p = &g->paused[k];
 		if (!p->used || p->req != n)
 			continue;
-		struct target *t = &g->targets[p->target];
-		if (t->used && t->gen == p->target_gen) {
-			if (ok)
-				dg_cdp_send(g->cdp, "Fetch.continueRequest",
-					    json_pack("{s:s}", "requestId", p->request_id), t->session,
-					    NULL, NULL, NULL);
-			else
-				fail_request(g, t->session, p->request_id);
-		}
+		if (ok)
+			dg_cdp_send(g->cdp, "Fetch.continueRequest",
+				    json_pack("{s:s}", "requestId", p->request_id), NULL, NULL, NULL,
+				    NULL);
+		else
+			fail_request(g, NULL, p->request_id);
 		if (ok)
 			g->st.allowed++;
 		else
@@ -374,9 +425,148 @@ int dg_guard_verdict(struct dg_guard *g, const char *text, size_t len, struct dg
 	return 0;
 }
 
-int dg_guard_pending_setups(const struct dg_guard *g)
+bool dg_guard_failed(const struct dg_guard *g)
+{
+	return g->browser_failed;
+}
+
+/* ---- which tab is in front ---- */
+
+/* Whether targets[i] is a page the probe asks: attached, not frozen, and
+ * the first session on its target (a target has several when another
+ * client, the DevTools client's own attach, took one too: each is
+ * announced to the guard). */
+static bool probe_page(const struct dg_guard *g, int i)
+{
+	const struct target *t = &g->targets[i];
+	if (!t->used || t->failed || strcmp(t->type, "page") != 0 || !t->id[0])
+		return false;
+	for (int k = 0; k < i; k++) {
+		const struct target *o = &g->targets[k];
+		if (o->used && !o->failed && strcmp(o->id, t->id) == 0)
+			return false;
+	}
+	return true;
+}
+
+int dg_guard_n_pages(const struct dg_guard *g)
 {
 	int n = 0;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++)
+		n += probe_page(g, i);
+	return n;
+}
+
+/* The probe is over: the page in front is the visible one that has focus;
+ * failing that, the only visible one. */
+static void probe_finish(struct dg_guard *g)
+{
+	int focused = -1, visible = -1, n_visible = 0;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		struct target *t = &g->targets[i];
+		if (!probe_page(g, i) || !t->visible)
+			continue;
+		n_visible++;
+		visible = i;
+		if (t->focused && focused < 0)
+			focused = i;
+	}
+	int front = focused >= 0 ? focused : n_visible == 1 ? visible : -1;
+	dg_guard_tabs_fn fn = g->probe_done;
+	g->probe_done = NULL;
+	g->probe_left = 0;
+	if (fn)
+		fn(g->probe_arg, front >= 0 ? g->targets[front].id : NULL);
+}
+
+static void probe_answered(struct dg_guard *g, struct probe_ref *ref)
+{
+	struct target *t = &g->targets[ref->target];
+	if (t->used && t->gen == ref->gen)
+		t->probe_wait = false;
+	if (ref->probe == g->probe_no && g->probe_left > 0 && --g->probe_left == 0)
+		probe_finish(g);
+}
+
+/* The answer of document.visibilityState and document.hasFocus(), read in
+ * the world created for it, where page scripts cannot redefine them. */
+static void probe_value(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)error_message;
+	struct probe_ref *ref = arg;
+	if (status != -ECANCELED) {
+		struct target *t = &ref->g->targets[ref->target];
+		const char *v = json_string_value(
+			json_object_get(json_object_get(result, "result"), "value"));
+		if (status == 0 && v && t->used && t->gen == ref->gen) {
+			size_t n = strlen(v);
+			t->visible = strncmp(v, "visible ", 8) == 0;
+			t->focused = n >= 5 && strcmp(v + n - 5, " true") == 0;
+		}
+		probe_answered(ref->g, ref);
+	}
+	free(ref);
+}
+
+static void probe_world(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)error_message;
+	struct probe_ref *ref = arg;
+	if (status == -ECANCELED) {
+		free(ref);
+		return;
+	}
+	struct dg_guard *g = ref->g;
+	struct target *t = &g->targets[ref->target];
+	json_t *ctx = json_object_get(result, "executionContextId");
+	if (status == 0 && json_is_integer(ctx) && t->used && t->gen == ref->gen &&
+	    ref->probe == g->probe_no) {
+		json_t *params = json_pack("{s:s, s:I, s:b}", "expression",
+					   "document.visibilityState + ' ' + document.hasFocus()",
+					   "contextId", json_integer_value(ctx), "returnByValue", 1);
+		if (dg_cdp_send(g->cdp, "Runtime.evaluate", params, t->session, probe_value, ref,
+				NULL) == 0)
+			return;
+	}
+	probe_answered(g, ref);
+	free(ref);
+}
+
+int dg_guard_probe_tabs(struct dg_guard *g, dg_guard_tabs_fn done, void *arg, struct dg_err *err)
+{
+	if (g->probe_done)
+		return dg_err_set(err, -EBUSY, "guard: a tab probe is in flight");
+	g->probe_no++;
+	g->probe_left = 1; /* held until every command is sent */
+	g->probe_done = done;
+	g->probe_arg = arg;
+	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
+		struct target *t = &g->targets[i];
+		t->visible = t->focused = false;
+		if (!probe_page(g, i))
+			continue;
+		struct probe_ref *ref = malloc(sizeof(*ref));
+		if (!ref)
+			continue;
+		*ref = (struct probe_ref){g, i, t->gen, g->probe_no};
+		json_t *params = json_pack("{s:s, s:s, s:b}", "frameId", t->id, "worldName",
+					   "deskgate-tab-probe", "grantUniveralAccess", 0);
+		if (dg_cdp_send(g->cdp, "Page.createIsolatedWorld", params, t->session, probe_world,
+				ref, NULL) != 0) {
+			free(ref);
+			continue;
+		}
+		t->probe_wait = true;
+		g->probe_left++;
+	}
+	if (--g->probe_left == 0)
+		probe_finish(g);
+	return 0;
+}
+
+int dg_guard_pending_setups(const struct dg_guard *g)
+{
+	int n = g->browser_pending;
 	for (int i = 0; i < DG_GUARD_TARGETS_MAX; i++) {
 		if (g->targets[i].used && !g->targets[i].failed)
 			n += g->targets[i].setup_pending;

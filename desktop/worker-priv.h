@@ -46,6 +46,14 @@
 /* Longest wait for the page's two animation frames after keyboard input
  * (see barrier() in worker.c) before settling anyway. */
 #define DG_WORKER_BARRIER_MAX_MS 500
+/* Which tab is in front (the browser announces no activation): with more
+ * than one page the worker asks the pages (dg_guard_probe_tabs) after
+ * every action, before its result, and while idle every TAB_PROBE ms, and
+ * TAB_SOON ms after a page target appeared, went or changed; a change
+ * moves the current page (dg_cdp_switch) and is reported as a "page"
+ * event. */
+#define DG_WORKER_TAB_PROBE_MS 500
+#define DG_WORKER_TAB_SOON_MS 100
 /* Longest navigation the worker waits for before settling anyway. */
 #define DG_WORKER_NAV_MAX_MS 15000
 

@@ -43,6 +43,10 @@ enum phase {
 	PHASE_BROWSER,  /* navigate/back/forward/reload: DevTools command pending */
 	PHASE_LOAD,     /* the browser took the navigation: until its page loaded */
 	PHASE_SETTLE,   /* waiting for the screen to settle */
+	PHASE_PRECHECK, /* before input: asking the pages which tab is in front */
+	PHASE_PRESWITCH, /* before input: the current page moves to the tab in front */
+	PHASE_TABS,     /* settled: asking the pages which tab is in front */
+	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
 	PHASE_BARRIER,  /* browser, after keys: until the page has drawn frames since */
 };
@@ -54,6 +58,9 @@ struct worker {
 	struct dg_cdp *cdp;
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
+	bool probing;            /* a tab probe (dg_guard_probe_tabs) is in flight */
+	bool probe_again;        /* ... and its answer is older than what follows it */
+	long long next_probe;    /* ms: the next idle tab probe, with more than one page */
 	bool await_paint;        /* settling after a page load: see advance() */
 	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
 	int n_primed;
@@ -73,6 +80,7 @@ struct worker {
 	int out_w, out_h;        /* screenshot size the owner asked for */
 	bool want_frame;
 	char *error;             /* set when the action failed (malloc'd) */
+	char *page_url;          /* the page the owner decided the action at, or NULL */
 	/* the last PNG, reused while the screen is unchanged */
 	struct dg_png png;
 	uint64_t png_hash;
@@ -432,6 +440,8 @@ static void finish(struct worker *w)
 	dg_action_free(&w->act);
 	free(w->error);
 	w->error = NULL;
+	free(w->page_url);
+	w->page_url = NULL;
 	w->phase = PHASE_IDLE;
 }
 
@@ -445,7 +455,7 @@ static void refresh_done(void *arg, int status, json_t *result, const char *erro
 		finish(w);
 }
 
-static void settled(struct worker *w)
+static void refresh(struct worker *w)
 {
 	struct dg_err err = {{0}};
 	if (w->cdp && dg_cdp_ready(w->cdp)) {
@@ -455,6 +465,90 @@ static void settled(struct worker *w)
 			return;
 	}
 	finish(w);
+}
+
+/* Moves the current page to the tab in front when it is another one;
+ * returns whether a switch started. */
+static bool follow_front(struct worker *w, const char *front)
+{
+	if (!front || strcmp(front, dg_cdp_target_id(w->cdp)) == 0)
+		return false;
+	struct dg_err err = {{0}};
+	if (dg_cdp_switch(w->cdp, front, &err) != 0) {
+		dprintf(2, "deskgate worker: following the tab in front: %s\n", err.msg);
+		return false;
+	}
+	return true;
+}
+
+static bool probe_tabs(struct worker *w);
+static void precheck_done(struct worker *w);
+
+/* A probe's answer. After an action (PHASE_TABS) the page in front is the
+ * one the result, and so the next decision, is about; while idle the
+ * current page follows it; during an action it waits for the action's own
+ * probe. A probe that started before the action's input is asked again. */
+static void tabs_done(void *arg, const char *front)
+{
+	struct worker *w = arg;
+	w->probing = false;
+	w->next_probe = now_ms() + DG_WORKER_TAB_PROBE_MS;
+	if (w->probe_again) {
+		w->probe_again = false;
+		if (probe_tabs(w))
+			return;
+	}
+	if (w->phase == PHASE_IDLE) {
+		follow_front(w, front);
+		return;
+	}
+	if (w->phase == PHASE_PRECHECK) {
+		if (follow_front(w, front) && !dg_cdp_ready(w->cdp)) {
+			w->phase = PHASE_PRESWITCH;
+			w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+			return;
+		}
+		precheck_done(w);
+		return;
+	}
+	if (w->phase != PHASE_TABS)
+		return;
+	if (follow_front(w, front) && !dg_cdp_ready(w->cdp)) {
+		w->phase = PHASE_SWITCH;
+		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		return;
+	}
+	refresh(w);
+}
+
+/* A tab probe, when there is more than one page (with one, it is in
+ * front); false when none started. */
+static bool probe_tabs(struct worker *w)
+{
+	if (!w->guard || w->probing || dg_guard_n_pages(w->guard) < 2)
+		return false;
+	struct dg_err err = {{0}};
+	w->probing = true;
+	if (dg_guard_probe_tabs(w->guard, tabs_done, w, &err) != 0) {
+		w->probing = false;
+		return false;
+	}
+	return true;
+}
+
+static void settled(struct worker *w)
+{
+	if (w->cdp) {
+		w->phase = PHASE_TABS;
+		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		if (w->probing) { /* an idle probe, older than the input: ask again */
+			w->probe_again = true;
+			return;
+		}
+		if (probe_tabs(w))
+			return;
+	}
+	refresh(w);
 }
 
 static void settle(struct worker *w)
@@ -552,12 +646,66 @@ static void browser_action(struct worker *w)
 
 /* ---- running actions ---------------------------------------------------- */
 
+static void run_action(struct worker *w);
+
+/* Input that a rule about the page's URL may have decided (regions). */
+static bool is_input(enum dg_action_type t)
+{
+	switch (t) {
+	case DG_ACTION_CLICK:
+	case DG_ACTION_MOVE:
+	case DG_ACTION_DRAG:
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP:
+	case DG_ACTION_SCROLL:
+	case DG_ACTION_TYPE:
+	case DG_ACTION_KEY:
+	case DG_ACTION_HOLD_KEY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The tab in front is known now: the action runs only at the page it was
+ * decided at; otherwise it is refused, and the result reports the page in
+ * front, for the owner to decide again. */
+static void precheck_done(struct worker *w)
+{
+	const char *now = dg_cdp_url(w->cdp);
+	if (strcmp(now, w->page_url) != 0) {
+		set_error(w, "not performed: the action was decided at %.300s, but the page in front "
+			     "is now %.300s", w->page_url, now[0] ? now : "unknown");
+		w->t_injected = now_ms();
+		finish(w);
+		return;
+	}
+	run_action(w);
+}
+
 static void start_action(struct worker *w)
+{
+	w->t_start = now_ms();
+	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION;
+	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
+		run_action(w);
+		return;
+	}
+	w->phase = PHASE_PRECHECK;
+	w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+	if (w->probing) { /* an idle probe, maybe older than what the page did */
+		w->probe_again = true;
+		return;
+	}
+	if (!probe_tabs(w))
+		precheck_done(w);
+}
+
+static void run_action(struct worker *w)
 {
 	const struct dg_action *a = &w->act;
 	struct dg_err err = {{0}};
-	w->t_start = now_ms();
-	w->want_frame = a->type != DG_ACTION_CURSOR_POSITION;
+	w->phase = PHASE_IDLE;
 	switch (a->type) {
 	case DG_ACTION_CLICK:
 		click(w, a);
@@ -644,8 +792,11 @@ static void on_action(struct worker *w, const char *text, size_t len)
 	json_t *id = json_object_get(msg, "id");
 	json_t *action = json_object_get(msg, "action");
 	json_t *size = json_object_get(msg, "size");
+	json_t *page_url = json_object_get(msg, "page_url");
 	if (!json_is_integer(id) || !json_is_object(action))
 		die("protocol error: action message without id or action");
+	if (page_url && (!json_is_string(page_url) || json_string_length(page_url) > DG_CDP_URL_MAX))
+		die("protocol error: bad page_url");
 	if (w->phase != PHASE_IDLE)
 		die("protocol error: an action arrived while another runs");
 	w->id = (long long)json_integer_value(id);
@@ -660,6 +811,10 @@ static void on_action(struct worker *w, const char *text, size_t len)
 		w->out_w = (int)json_integer_value(sw);
 		w->out_h = (int)json_integer_value(sh);
 	}
+	free(w->page_url);
+	w->page_url = page_url ? strdup(json_string_value(page_url)) : NULL;
+	if (page_url && !w->page_url)
+		die("out of memory");
 	struct dg_err err = {{0}};
 	int r = dg_action_parse_obj(action, w->width, w->height, &w->act, &err);
 	json_decref(msg);
@@ -720,6 +875,23 @@ static int advance(struct worker *w)
 		long long next = a < b ? a : b;
 		return (int)(next > 0 ? next : 0);
 	}
+	case PHASE_PRECHECK:
+	case PHASE_PRESWITCH:
+		if ((w->phase == PHASE_PRESWITCH && dg_cdp_ready(w->cdp)) || t >= w->nav_deadline) {
+			precheck_done(w); /* unanswered: the page known last is compared */
+			return 0;
+		}
+		return (int)(w->nav_deadline - t);
+	case PHASE_TABS:
+	case PHASE_SWITCH:
+		if (w->phase == PHASE_SWITCH && dg_cdp_ready(w->cdp)) {
+			refresh(w);
+			return 0;
+		}
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		refresh(w); /* a page that does not answer: report what is known */
+		return 0;
 	case PHASE_REFRESH:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);
@@ -881,6 +1053,14 @@ static void cdp_event(void *arg, const char *method, const char *session, json_t
 {
 	struct worker *w = arg;
 	dg_guard_event(w->guard, method, session, params);
+	/* A tab opened, closed or navigated: which one is in front may have
+	 * changed (a new tab comes to the front a little after it is
+	 * announced). */
+	if (!session && strncmp(method, "Target.target", 13) == 0) {
+		long long soon = now_ms() + DG_WORKER_TAB_SOON_MS;
+		if (w->next_probe > soon)
+			w->next_probe = soon;
+	}
 }
 
 static void browser_start(struct worker *w)
@@ -903,6 +1083,8 @@ static void browser_start(struct worker *w)
 		dg_cdp_pollfds(w->cdp, p);
 		if (poll(p, 2, (int)left) > 0)
 			cdp_pump(w, p);
+		if (dg_guard_failed(w->guard))
+			die("DevTools: the browser refused to hold its requests (Fetch.enable)");
 	}
 	w->cdp_changes = dg_cdp_changes(w->cdp);
 }
@@ -912,6 +1094,10 @@ static void browser_start(struct worker *w)
 static void report_page(struct worker *w)
 {
 	if (!w->cdp || dg_cdp_changes(w->cdp) == w->cdp_changes)
+		return;
+	/* Not in the middle of a switch to another tab (no URL known yet),
+	 * unless no page is left at all. */
+	if (!dg_cdp_ready(w->cdp) && dg_cdp_n_targets(w->cdp) > 0)
 		return;
 	w->cdp_changes = dg_cdp_changes(w->cdp);
 	json_t *ev = json_pack("{s:s}", "event", "page");
@@ -932,6 +1118,16 @@ static void loop(struct worker *w)
 	struct dg_err err = {{0}};
 	for (;;) {
 		int timeout = advance(w);
+		if (w->phase == PHASE_IDLE && w->cdp && !w->probing) {
+			long long left = w->next_probe - now_ms();
+			if (left <= 0) {
+				w->next_probe = now_ms() + DG_WORKER_TAB_PROBE_MS;
+				probe_tabs(w);
+				left = DG_WORKER_TAB_PROBE_MS;
+			}
+			if (timeout < 0 || left < timeout)
+				timeout = (int)left;
+		}
 		if (w->vnc->buffered > 0) {
 			pump_rfb(w);
 			continue;

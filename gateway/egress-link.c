@@ -175,6 +175,16 @@ void dg_gw_egress_event(struct gw *gw, json_t *ev)
 			json_object_set_new(out, "host", json_stringn(target, (size_t)(colon - target)));
 			json_object_set_new(out, "port", json_integer(strtol(colon + 1, NULL, 10)));
 		}
+	} else if (strcmp(kind, "decision") == 0) {
+		/* A WebSocket decided by its URL at the proxy's SOCKS front: a
+		 * browser request like those the guard holds. */
+		const char *verdict = json_string_value(json_object_get(ev, "verdict"));
+		bool allowed = verdict && strcmp(verdict, "allow") == 0;
+		gw->m.requests[allowed ? 0 : 1]++;
+		s->n_requests++;
+		if (!allowed)
+			s->n_requests_blocked++;
+		json_object_set_new(out, "type", json_string("decision"));
 	} else {
 		json_object_set_new(out, "type", json_string(kind));
 	}

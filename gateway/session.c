@@ -705,6 +705,12 @@ static int send_to_worker(struct gw_session *s, json_t *action)
 	free(text);
 	if (s->model_w != s->width || s->model_h != s->height)
 		json_object_set_new(msg, "size", json_pack("[i,i]", s->model_w, s->model_h));
+	/* The page the decision was made at, when a rule depends on it: the
+	 * worker refuses an input action when another page is in front by the
+	 * time it runs (a tab the page or the browser brought up since). */
+	if (s->cur && s->cur->b_url && s->profile == DG_PROFILE_BROWSER &&
+	    dg_policy_uses_page_url(&s->policy))
+		json_object_set_new(msg, "page_url", json_string(s->cur->b_url));
 	char *m = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	if (!m)

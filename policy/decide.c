@@ -183,12 +183,16 @@ static const char *const verdict_lists_reason[3] = {
 	"the URL matches a denied pattern",
 };
 
-/* The "urls" check of one URL; urlbuf holds a refusal's reason. */
-static void check_url(const struct dg_rules *r, const char *url, struct winner *w,
+/* The "urls" check of one URL; urlbuf holds a refusal's reason. ws_too:
+ * WebSocket URLs are accepted too (browser requests), and decided as the
+ * http(s) URL of their handshake: dg_urlpat_match compares u.https, the
+ * host, the port and the path, so "ws://h/p" meets the patterns of
+ * "http://h/p" and "wss://h/p" those of "https://h/p". */
+static void check_url(const struct dg_rules *r, const char *url, bool ws_too, struct winner *w,
 		      struct dg_err *urlerr)
 {
 	struct dg_url u;
-	if (!url || dg_url_parse(url, &u, urlerr) != 0) {
+	if (!url || (ws_too ? dg_url_parse_ws(url, &u, urlerr) : dg_url_parse(url, &u, urlerr)) != 0) {
 		if (!url)
 			snprintf(urlerr->msg, sizeof(urlerr->msg), "no URL");
 		consider(w, DG_VERDICT_DENY, "urls.canonical", urlerr->msg);
@@ -411,7 +415,7 @@ int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
 	char buf[160], tbuf[160];
 
 	if (a->type == DG_ACTION_NAVIGATE)
-		check_url(r, a->url, &w, &urlerr);
+		check_url(r, a->url, false, &w, &urlerr);
 	if (r->n_regions && w.verdict < DG_VERDICT_DENY)
 		check_regions(r, a, ctx, &w);
 	if ((a->type == DG_ACTION_KEY || a->type == DG_ACTION_HOLD_KEY) && w.verdict < DG_VERDICT_DENY)
@@ -440,9 +444,97 @@ int dg_policy_decide_url(const struct dg_policy *p, const char *url, struct dg_d
 		finish(d, &w);
 		return 0;
 	}
-	check_url(p->rules, url, &w, &urlerr);
+	check_url(p->rules, url, true, &w, &urlerr);
 	finish(d, &w);
 	return 0;
+}
+
+/* Whether a URL pattern's path matches every path: "/" + "**" (or the
+ * pattern "**"). Other globs that would (the same spelled differently)
+ * count as path-specific, which only makes dg_policy_decide_ws_origin more
+ * careful. */
+static bool path_universal(const struct dg_urlpat *pat)
+{
+	return pat->any || (pat->path_len == 3 && memcmp(pat->path, "/**", 3) == 0);
+}
+
+static bool origin_match(const struct dg_urlpat *pat, bool https, const char *host, uint16_t port)
+{
+	if (pat->any)
+		return true;
+	return pat->https == https && pat->port == port &&
+	       dg_host_match(pat->host_wild, pat->host, pat->host_len, host, strlen(host));
+}
+
+int dg_policy_decide_ws_origin(const struct dg_policy *p, bool secure, const char *host,
+			       uint16_t port, struct dg_decision *d)
+{
+	if (!p || !host || !d)
+		return internal(d);
+	struct winner w = { -1, NULL, NULL };
+	if (!p->rules) {
+		w = (struct winner){ DG_VERDICT_ALLOW, "default", "the policy has no rules" };
+		finish(d, &w);
+		return 0;
+	}
+	const struct dg_rules *r = p->rules;
+	/* From the most restrictive list down: a pattern for every path of the
+	 * origin decides, unless a more restrictive list has a pattern for
+	 * some paths only (then the verdict depends on the path). */
+	bool specific_above = false;
+	for (int vd = DG_VERDICT_DENY; vd >= DG_VERDICT_ALLOW; vd--) {
+		bool specific_here = false;
+		for (int i = 0; i < r->n_urls[vd]; i++) {
+			const struct dg_urlpat *pat = &r->urls[vd][i];
+			if (!origin_match(pat, secure, host, port))
+				continue;
+			if (path_universal(pat) && !specific_above) {
+				consider(&w, (enum dg_verdict)vd, pat->rule,
+					 "every path of the WebSocket's origin matches this pattern");
+				finish(d, &w);
+				return 0;
+			}
+			specific_here = true;
+		}
+		specific_above = specific_above || specific_here;
+	}
+	if (specific_above)
+		consider(&w, DG_VERDICT_DENY, "urls.websocket_path",
+			 "the policy decides this origin's URLs by path, and the path of an "
+			 "encrypted WebSocket handshake cannot be seen");
+	else
+		consider(&w, r->deflt, "default", "no rule of \"urls\" matches the WebSocket's origin");
+	finish(d, &w);
+	return 0;
+}
+
+json_t *dg_policy_urls_json(const struct dg_policy *p)
+{
+	if (!p || !p->rules)
+		return NULL;
+	const struct dg_rules *r = p->rules;
+	json_t *o = json_pack("{s:s}", "default", dg_verdict_name(r->deflt));
+	for (int vd = DG_VERDICT_ALLOW; o && vd <= DG_VERDICT_DENY; vd++) {
+		json_t *list = json_array();
+		for (int i = 0; list && i < r->n_urls[vd]; i++) {
+			/* The rule is "urls.<list>[i] <pattern as compiled>". */
+			const char *sp = strchr(r->urls[vd][i].rule, ' ');
+			if (!sp || json_array_append_new(list, json_string(sp + 1)) != 0) {
+				json_decref(list);
+				list = NULL;
+			}
+		}
+		if (!list || json_object_set_new(o, dg_verdict_name((enum dg_verdict)vd), list) != 0) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
+}
+
+bool dg_policy_uses_page_url(const struct dg_policy *p)
+{
+	return p && p->rules && p->rules->regions_need_url;
 }
 
 bool dg_policy_egress_allows(const struct dg_policy *p, const char *host, uint16_t port)

@@ -179,10 +179,44 @@ struct dg_decision {
 int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
 		     const struct dg_decide_ctx *ctx, struct dg_decision *d);
 
-/* Decides one URL against the "urls" section alone (navigations and the
- * browser's requests): refused by dg_url_parse -> deny, rule
- * "urls.canonical"; otherwise deny/ask/allow lists, then default. */
+/* Decides one URL against the "urls" section alone (the browser's requests,
+ * WebSocket handshakes included): refused by dg_url_parse_ws -> deny, rule
+ * "urls.canonical"; otherwise deny/ask/allow lists, then default. A
+ * WebSocket URL is decided as the http(s) URL of its handshake, which is
+ * what its server reads: "ws://h/p?q" exactly as "http://h/p?q", "wss://"
+ * as "https://"; "urls" patterns name only http:// and https:// (a ws://
+ * pattern is refused at load), so an allowed "http://h/" + "**" allows
+ * ws://h/chat and a denied "https://h/private/" + "**" stops
+ * wss://h/private/feed. */
 int dg_policy_decide_url(const struct dg_policy *p, const char *url, struct dg_decision *d);
+
+/* Decides a WebSocket of which only the origin is known: wss:// seen by the
+ * egress proxy, whose handshake is encrypted. secure: wss (decided as
+ * https); host as dg_url_parse gives it. The verdict is the one every URL
+ * of that origin gets, when the "urls" section gives them all the same one:
+ * an every-path pattern (the path "/" + "**", or the pattern "**") in the
+ * most restrictive list that has any pattern for the origin decides (rule:
+ * that pattern), or no pattern names the origin (rule "default"). When a
+ * pattern for some paths only could change the verdict (every path of
+ * https://h allowed, "https://h/a/" + "*" denied), the URL cannot be decided
+ * without its path: deny, rule "urls.websocket_path". A policy without rules allows. Never allocates.
+ * Returns 0 or -EINVAL for a NULL argument (d says deny, rule "internal"). */
+int dg_policy_decide_ws_origin(const struct dg_policy *p, bool secure, const char *host,
+			       uint16_t port, struct dg_decision *d);
+
+/* The "urls" section and the default as the JSON a policy file would hold,
+ * {"default": V, "allow": [...], "ask": [...], "deny": [...]}, patterns as
+ * compiled (internationalized hosts in punycode), in their order, so that a
+ * policy parsed from it decides every URL the same way and names the same
+ * rules; for handing to the egress proxy. NULL for a policy without rules,
+ * or when out of memory. */
+json_t *dg_policy_urls_json(const struct dg_policy *p);
+
+/* Whether a decision of dg_policy_decide can depend on the page's URL
+ * beyond "any page" (a region scoped by a URL pattern): then the desktop
+ * checks, before it performs an input action, that the page is still the
+ * one it was decided at. */
+bool dg_policy_uses_page_url(const struct dg_policy *p);
 
 /* Whether the "egress" section allows host:port (host lowercase, as
  * dg_url_parse gives it). A policy without rules allows none. */
@@ -218,7 +252,8 @@ json_t *dg_policy_egress_json(const struct dg_policy *p);
 #define DG_URL_HOST_MAX 253
 
 struct dg_url {
-	bool https;
+	bool https;                     /* https or wss */
+	bool ws;                        /* ws or wss (dg_url_parse_ws only) */
 	char host[DG_URL_HOST_MAX + 1]; /* as written: lowercase; IPv6 with brackets */
 	bool host_is_ip;
 	uint16_t port;                  /* explicit, or 80/443 from the scheme */
@@ -232,5 +267,11 @@ struct dg_url {
 /* Parses url (NUL-terminated, at most DG_URL_MAX bytes). Returns 0 or
  * -EINVAL with the reason in err. u's pointers point into url. */
 int dg_url_parse(const char *url, struct dg_url *u, struct dg_err *err);
+
+/* The same, and also WebSocket URLs: "ws://" and "wss://" under exactly the
+ * rules of "http://" and "https://" (the same canonical form, default ports
+ * 80 and 443), without a fragment. u->ws says which; u->https is set for
+ * https and wss. */
+int dg_url_parse_ws(const char *url, struct dg_url *u, struct dg_err *err);
 
 #endif

@@ -16,7 +16,11 @@
  *   the default.
  * "urls": {allow, ask, deny}: URL patterns, for navigate (and the browser's
  *   requests, dg_policy_decide_url). A URL dg_url_parse refuses is denied;
- *   one no pattern matches gets the default.
+ *   one no pattern matches gets the default. A WebSocket URL (ws://, wss://:
+ *   the browser's requests only) is decided as the http(s) URL of its
+ *   handshake, ws as http and wss as https, with the same host, port, path
+ *   and query; patterns are written http:// and https:// only, and a
+ *   ws:// or wss:// pattern is refused with that explanation.
  *   Pattern: "**" alone matches every URL; otherwise
  *   scheme://host[:port]/path with scheme http or https; host exact, or
  *   "*." and a suffix: one or more whole labels before the suffix
@@ -387,6 +391,10 @@ static int parse_urlpat(struct pctx *c, const char *where, const char *s0, struc
 		rest = s + 8;
 	} else if (strncmp(s, "http://", 7) == 0) {
 		rest = s + 7;
+	} else if (strncmp(s, "ws://", 5) == 0 || strncmp(s, "wss://", 6) == 0) {
+		return fail(c, "%s: \"%s\": write WebSocket URLs as http:// or https://: a ws:// "
+			    "or wss:// URL is decided as the http(s) URL of its handshake", where,
+			    pat);
 	} else {
 		return fail(c, "%s: \"%s\": a URL pattern is \"**\" or begins with http:// or "
 			    "https://", where, pat);

@@ -38,6 +38,11 @@
  *   fragment = *(pchar | "/" | "?")
  *   pchar    = ALPHA | DIGIT | "-._~!$&'()*+,;=:@" | "%" HEXDIG HEXDIG
  *
+ * dg_url_parse_ws also accepts "ws" and "wss" (WHATWG special schemes
+ * with the same rules and the same default ports 80 and 443 as http and
+ * https), without a fragment, which a WebSocket URL cannot have (the
+ * WebSocket constructor throws on one).
+ *
  * Refused on purpose, although a browser would load them unchanged:
  * punycode labels that do not round-trip through libidn2 (IDNA2008 is
  * stricter than UTS #46 for some symbols), port 0, empty labels,
@@ -335,7 +340,7 @@ static int check_chars(const char *s, size_t n, const char *what, bool query, si
 
 /* ---- the URL -------------------------------------------------------------- */
 
-static int parse(const char *url, struct dg_url *u, struct dg_err *err)
+static int parse(const char *url, struct dg_url *u, bool ws_too, struct dg_err *err)
 {
 	if (!url)
 		return refuse(err, "no URL");
@@ -364,6 +369,12 @@ static int parse(const char *url, struct dg_url *u, struct dg_err *err)
 		p = 8;
 	} else if (strncmp(url, "http://", 7) == 0) {
 		p = 7;
+	} else if (ws_too && strncmp(url, "wss://", 6) == 0) {
+		u->https = u->ws = true;
+		p = 6;
+	} else if (ws_too && strncmp(url, "ws://", 5) == 0) {
+		u->ws = true;
+		p = 5;
 	} else {
 		size_t colon = strcspn(url, ":/?#");
 		if (url[colon] != ':')
@@ -463,6 +474,8 @@ static int parse(const char *url, struct dg_url *u, struct dg_err *err)
 		u->query = url + q + 1;
 		u->query_len = f - q - 1;
 	}
+	if (url[f] == '#' && u->ws)
+		return refuse(err, "a WebSocket URL has no fragment ('#' at offset %zu)", f);
 	if (url[f] == '#') {
 		rc = check_chars(url + f + 1, len - f - 1, "fragment", false, f + 1, err);
 		if (rc)
@@ -476,7 +489,16 @@ int dg_url_parse(const char *url, struct dg_url *u, struct dg_err *err)
 	/* u is all zeros unless the whole URL is accepted: a caller that ignores
 	 * the return value still finds no host to act on. */
 	memset(u, 0, sizeof(*u));
-	int rc = parse(url, u, err);
+	int rc = parse(url, u, false, err);
+	if (rc)
+		memset(u, 0, sizeof(*u));
+	return rc;
+}
+
+int dg_url_parse_ws(const char *url, struct dg_url *u, struct dg_err *err)
+{
+	memset(u, 0, sizeof(*u));
+	int rc = parse(url, u, true, err);
 	if (rc)
 		memset(u, 0, sizeof(*u));
 	return rc;

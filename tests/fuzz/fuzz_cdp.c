@@ -17,7 +17,11 @@
  *   "!refresh", "!send METHOD PARAMS"  the owner's commands (so the
  *                       browser's replies to them are fuzzed too; ids are
  *                       deterministic: 1 is Target.setDiscoverTargets,
- *                       2 and 3 the guard's start)
+ *                       2 to 4 the guard's start)
+ *   "!probe"            the guard's tab probe (dg_guard_probe_tabs): its
+ *                       answer must come exactly once, with a page the
+ *                       guard knows or NULL
+ *   "!switch ID"        dg_cdp_switch to target ID
  *   "!fail"             dg_cdp_fail_all (a deadline passed)
  *   "!verdict JSON"     the owner's DG_MSG_VERDICT to dg_guard_verdict
  *   "!allow", "!deny"   a verdict for every request the guard asked about
@@ -74,6 +78,7 @@ struct state {
 	int n_queue;
 	uint64_t last_req;
 	bool stalled;           /* "!stall": the browser does not read its commands */
+	bool probing;           /* "!probe": the guard's answer is due */
 };
 
 static void done(void *arg, int status, json_t *result, const char *error_message)
@@ -96,6 +101,15 @@ static void done(void *arg, int status, json_t *result, const char *error_messag
 			return; /* must not touch the client */
 	}
 	(void)result;
+}
+
+static void probed(void *arg, const char *front)
+{
+	struct state *s = arg;
+	DG_FUZZ_CHECK(s->probing, "a tab probe answered twice, or unasked");
+	s->probing = false;
+	DG_FUZZ_CHECK(!front || (front[0] && strlen(front) <= DG_CDP_ID_MAX),
+		      "the tab in front is not a target id");
 }
 
 static void start_done(void *arg, int status, json_t *result, const char *error_message)
@@ -318,6 +332,22 @@ static void owner(struct state *s, const char *seg, size_t n)
 	if (VERB("!fail")) {
 		int k = dg_cdp_fail_all(s->c, -ETIMEDOUT, "the owner's deadline passed");
 		DG_FUZZ_CHECK(k >= 0, "fail_all: %d", k);
+		pump(s);
+		return;
+	}
+	if (VERB("!probe")) {
+		if (!s->probing) {
+			struct dg_err e = {{0}};
+			s->probing = true;
+			if (dg_guard_probe_tabs(s->g, probed, s, &e) != 0)
+				s->probing = false;
+		}
+		pump(s);
+		return;
+	}
+	if (VERB("!switch")) {
+		int k = dg_cdp_switch(s->c, arg, &err);
+		DG_FUZZ_CHECK(k == 0 || k == -ENOENT || k == -EPIPE, "switch: %d", k);
 		pump(s);
 		return;
 	}

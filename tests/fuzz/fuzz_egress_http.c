@@ -14,7 +14,11 @@
  *    Connection or Keep-Alive header on;
  *  - the parsed host:port is decided by a policy's egress allowlist, and
  *    the error answer the proxy would send for the refusal fits its
- *    buffer and keeps the reason on one line. */
+ *    buffer and keeps the reason on one line;
+ *  - the same bytes as what follows a SOCKS5 answer (the SOCKS front): as a
+ *    WebSocket handshake to a.test:8080, whose every strict prefix is
+ *    -EAGAIN, whose target makes a ws:// URL dg_url_parse_ws accepts; and
+ *    as a SOCKS5 greeting and request, read only within their lengths. */
 #include <errno.h>
 #include <strings.h>
 
@@ -156,6 +160,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *nl = strchr(body, '\n');
 		DG_FUZZ_CHECK(nl && nl[1] == '\0' && !strchr(body, '\r'),
 			      "the answer's body is not one line: %s", body);
+	}
+
+	/* The SOCKS front's parsers on the same bytes. */
+	rc = dg_egress_parse_ws_handshake(buf, size, "a.test", 8080, &r, &err);
+	DG_FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -E2BIG || rc == -EINVAL,
+		      "dg_egress_parse_ws_handshake: %d", rc);
+	if (rc == 0) {
+		DG_FUZZ_CHECK(r.head_len >= 4 && r.head_len <= size, "ws head_len %zu", r.head_len);
+		DG_FUZZ_CHECK(r.path_len >= 1 && buf[r.path_off] == '/' &&
+			      r.path_off + r.path_len < r.headers_off, "ws target");
+		char url[DG_URL_MAX + 32];
+		int n = snprintf(url, sizeof(url), "ws://a.test:8080%.*s", (int)r.path_len,
+				 buf + r.path_off);
+		struct dg_url u;
+		DG_FUZZ_CHECK(n > 0 && dg_url_parse_ws(url, &u, &err) == 0,
+			      "an accepted handshake's URL is refused: %s", err.msg);
+		struct dg_egress_req r2;
+		size_t step = r.head_len / 16 ? r.head_len / 16 : 1;
+		for (size_t k = 0; k < r.head_len; k += step) {
+			int p = dg_egress_parse_ws_handshake(buf, k, "a.test", 8080, &r2, &err);
+			DG_FUZZ_CHECK(p == -EAGAIN, "ws prefix of %zu bytes: %d", k, p);
+		}
+		int p = dg_egress_parse_ws_handshake(buf, r.head_len - 1, "a.test", 8080, &r2, &err);
+		DG_FUZZ_CHECK(p == -EAGAIN, "the ws head less one byte: %d", p);
+	}
+	size_t used = 0;
+	rc = dg_egress_socks_greeting(buf, size, &used, &err);
+	DG_FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EACCES || rc == -EINVAL,
+		      "dg_egress_socks_greeting: %d", rc);
+	if (rc == 0 || rc == -EACCES)
+		DG_FUZZ_CHECK(used >= 3 && used <= size, "greeting of %zu bytes of %zu", used, size);
+	uint8_t code = 0;
+	used = 0;
+	rc = dg_egress_socks_request(buf, size, &r, &used, &code, &err);
+	DG_FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EINVAL, "dg_egress_socks_request: %d", rc);
+	if (rc == 0) {
+		DG_FUZZ_CHECK(used >= 8 && used <= size && code == DG_EGRESS_SOCKS_OK && r.port != 0 &&
+			      r.host[0], "socks request: used %zu, code %u", used, code);
+		struct dg_egress_req r2;
+		for (size_t k = 0; k < used; k++)
+			DG_FUZZ_CHECK(dg_egress_socks_request(buf, k, &r2, &used, &code, &err) == -EAGAIN,
+				      "socks prefix of %zu bytes is not incomplete", k);
+	} else if (rc == -EINVAL) {
+		DG_FUZZ_CHECK(code != DG_EGRESS_SOCKS_OK && err.msg[0], "a refusal with code 0");
 	}
 
 	/* The port parser on the first bytes, as CONNECT and overrides use it. */

@@ -11,9 +11,11 @@
  *    no IPv4 address;
  *  - the host passes dg_egress_host_check, the proxy's check of the same
  *    rules for CONNECT targets, with the same IP-ness;
- * and for every input: dg_policy_decide_url under a policy with "urls"
- * rules denies with rule "urls.canonical" exactly when dg_url_parse
- * refuses. */
+ * and for every input: dg_url_parse_ws accepts what dg_url_parse accepts,
+ * with the same fields, and beyond that only ws:// and wss:// URLs (checked
+ * the same way, without a fragment); dg_policy_decide_url under a policy
+ * with "urls" rules denies with rule "urls.canonical" exactly when
+ * dg_url_parse_ws refuses. */
 #include <arpa/inet.h>
 #include <errno.h>
 
@@ -44,7 +46,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void check_fields(const char *url, const struct dg_url *u)
 {
 	size_t len = strlen(url);
-	const char *scheme = u->https ? "https://" : "http://";
+	const char *scheme = u->ws ? (u->https ? "wss://" : "ws://") : u->https ? "https://" : "http://";
 	size_t k = strlen(scheme);
 	DG_FUZZ_CHECK(strncmp(url, scheme, k) == 0, "scheme: %s", url);
 	size_t hl = strlen(u->host);
@@ -77,7 +79,8 @@ static void check_fields(const char *url, const struct dg_url *u)
 		DG_FUZZ_CHECK(memchr(u->query, '#', u->query_len) == NULL, "query holds #: %s", url);
 		k += 1 + u->query_len;
 	}
-	DG_FUZZ_CHECK(url[k] == '\0' || url[k] == '#', "unexplained bytes after the path: %s", url);
+	DG_FUZZ_CHECK(url[k] == '\0' || (url[k] == '#' && !u->ws), "unexplained bytes after the path: %s",
+		      url);
 
 	/* The host's form, against libc's address parsers as an oracle. */
 	if (u->host_is_ip && u->host[0] == '[') {
@@ -128,14 +131,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		DG_FUZZ_CHECK(err.msg[0] != '\0' && strchr(err.msg, '\n') == NULL,
 			      "refused without a one-line message: %s", err.msg);
+	struct dg_url w;
+	int rw = dg_url_parse_ws(url, &w, &err);
+	DG_FUZZ_CHECK(rw == 0 || rw == -EINVAL, "dg_url_parse_ws: %d", rw);
+	if (r == 0)
+		DG_FUZZ_CHECK(rw == 0 && !w.ws && w.https == u.https && w.port == u.port &&
+			      strcmp(w.host, u.host) == 0 && w.path == u.path &&
+			      w.path_len == u.path_len && w.query == u.query,
+			      "dg_url_parse_ws reads an http(s) URL differently: %s", url);
+	if (rw == 0 && r != 0)
+		DG_FUZZ_CHECK(w.ws, "dg_url_parse_ws accepts an http(s) URL dg_url_parse refuses: %s",
+			      url);
+	if (rw == 0 && w.ws)
+		check_fields(url, &w);
 
 	struct dg_decision d;
 	int k = dg_policy_decide_url(&policy, url, &d);
 	DG_FUZZ_CHECK(k == 0, "dg_policy_decide_url: %d", k);
 	bool canonical_rule = strcmp(d.rule, "urls.canonical") == 0;
-	DG_FUZZ_CHECK(canonical_rule == (r != 0), "dg_url_parse says %d, the policy rule is %s: %s", r,
-		      d.rule, url);
-	if (r != 0)
+	DG_FUZZ_CHECK(canonical_rule == (rw != 0), "dg_url_parse_ws says %d, the policy rule is %s: %s",
+		      rw, d.rule, url);
+	if (rw != 0)
 		DG_FUZZ_CHECK(d.verdict == DG_VERDICT_DENY, "a refused URL is not denied: %s", url);
 	free(url);
 	return 0;

@@ -760,6 +760,53 @@ Test(cdp, current_page_goes_away_switches_to_newest)
 	fake_close(&f);
 }
 
+Test(cdp, switch_moves_the_current_page)
+{
+	struct fake f;
+	fake_open(&f);
+	attach(&f);
+	info(&f, "Target.targetCreated", "T2", "page", "https://two/", "Two");
+	info(&f, "Target.targetCreated", "T3", "page", "https://three/", "Three");
+	no_cmd(&f); /* a new page does not take over by itself */
+	cr_assert_str_eq(dg_cdp_target_id(f.c), "T1");
+	cr_assert_eq(dg_cdp_switch(f.c, "T1", &err), 0); /* current already: nothing */
+	no_cmd(&f);
+	cr_assert_eq(dg_cdp_switch(f.c, "NOPE", &err), -ENOENT);
+	struct rec nav = {0};
+	cr_assert_eq(dg_cdp_navigate(f.c, "https://x/", rec_done, &nav, &err), 0);
+	expect_cmd(&f, "Page.navigate", NULL);
+	uint64_t ch = dg_cdp_changes(f.c);
+	/* To the older of the two others, not the newest. */
+	cr_assert_eq(dg_cdp_switch(f.c, "T2", &err), 0, "%s", err.msg);
+	cr_assert_eq(nav.calls, 1);
+	cr_assert_eq(nav.status, -ECONNRESET);
+	cr_assert_gt(dg_cdp_changes(f.c), ch);
+	cr_assert_not(dg_cdp_ready(f.c));
+	json_t *cmd;
+	json_int_t id = expect_cmd(&f, "Target.attachToTarget", &cmd);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "targetId")),
+			 "T2");
+	json_decref(cmd);
+	json_int_t det = expect_cmd(&f, "Target.detachFromTarget", &cmd);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "sessionId")),
+			 "S1");
+	json_decref(cmd);
+	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)det);
+	sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S2\"}}", (long long)id);
+	id = expect_cmd(&f, "Page.enable", NULL);
+	/* The old session's detach, announced late, does not touch the new one. */
+	sendf(&f, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":\"S1\"}}");
+	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S2\",\"result\":{}}", (long long)id);
+	cr_assert(dg_cdp_ready(f.c));
+	answer_info(&f, "T2", "https://two/", "Two");
+	cr_assert_str_eq(dg_cdp_target_id(f.c), "T2");
+	cr_assert_str_eq(dg_cdp_url(f.c), "https://two/");
+	cr_assert_str_eq(dg_cdp_session_id(f.c), "S2");
+	no_cmd(&f);
+	rec_free(&nav);
+	fake_close(&f);
+}
+
 /* ---- page commands ---- */
 
 Test(cdp, navigate_and_loading)

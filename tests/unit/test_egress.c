@@ -681,3 +681,94 @@ Test(egress_policy, decide)
 	cr_assert_str_eq(d.rule, "egress.default");
 	dg_policy_free(&p);
 }
+
+/* ---- SOCKS5 and the WebSocket handshake (issue 14) ---------------------------- */
+
+Test(egress_socks, greeting_and_request)
+{
+	size_t used = 0;
+	struct dg_err e = {{0}};
+	/* Every prefix of a valid greeting and request is incomplete, never an
+	 * error, and nothing is read past the message. */
+	const char g[] = "\x05\x02\x02\x00" "after";
+	for (size_t n = 0; n < 4; n++)
+		cr_assert_eq(dg_egress_socks_greeting(g, n, &used, &e), -EAGAIN, "prefix %zu", n);
+	cr_assert_eq(dg_egress_socks_greeting(g, sizeof(g) - 1, &used, &e), 0, "%s", e.msg);
+	cr_assert_eq(used, 4);
+	cr_assert_eq(dg_egress_socks_greeting("\x05\x01\x02", 3, &used, &e), -EACCES);
+	cr_assert_eq(dg_egress_socks_greeting("\x05\x00", 2, &used, &e), -EINVAL);
+	cr_assert_eq(dg_egress_socks_greeting("\x04\x01\x00", 3, &used, &e), -EINVAL);
+	cr_assert(strstr(e.msg, "SOCKS5"), "%s", e.msg);
+
+	struct dg_egress_req r;
+	uint8_t code;
+	const char q[] = "\x05\x01\x00\x03\x0c" "allowed.test\x01\xbb" "GET";
+	for (size_t n = 0; n < 19; n++)
+		cr_assert_eq(dg_egress_socks_request(q, n, &r, &used, &code, &e), -EAGAIN,
+			     "prefix %zu", n);
+	cr_assert_eq(dg_egress_socks_request(q, sizeof(q) - 1, &r, &used, &code, &e), 0, "%s", e.msg);
+	cr_assert_eq(used, 19);
+	cr_assert_str_eq(r.host, "allowed.test");
+	cr_assert_eq(r.port, 443);
+	cr_assert(!r.host_is_ip);
+	cr_assert_str_eq(r.method, "SOCKS5");
+	cr_assert_eq(code, DG_EGRESS_SOCKS_OK);
+	cr_assert_eq(dg_egress_socks_request("\x05\x01\x00\x01\x7f\x00\x00\x01\x00\x50", 10, &r, &used,
+					     &code, &e), 0, "%s", e.msg);
+	cr_assert_str_eq(r.host, "127.0.0.1");
+	cr_assert(r.host_is_ip);
+	cr_assert_eq(r.port, 80);
+	/* A name of the most bytes a host may have, and one more. */
+	char big[300] = {5, 1, 0, 3};
+	char name[DG_URL_HOST_MAX + 2];
+	for (int n = DG_URL_HOST_MAX; n <= DG_URL_HOST_MAX + 1; n++) {
+		memset(name, 'a', sizeof(name));
+		for (int i = 63; i < n; i += 64)
+			name[i] = '.';
+		name[n] = '\0';
+		big[4] = (char)n;
+		memcpy(big + 5, name, (size_t)n);
+		big[5 + n] = 0;
+		big[6 + n] = 80;
+		int rc = dg_egress_socks_request(big, (size_t)n + 7, &r, &used, &code, &e);
+		cr_assert_eq(rc, n == DG_URL_HOST_MAX ? 0 : -EINVAL, "%d bytes: %s", n, e.msg);
+	}
+	char reply[DG_EGRESS_SOCKS_REPLY_LEN];
+	cr_assert_eq(dg_egress_socks_reply(DG_EGRESS_SOCKS_RULESET, reply), 10);
+	cr_assert(memcmp(reply, "\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00", 10) == 0);
+}
+
+Test(egress_socks, ws_handshake)
+{
+	struct dg_egress_req r;
+	struct dg_err e = {{0}};
+	const char ok[] = "GET /chat?x=1 HTTP/1.1\r\nHost: a.test:8080\r\nUpgrade: WebSocket\r\n"
+			  "Connection: Upgrade\r\n\r\n\x81\x80";
+	cr_assert_eq(dg_egress_parse_ws_handshake(ok, sizeof(ok) - 1, "a.test", 8080, &r, &e), 0, "%s",
+		     e.msg);
+	cr_assert_eq(r.head_len, sizeof(ok) - 3);
+	cr_assert_eq(r.path_len, 9);
+	cr_assert(memcmp(ok + r.path_off, "/chat?x=1", 9) == 0);
+	for (size_t n = 0; n < r.head_len; n++)
+		cr_assert_eq(dg_egress_parse_ws_handshake(ok, n, "a.test", 8080, &r, &e), -EAGAIN,
+			     "prefix %zu: %s", n, e.msg);
+	const char *bad[][2] = {
+		{"GET /x HTTP/1.0\r\nHost: a.test:8080\r\nUpgrade: websocket\r\n\r\n", "HTTP/1.1"},
+		{"GET /x HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", "without a Host"},
+		{"GET /x HTTP/1.1\r\nHost: a.test:8080\r\nHost: a.test:8080\r\nUpgrade: websocket\r\n\r\n", "more than one Host"},
+		{"GET /x HTTP/1.1\r\nHost: a.test:8080\r\nUpgrade: websocket\r\nUpgrade: websocket\r\n\r\n", "Upgrade header"},
+		{"GET /x#f HTTP/1.1\r\nHost: a.test:8080\r\nUpgrade: websocket\r\n\r\n", "fragment"},
+		{"GET /x%zz HTTP/1.1\r\nHost: a.test:8080\r\nUpgrade: websocket\r\n\r\n", "hex digits"},
+		{"GET * HTTP/1.1\r\nHost: a.test:8080\r\nUpgrade: websocket\r\n\r\n", "not a path"},
+		{"GET /x HTTP/1.1\r\nHost: b.test:8080\r\nUpgrade: websocket\r\n\r\n", "does not name"},
+		{"GET /x HTTP/1.1\nHost: a.test:8080\r\nUpgrade: websocket\r\n\r\n", "bare LF"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		cr_assert_eq(dg_egress_parse_ws_handshake(bad[i][0], strlen(bad[i][0]), "a.test", 8080,
+							  &r, &e), -EINVAL, "case %zu accepted", i);
+		cr_assert(strstr(e.msg, bad[i][1]), "case %zu: \"%s\" lacks \"%s\"", i, e.msg, bad[i][1]);
+	}
+	/* The proxy's own parser still refuses origin-form. */
+	cr_assert_eq(dg_egress_parse_request(ok, sizeof(ok) - 1, &r, &e), -EINVAL);
+}

@@ -1581,3 +1581,248 @@ Test(egress_proxy, seccomp_filter_allows_what_the_proxy_needs)
 		  "under the proxy's filter: status %#x (exit %d names the step that failed)", st,
 		  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
+
+/* ---- the SOCKS5 front: the browser's WebSockets (issue 14) ------------------------ */
+
+/* A session "ws" whose own policy allows allowed.test:80 and denied.test:80
+ * at the egress layer, and decides WebSocket URLs with "urls". */
+static int add_ws_session(const char *id, const char *urls)
+{
+	char text[1024];
+	snprintf(text, sizeof(text),
+		 "{\"version\": 1, \"default\": \"deny\", \"urls\": %s, "
+		 "\"egress\": {\"allow\": [\"allowed.test:80\", \"denied.test:80\"]}}", urls);
+	struct dg_policy own;
+	struct dg_err err = {{0}};
+	cr_assert_eq(dg_policy_parse(text, strlen(text), "ws", &own, &err), 0, "%s", err.msg);
+	int port;
+	int fd = tcp_listener(16, &port);
+	cr_assert_eq(dg_egress_add(&eg, id, fd, &own, &err), 0, "%s", err.msg);
+	close(fd);
+	dg_policy_free(&own);
+	json_t *ev = wait_event("egress_session", id, -1);
+	cr_assert(json_is_true(json_object_get(ev, "ok")), "add failed: %s", str(ev, "error"));
+	json_decref(ev);
+	return port;
+}
+
+static const char ws_urls[] =
+	"{\"allow\": [\"http://allowed.test/**\"], \"ask\": [\"http://allowed.test/ask/**\"], "
+	"\"deny\": [\"http://allowed.test/secret/**\"]}";
+
+/* Reads exactly n bytes (the SOCKS answers). */
+static void read_exact(int fd, unsigned char *b, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = recv(fd, b + got, n - got, 0);
+		cr_assert_gt(k, 0, "the proxy closed after %zu of %zu bytes", got, n);
+		got += (size_t)k;
+	}
+}
+
+/* SOCKS5 as Chromium speaks it: no authentication, CONNECT to a name.
+ * Returns the reply code; *fd stays open (the tunnel when 0). */
+static int socks_connect(int port, const char *host, int hport, int *fd)
+{
+	*fd = dial(port);
+	send_all(*fd, "\x05\x01\x00", 3);
+	unsigned char m[2];
+	read_exact(*fd, m, 2);
+	cr_assert(m[0] == 5 && m[1] == 0, "method answer %02x %02x", m[0], m[1]);
+	unsigned char req[300] = {5, 1, 0, 3, (unsigned char)strlen(host)};
+	memcpy(req + 5, host, strlen(host));
+	size_t n = 5 + strlen(host);
+	req[n++] = (unsigned char)(hport >> 8);
+	req[n++] = (unsigned char)hport;
+	send_all(*fd, req, n);
+	unsigned char rep[10];
+	read_exact(*fd, rep, 10);
+	cr_assert_eq(rep[0], 5);
+	return rep[1];
+}
+
+static char *ws_handshake(int port, const char *path)
+{
+	int fd;
+	cr_assert_eq(socks_connect(port, "allowed.test", 80, &fd), 0);
+	char req[512];
+	snprintf(req, sizeof(req),
+		 "GET %s HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: "
+		 "websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "
+		 "dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path);
+	send_str(fd, req);
+	char *r = read_all(fd, NULL);
+	close(fd);
+	return r;
+}
+
+/* The URL decision of a connection ("decision" event), checked. */
+static void expect_ws_decision(const char *session, long long conn, const char *url,
+			       const char *verdict, const char *rule)
+{
+	json_t *ev = wait_event("decision", session, conn);
+	cr_assert_str_eq(str(ev, "layer"), "browser");
+	cr_assert_str_eq(str(ev, "resource"), "WebSocket");
+	if (url)
+		cr_assert_str_eq(str(ev, "url"), url);
+	else
+		cr_assert(json_is_null(json_object_get(ev, "url")));
+	cr_assert_str_eq(str(ev, "verdict"), verdict, "%s: %s", url, str(ev, "reason"));
+	cr_assert_str_eq(str(ev, "rule"), rule);
+	json_decref(ev);
+}
+
+Test(egress_proxy, socks_ws_decided_by_url_before_the_origin_sees_it)
+{
+	up();
+	int port = add_ws_session("ws", ws_urls);
+	/* Denied and "ask" paths: answered 403 in the tunnel, the origin never
+	 * connected. */
+	char *r = ws_handshake(port, "/secret/x?leak=1");
+	cr_assert(starts(r, "HTTP/1.1 403 Forbidden\r\n"), "%s", r);
+	cr_assert(strstr(r, "X-Deskgate-Rule: urls.deny[0] http://allowed.test/secret/**\r\n"), "%s", r);
+	free(r);
+	expect_ws_decision("ws", 1, "ws://allowed.test/secret/x?leak=1", "deny",
+			   "urls.deny[0] http://allowed.test/secret/**");
+	r = ws_handshake(port, "/ask/y");
+	cr_assert(starts(r, "HTTP/1.1 403 Forbidden\r\n"), "%s", r);
+	free(r);
+	json_t *ev = wait_event("decision", "ws", 2);
+	cr_assert_str_eq(str(ev, "verdict"), "deny");
+	cr_assert_str_eq(str(ev, "rule"), "urls.ask[0] http://allowed.test/ask/**");
+	cr_assert(strstr(str(ev, "reason"), "cannot wait"), "%s", str(ev, "reason"));
+	json_decref(ev);
+	/* An escaped letter is no way around the deny. */
+	r = ws_handshake(port, "/%73ecret/z");
+	cr_assert(starts(r, "HTTP/1.1 403"), "%s", r);
+	free(r);
+	cr_assert_eq(accepted_settled(&allowed_srv, 0), 0, "a refused handshake reached the origin");
+	cr_assert(!has_event("egress", "ws", 1, 0), "a refused WebSocket had an egress allow");
+
+	/* An allowed path: the origin reads the handshake as the browser sent it. */
+	r = ws_handshake(port, "/ok/chat?room=1");
+	cr_assert(starts(r, "HTTP/1.1 200 OK\r\n"), "%s", r);
+	cr_assert(strstr(r, "server allowed\nGET /ok/chat?room=1 HTTP/1.1\r\nHost: allowed.test\r\n"
+			 "Connection: Upgrade\r\nUpgrade: websocket\r\n"), "%s", r);
+	free(r);
+	expect_ws_decision("ws", 4, "ws://allowed.test/ok/chat?room=1", "allow",
+			   "urls.allow[0] http://allowed.test/**");
+	ev = wait_event("egress", "ws", 4);
+	cr_assert_str_eq(str(ev, "verdict"), "allow");
+	cr_assert_str_eq(str(ev, "method"), "SOCKS5");
+	cr_assert_str_eq(str(ev, "target"), "allowed.test:80");
+	json_decref(ev);
+	cr_assert_eq(accepted_settled(&allowed_srv, 1), 1);
+}
+
+Test(egress_proxy, socks_egress_rules_still_apply)
+{
+	up();
+	int port = add_ws_session("ws", ws_urls);
+	int fd;
+	cr_assert_eq(socks_connect(port, "other.test", 80, &fd), 0x02);
+	close(fd);
+	json_t *ev = wait_event("egress", "ws", 1);
+	cr_assert_str_eq(str(ev, "verdict"), "deny");
+	cr_assert_str_eq(str(ev, "rule"), "egress.default");
+	json_decref(ev);
+	/* denied.test is allowed by "egress" but by no "urls" pattern. */
+	cr_assert_eq(socks_connect(port, "denied.test", 80, &fd), 0);
+	send_str(fd, "GET / HTTP/1.1\r\nHost: denied.test\r\nUpgrade: websocket\r\n\r\n");
+	char *r = read_all(fd, NULL);
+	close(fd);
+	cr_assert(starts(r, "HTTP/1.1 403"), "%s", r);
+	cr_assert(strstr(r, "X-Deskgate-Rule: default\r\n"), "%s", r);
+	free(r);
+	expect_ws_decision("ws", 2, "ws://denied.test/", "deny", "default");
+	cr_assert_eq(accepted_settled(&denied_srv, 0), 0);
+}
+
+Test(egress_proxy, socks_wss_decided_by_origin_only)
+{
+	up();
+	/* allowed.test's verdict depends on the path: an encrypted handshake
+	 * (a TLS record first) cannot be decided, and is refused. */
+	int port = add_ws_session("ws", "{\"allow\": [\"https://allowed.test:80/**\"], "
+				       "\"deny\": [\"https://allowed.test:80/secret/*\"]}");
+	int fd;
+	cr_assert_eq(socks_connect(port, "allowed.test", 80, &fd), 0);
+	send_all(fd, "\x16\x03\x01\x00\x05hello", 10);
+	char *r = read_all(fd, NULL);
+	close(fd);
+	free(r);
+	json_t *ev = wait_event("decision", "ws", 1);
+	cr_assert(json_is_null(json_object_get(ev, "url")));
+	cr_assert_str_eq(str(ev, "origin"), "wss://allowed.test:80");
+	cr_assert_str_eq(str(ev, "verdict"), "deny");
+	cr_assert_str_eq(str(ev, "rule"), "urls.websocket_path");
+	json_decref(ev);
+	cr_assert_eq(accepted_settled(&allowed_srv, 0), 0);
+	/* Every path of the origin allowed: the TLS bytes go through. */
+	int p2 = add_ws_session("ws2", "{\"allow\": [\"https://allowed.test:80/**\"]}");
+	cr_assert_eq(socks_connect(p2, "allowed.test", 80, &fd), 0);
+	send_all(fd, "\x16\x03\x01\x01\x05hello\r\n\r\n", 14); /* no NUL: the server reads text */
+	shutdown(fd, SHUT_WR);
+	r = read_all(fd, NULL);
+	close(fd);
+	cr_assert(strstr(r, "server allowed\n\x16\x03\x01"), "%s", r);
+	free(r);
+	ev = wait_event("decision", "ws2", 1);
+	cr_assert_str_eq(str(ev, "verdict"), "allow");
+	cr_assert_str_eq(str(ev, "rule"), "urls.allow[0] https://allowed.test:80/**");
+	json_decref(ev);
+	cr_assert_eq(accepted_settled(&allowed_srv, 1), 1);
+}
+
+Test(egress_proxy, socks_hostile_clients)
+{
+	up();
+	int port = add_ws_session("ws", ws_urls);
+	unsigned char b[10];
+	/* No "no authentication" method: answered "no acceptable method". */
+	int fd = dial(port);
+	send_all(fd, "\x05\x01\x02", 3);
+	read_exact(fd, b, 2);
+	cr_assert(b[0] == 5 && b[1] == 0xff);
+	close(fd);
+	/* BIND, an IPv6 address, a bad host name, a reserved byte. */
+	const struct { const char *req; size_t n; unsigned char code; } bad[] = {
+		{"\x05\x02\x00\x03\x0c" "allowed.test\x00\x50", 19, 0x07},
+		{"\x05\x01\x00\x04" "0123456789abcdef\x00\x50", 22, 0x08},
+		{"\x05\x01\x00\x03\x0c" "ALLOWED.test\x00\x50", 19, 0x01},
+		{"\x05\x01\x00\x03\x0d" "allowed.test/\x00\x50", 20, 0x01},
+		{"\x05\x01\x01\x03\x0c" "allowed.test\x00\x50", 19, 0x01},
+		{"\x05\x01\x00\x03\x0c" "allowed.test\x00\x00", 19, 0x01},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		fd = dial(port);
+		send_all(fd, "\x05\x01\x00", 3);
+		read_exact(fd, b, 2);
+		send_all(fd, bad[i].req, bad[i].n);
+		read_exact(fd, b, 10);
+		cr_assert_eq(b[1], bad[i].code, "request %zu: code %02x", i, b[1]);
+		close(fd);
+	}
+	/* In the tunnel: neither a handshake nor TLS; a GET without Upgrade; a
+	 * Host that is not the tunnel's; a dot segment; a POST. */
+	const char *tunnel_bad[][2] = {
+		{"\x01\x02\x03\r\n\r\n", "WebSockets only"},
+		{"GET /ok HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "Upgrade: websocket"},
+		{"GET /ok HTTP/1.1\r\nHost: denied.test\r\nUpgrade: websocket\r\n\r\n", "does not name"},
+		{"GET /a/../secret/x HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n\r\n", "dot segment"},
+		{"POST /ok HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n\r\n", "GET"},
+		{"GET http://allowed.test/ok HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n\r\n", "not a path"},
+		{"GET /ok HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: h2c\r\n\r\n", "Upgrade header"},
+	};
+	for (size_t i = 0; i < sizeof(tunnel_bad) / sizeof(tunnel_bad[0]); i++) {
+		cr_assert_eq(socks_connect(port, "allowed.test", 80, &fd), 0);
+		send_str(fd, tunnel_bad[i][0]);
+		char *r = read_all(fd, NULL);
+		close(fd);
+		cr_assert(starts(r, "HTTP/1.1 400"), "case %zu: %s", i, r);
+		cr_assert(strstr(r, tunnel_bad[i][1]), "case %zu: %s", i, r);
+		free(r);
+	}
+	cr_assert_eq(accepted_settled(&allowed_srv, 0), 0);
+}

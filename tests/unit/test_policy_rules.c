@@ -245,6 +245,173 @@ Test(rules, url_refused_by_the_checker)
 	cr_assert_str_eq(dec.rule, "urls.canonical");
 }
 
+/* ---- WebSocket URLs (issue 14) ------------------------------------------ */
+
+/* Decides a browser request's URL (dg_policy_decide_url) and checks it. */
+#define expect_url(url, want, want_rule)                                                   \
+	do {                                                                               \
+		cr_assert_eq(dg_policy_decide_url(&pol, (url), &dec), 0);                  \
+		cr_assert_eq(dec.verdict, (want), "%s: %s by %s (%s), expected %s by %s",  \
+			     (url), dg_verdict_name(dec.verdict), dec.rule, dec.reason,    \
+			     dg_verdict_name(want), want_rule);                            \
+		cr_assert_str_eq(dec.rule, want_rule, "%s: rule %s (%s)", (url), dec.rule, \
+				 dec.reason);                                              \
+	} while (0)
+
+Test(rules, ws_urls_are_decided_as_their_http_handshake)
+{
+	cr_assert_eq(parsef("\"urls\": {\"allow\": [\"http://allowed.test:8080/**\"], "
+			    "\"ask\": [\"http://allowed.test:8080/ask/**\"], "
+			    "\"deny\": [\"http://allowed.test:8080/secret/**\"]}"), 0, "%s", err.msg);
+	expect_url("ws://allowed.test:8080/ok", ALLOW, "urls.allow[0] http://allowed.test:8080/**");
+	expect_url("ws://allowed.test:8080/secret/x?leak=1", DENY,
+		   "urls.deny[0] http://allowed.test:8080/secret/**");
+	/* The path is matched decoded, as for http: an escaped letter is no way
+	 * around a deny. */
+	expect_url("ws://allowed.test:8080/%73ecret/x", DENY,
+		   "urls.deny[0] http://allowed.test:8080/secret/**");
+	expect_url("ws://allowed.test:8080/ask/x", ASK, "urls.ask[0] http://allowed.test:8080/ask/**");
+	/* ws is http, wss is https: the secure twin and other ports are other
+	 * origins. */
+	expect_url("wss://allowed.test:8080/ok", DENY, "default");
+	expect_url("ws://allowed.test/ok", DENY, "default");
+	expect_url("ws://allowed.test:8081/ok", DENY, "default");
+	/* The checker's rules hold for ws URLs as for http ones. */
+	expect_url("ws://allowed.test:80/ok", DENY, "urls.canonical");
+	expect_url("ws://ALLOWED.test:8080/ok", DENY, "urls.canonical");
+	expect_url("ws://allowed.test:8080/a/../secret/x", DENY, "urls.canonical");
+	expect_url("ws://allowed.test:8080/ok#frag", DENY, "urls.canonical");
+	cr_assert(strstr(dec.reason, "fragment"), "%s", dec.reason);
+	expect_url("WS://allowed.test:8080/ok", DENY, "urls.canonical");
+	/* A navigation is never to a WebSocket URL. */
+	cr_assert_eq(parsef(NAVOK "\"urls\": {\"allow\": [\"**\"]}"), 0, "%s", err.msg);
+	expect(NAV("ws://a.com/"), DENY, "urls.canonical");
+	expect_url("ws://a.com/", ALLOW, "urls.allow[0] **");
+}
+
+Test(rules, wss_under_the_readme_example)
+{
+	/* The README's example (setup): the Special: pages are denied for
+	 * WebSockets as for pages. */
+	expect_url("wss://en.wikipedia.org/wiki/Special:Random", DENY,
+		   "urls.deny[0] https://*.wikipedia.org/wiki/Special:*");
+	expect_url("wss://en.wikipedia.org/wiki/Special%3ARandom", DENY,
+		   "urls.deny[0] https://*.wikipedia.org/wiki/Special:*");
+	expect_url("wss://en.wikipedia.org/wiki/Main_Page", ALLOW,
+		   "urls.allow[1] https://*.wikipedia.org/**");
+	expect_url("wss://example.com/socket", ALLOW, "urls.allow[0] https://example.com/**");
+	expect_url("ws://example.com/socket", DENY, "default");
+}
+
+Test(rules, ws_patterns_are_refused)
+{
+	refused_with("\"urls\": {\"deny\": [\"ws://a.com/**\"]}", "write WebSocket URLs as http://");
+	refused_with("\"urls\": {\"allow\": [\"wss://a.com/**\"]}", "urls.allow[0]: ");
+	refused_with("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 10, 10], "
+		     "\"url\": \"wss://a.com/**\", \"verdict\": \"deny\"}]", "http(s) URL of its handshake");
+}
+
+#define expect_origin(secure, host, port, want, want_rule)                                 \
+	do {                                                                               \
+		cr_assert_eq(dg_policy_decide_ws_origin(&pol, (secure), (host), (port), &dec), 0); \
+		cr_assert_eq(dec.verdict, (want), "%s:%d: %s by %s (%s), expected %s by %s", \
+			     (host), (port), dg_verdict_name(dec.verdict), dec.rule,       \
+			     dec.reason, dg_verdict_name(want), want_rule);                \
+		cr_assert_str_eq(dec.rule, want_rule, "%s:%d: rule %s (%s)", (host), (port), \
+				 dec.rule, dec.reason);                                    \
+	} while (0)
+
+Test(rules, ws_origin_only_when_every_path_agrees)
+{
+	/* The README example: example.com is allowed wholesale; wikipedia's
+	 * verdict depends on the path, so an encrypted handshake to it cannot
+	 * be decided. */
+	expect_origin(true, "example.com", 443, ALLOW, "urls.allow[0] https://example.com/**");
+	expect_origin(true, "en.wikipedia.org", 443, DENY, "urls.websocket_path");
+	expect_origin(false, "example.com", 80, DENY, "default");
+	expect_origin(true, "example.com", 8443, DENY, "default");
+	expect_origin(true, "other.test", 443, DENY, "default");
+	/* A deny for every path wins over narrower rules of any list. */
+	cr_assert_eq(parsef("\"urls\": {\"allow\": [\"https://a.com/ok/*\"], "
+			    "\"ask\": [\"https://a.com/x/*\"], \"deny\": [\"https://a.com/a/*\", "
+			    "\"https://a.com/**\"]}"), 0, "%s", err.msg);
+	expect_origin(true, "a.com", 443, DENY, "urls.deny[1] https://a.com/**");
+	/* An ask for every path under a narrower deny: undecidable. */
+	cr_assert_eq(parsef("\"urls\": {\"ask\": [\"https://a.com/**\"], "
+			    "\"deny\": [\"https://a.com/a/*\"]}"), 0, "%s", err.msg);
+	expect_origin(true, "a.com", 443, DENY, "urls.websocket_path");
+	/* A narrower allow under an every-path allow changes nothing. */
+	cr_assert_eq(parsef("\"urls\": {\"allow\": [\"https://a.com/ok/*\", \"https://*.a.com/**\", "
+			    "\"https://a.com/**\"]}"), 0, "%s", err.msg);
+	expect_origin(true, "a.com", 443, ALLOW, "urls.allow[2] https://a.com/**");
+	expect_origin(true, "b.a.com", 443, ALLOW, "urls.allow[1] https://*.a.com/**");
+	/* Only a narrower allow: other paths get the default. */
+	cr_assert_eq(parsef("\"urls\": {\"allow\": [\"https://a.com/ok/*\"]}"), 0, "%s", err.msg);
+	expect_origin(true, "a.com", 443, DENY, "urls.websocket_path");
+	/* "**" names every origin; under a default of allow, an origin no
+	 * pattern names is allowed. */
+	cr_assert_eq(parse("{\"version\": 1, \"default\": \"allow\", \"urls\": {\"deny\": "
+			   "[\"https://a.com/**\"]}}"), 0, "%s", err.msg);
+	expect_origin(true, "b.com", 443, ALLOW, "default");
+	expect_origin(true, "a.com", 443, DENY, "urls.deny[0] https://a.com/**");
+	cr_assert_eq(parsef("\"urls\": {\"ask\": [\"**\"]}"), 0, "%s", err.msg);
+	expect_origin(false, "b.com", 80, ASK, "urls.ask[0] **");
+	/* No rules: allowed, as every URL is. */
+	dg_policy_free(&pol);
+	dg_policy_default(&pol);
+	expect_origin(true, "b.com", 443, ALLOW, "default");
+	cr_assert_eq(dg_policy_decide_ws_origin(&pol, true, NULL, 443, &dec), -EINVAL);
+	cr_assert_eq(dec.verdict, DENY);
+}
+
+Test(rules, uses_page_url_only_with_url_scoped_regions)
+{
+	/* The example's only region applies at every URL. */
+	cr_assert_not(dg_policy_uses_page_url(&pol));
+	cr_assert_eq(parsef("\"regions\": [{\"name\": \"r\", \"rect\": [0, 0, 10, 10], "
+			    "\"url\": \"https://a.com/**\", \"verdict\": \"deny\"}]"), 0, "%s", err.msg);
+	cr_assert(dg_policy_uses_page_url(&pol));
+	dg_policy_free(&pol);
+	dg_policy_default(&pol);
+	cr_assert_not(dg_policy_uses_page_url(&pol));
+	cr_assert_not(dg_policy_uses_page_url(NULL));
+}
+
+Test(rules, urls_json_round_trips)
+{
+	/* The README example, through the JSON the egress proxy gets: every
+	 * URL is decided the same way with the same rule. */
+	cr_assert_eq(parsef("\"urls\": {\"allow\": [\"https://example.com/**\", \"http://*.b\xc3\xbc"
+			    "cher.de/**\", \"**\"], \"ask\": [\"https://example.com/a/*\"], "
+			    "\"deny\": [\"https://example.com/a/b\"]}"), 0, "%s", err.msg);
+	json_t *j = dg_policy_urls_json(&pol);
+	cr_assert(j);
+	json_t *doc = json_pack("{s:i, s:s, s:O}", "version", 1, "default",
+				json_string_value(json_object_get(j, "default")), "urls", j);
+	json_object_del(json_object_get(doc, "urls"), "default");
+	char *text = json_dumps(doc, JSON_COMPACT);
+	struct dg_policy two;
+	dg_policy_default(&two);
+	cr_assert_eq(dg_policy_parse(text, strlen(text), "json", &two, &err), 0, "%s: %s", text, err.msg);
+	const char *urls[] = { "https://example.com/a/b", "https://example.com/a/c",
+			       "https://example.com/", "http://shop.xn--bcher-kva.de/x", "http://x.y/",
+			       "ws://shop.xn--bcher-kva.de/", "wss://example.com/a/b" };
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+		struct dg_decision a, b;
+		dg_policy_decide_url(&pol, urls[i], &a);
+		dg_policy_decide_url(&two, urls[i], &b);
+		cr_assert_eq(a.verdict, b.verdict, "%s", urls[i]);
+		cr_assert_str_eq(a.rule, b.rule, "%s", urls[i]);
+	}
+	free(text);
+	json_decref(doc);
+	json_decref(j);
+	dg_policy_free(&two);
+	dg_policy_free(&pol);
+	dg_policy_default(&pol);
+	cr_assert_null(dg_policy_urls_json(&pol));
+}
+
 Test(rules, url_ask_vs_deny_precedence)
 {
 	cr_assert_eq(parsef(NAVOK "\"urls\": {\"allow\": [\"**\"], \"ask\": [\"https://a.com/**\"], "

@@ -431,3 +431,44 @@ Test(url, length)
 	cr_assert_eq(dg_url_parse(NULL, &u, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "no URL"), "message \"%s\"", err.msg);
 }
+
+/* dg_url_parse_ws: ws and wss under http's rules, no fragment; http and
+ * https as dg_url_parse reads them. */
+Test(url, websocket_schemes)
+{
+	struct dg_url w;
+	struct dg_err e = {{0}};
+	cr_assert_eq(dg_url_parse_ws("ws://a.com:8080/chat?x=1", &w, &e), 0, "%s", e.msg);
+	cr_assert(w.ws && !w.https);
+	cr_assert_str_eq(w.host, "a.com");
+	cr_assert_eq(w.port, 8080);
+	cr_assert_eq(w.path_len, 5);
+	cr_assert_eq(w.query_len, 3);
+	cr_assert_eq(dg_url_parse_ws("wss://[2001:db8::1]/", &w, &e), 0, "%s", e.msg);
+	cr_assert(w.ws && w.https && w.host_is_ip && w.port == 443);
+	cr_assert_eq(dg_url_parse_ws("https://a.com/", &w, &e), 0, "%s", e.msg);
+	cr_assert(!w.ws && w.https);
+	cr_assert_eq(dg_url_parse_ws("http://a.com/#f", &w, &e), 0, "%s", e.msg);
+	const char *bad[][2] = {
+		{"ws://a.com/#f", "no fragment"},
+		{"wss://a.com/x#", "no fragment"},
+		{"ws://a.com:80/", "scheme's default"},
+		{"wss://a.com:443/", "scheme's default"},
+		{"WS://a.com/", "scheme \"WS\""},
+		{"ws:a.com/", "scheme \"ws\""},
+		{"ws://a.com", "no path"},
+		{"ws://a.com/./x", "dot segment"},
+		{"wss://A.com/", "uppercase"},
+		{"ws://u@a.com/", "userinfo"},
+		{"ftp://a.com/", "scheme \"ftp\""},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		cr_assert_eq(dg_url_parse_ws(bad[i][0], &w, &e), -EINVAL, "%s accepted", bad[i][0]);
+		cr_assert(strstr(e.msg, bad[i][1]), "%s: \"%s\" lacks \"%s\"", bad[i][0], e.msg,
+			  bad[i][1]);
+		cr_assert_eq(w.host[0], '\0');
+	}
+	/* dg_url_parse stays http(s) only. */
+	refused("ws://a.com/", "scheme \"ws\"");
+}
