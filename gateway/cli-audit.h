@@ -21,8 +21,7 @@
  * contained, allowed (ran as the policy allows), leaked, not-checked (this
  * machine cannot exercise it; the reason is the evidence) or error (the
  * probe could not run). Then "N probes: N contained, N ran as allowed,
- * N leaked". --json prints one object instead (see the README section in
- * tests/probes/README-audit-section.md for its fields).
+ * N leaked". --json prints one object instead (docs/audit.md lists its fields).
  *
  * With a state directory (--state-dir, else /var/lib/deskgate when it
  * exists) the JSON result is also written to
@@ -39,6 +38,11 @@
  */
 #ifndef DG_CLI_AUDIT_H
 #define DG_CLI_AUDIT_H
+
+#include "gateway/opt.h"
+
+/* Its options and help (gateway/opt.h). */
+extern const struct dg_opt_cmd dg_audit_cmd;
 
 int dg_cmd_audit(int argc, char **argv);
 
