@@ -1015,17 +1015,20 @@ const struct dg_opt_cmd dg_serve_cmd = {
 	.opts = serve_opts,
 };
 
+/* Whether the configuration or the environment names tokens: then
+ * STATE_DIR/tokens.json is not read (dg_auth_init), and --new-tokens could
+ * not generate anything. */
+static bool tokens_given(const struct dg_config *cfg)
+{
+	return cfg->n_tokens || getenv(DG_ENV_AGENT_TOKEN) || getenv(DG_ENV_VIEWER_TOKEN) ||
+	       getenv(DG_ENV_ADMIN_TOKEN);
+}
+
 /* --new-tokens: removes STATE_DIR/tokens.json so that dg_auth_init
- * generates (and the start prints) a new set. Refused when the
- * configuration or the environment names tokens: then the file is not read,
- * and nothing new would be generated. */
+ * generates (and the start prints) a new set; the old hashes are gone with
+ * the file. */
 static int forget_generated_tokens(const struct dg_config *cfg, struct dg_err *err)
 {
-	if (cfg->n_tokens || getenv(DG_ENV_AGENT_TOKEN) || getenv(DG_ENV_VIEWER_TOKEN) ||
-	    getenv(DG_ENV_ADMIN_TOKEN))
-		return dg_err_set(err, -EINVAL, "--new-tokens: the tokens come from the configuration "
-				  "or the DESKGATE_*_TOKEN variables; %s/%s is not used",
-				  cfg->state_dir, DG_TOKENS_FILE);
 	char path[DG_CONFIG_PATH_MAX + sizeof(DG_TOKENS_FILE) + 1];
 	snprintf(path, sizeof(path), "%s/%s", cfg->state_dir, DG_TOKENS_FILE);
 	if (unlink(path) != 0 && errno != ENOENT)
@@ -1058,6 +1061,10 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
+	if (a.new_tokens && tokens_given(&gw.cfg))
+		return dg_opt_usage_error(&dg_serve_cmd, "--new-tokens: the tokens come from the "
+					  "configuration or the DESKGATE_*_TOKEN variables, so %s/%s "
+					  "is not used", gw.cfg.state_dir, DG_TOKENS_FILE);
 	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
 	if (dg_gw_policy_load(policy_path, &gw.policy, &gw.policy_text, &gw.policy_len, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);

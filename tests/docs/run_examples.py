@@ -292,6 +292,7 @@ def main(argv):
               file=sys.stderr)
         return 1
     root = tempfile.mkdtemp(prefix="dg-docs-")
+    os.chmod(root, 0o755)  # the gateway drops root: it must reach its directories inside
     gw = Gateway(binary, root)
     failed, t0 = [], time.monotonic()
     try:
