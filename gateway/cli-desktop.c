@@ -46,8 +46,8 @@ static const char *const profiles[] = {"xterm", "browser", NULL};
 		       "the desktop's profile (default xterm)"),                               \
 	DG_OPT_VALUE_(T, size, "--size", "WxH", 0, "the screen size (default 1280x800)"),      \
 	DG_OPT_VALUE_(T, policy, "--policy", "FILE",  0,                                       \
-		      "the policy whose limits (and strictness) the desktop gets (default: "   \
-		      "the built-in policy)"),                                                 \
+		      "the policy the desktop runs under: its limits, strictness and the "     \
+		      "browser's requests (default: the built-in policy)"),                    \
 	DG_OPT_SWITCH_(T, verbose, "--verbose", "show the desktop's own logs (Xvnc, Chromium) on stderr")
 
 /* Fills o from the parsed shared options; a usage error when --size is bad. */
