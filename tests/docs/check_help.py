@@ -10,8 +10,9 @@ whose text starts with it, in backticks), and the options in that section's
 option table (rows whose first cell starts with `-`) must be exactly the
 options of `deskgate CMD --help` (-h/--help, which every command takes, is
 left out of both). `deskgate CMD --no-such-option` must be a usage error
-(exit 2), and `deskgate --version` must print "deskgate X.Y.Z" and
-optionally " (git COMMIT)". Needs no root: nothing here starts a jail.
+(exit 2), no help line may pass 80 columns, and `deskgate --version` must
+print "deskgate X.Y.Z", optionally followed by " (git COMMIT)". Needs no
+root: nothing here starts a jail.
 """
 
 import os
@@ -122,6 +123,9 @@ def main(argv):
         if doc_page != page:
             problems.append(f"deskgate {cmd} --help points to {page}, but its section is "
                             f"{doc_page}:{line}")
+        wide = [l for l in out.splitlines() if len(l) > 80]
+        if wide:
+            problems.append(f"deskgate {cmd} --help has lines over 80 columns: {wide[0]!r}")
         opts = help_options(out)
         for o in sorted(opts - doc_opts):
             problems.append(f"{doc_page}:{line}: `deskgate {cmd}` does not document {o} "
