@@ -1810,69 +1810,60 @@ out:
 
 /* ---- the command ---------------------------------------------------------------- */
 
-static const char usage_line[] =
-	"usage: deskgate audit [--policy FILE] [--profile xterm|browser] [--json]\n"
-	"                      [--state-dir DIR] [--recordings DIR] [--probe PATH]\n";
+static const char *const audit_profiles[] = {"xterm", "browser", NULL};
 
-static int usage(const char *fmt_, const char *arg)
-{
-	fprintf(stderr, "deskgate audit: ");
-	fprintf(stderr, fmt_, arg);
-	fprintf(stderr, "\n%s", usage_line);
-	return DG_EXIT_USAGE;
-}
+struct audit_args {
+	const char *policy, *profile, *state_dir, *recordings, *probe;
+	bool json;
+};
 
-/* The value of --NAME VALUE or --NAME=VALUE at argv[*i]; NULL when argv[*i]
- * is not that flag; sets *missing when the value is. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-	size_t l = strlen(name);
-	if (strncmp(argv[*i], name, l) != 0)
-		return NULL;
-	if (argv[*i][l] == '=')
-		return argv[*i] + l + 1;
-	if (argv[*i][l] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*missing = true;
-		return NULL;
-	}
-	return argv[++*i];
-}
+static const struct dg_opt audit_opts[] = {
+	DG_OPT_VALUE_(struct audit_args, policy, "--policy", "FILE", 0,
+		      "the policy to audit (default: the built-in policy)"),
+	DG_OPT_CHOICE_(struct audit_args, profile, "--profile", "xterm|browser", audit_profiles, 0,
+		       "the audited session's profile (default browser)"),
+	DG_OPT_SWITCH_(struct audit_args, json, "--json", "print one JSON object instead of lines"),
+	DG_OPT_VALUE_(struct audit_args, state_dir, "--state-dir", "DIR", 0,
+		      "the gateway's state directory: probed, and where the result is kept "
+		      "(default /var/lib/deskgate when it exists)"),
+	DG_OPT_VALUE_(struct audit_args, recordings, "--recordings", "DIR", 0,
+		      "the recordings directory to probe (default STATE_DIR/recordings when it "
+		      "exists)"),
+	DG_OPT_VALUE_(struct audit_args, probe, "--probe", "PATH", 0,
+		      "the probe binary to run in the jail (default: deskgate-probe beside "
+		      "deskgate)"),
+	DG_OPT_END,
+};
 
+const struct dg_opt_cmd dg_audit_cmd = {
+	.name = "audit",
+	.summary = "Run the containment probes inside a fresh session under the policy; one "
+		   "finding per probe.",
+	.details = "exit status: 0 nothing leaked and every probe ran; 1 something leaked;\n"
+		   "2 on a usage error or a policy that does not load; 125 when the audit or a\n"
+		   "probe could not run. Needs root.\n",
+	.doc = "docs/audit.md",
+	.opts = audit_opts,
+};
+
+/* Returns -1 to go on, else the exit status. */
 static int parse_args(struct audit *au, int argc, char **argv)
 {
-	const char *profile = NULL;
-	for (int i = 1; i < argc; i++) {
-		bool missing = false;
-		const char *v = NULL;
-		if (strcmp(argv[i], "--json") == 0) {
-			au->json = true;
-		} else if ((v = flag_value(argc, argv, &i, "--policy", &missing))) {
-			au->policy_path = v;
-		} else if ((v = flag_value(argc, argv, &i, "--profile", &missing))) {
-			profile = v;
-		} else if ((v = flag_value(argc, argv, &i, "--state-dir", &missing))) {
-			au->state_dir = v;
-			au->state_dir_given = true;
-		} else if ((v = flag_value(argc, argv, &i, "--recordings", &missing))) {
-			au->recordings = v;
-		} else if ((v = flag_value(argc, argv, &i, "--probe", &missing))) {
-			au->probe_path = v;
-		} else if (missing) {
-			return usage("%s needs a value", argv[i]);
-		} else {
-			return usage("unknown option or argument %s", argv[i]);
-		}
-		if (missing)
-			return usage("%s needs a value", argv[i]);
-		if (v && !v[0])
-			return usage("%s needs a non-empty value", argv[i]);
-	}
+	struct audit_args a = {0};
+	int rc = dg_opt_handle(&dg_audit_cmd, argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	au->json = a.json;
+	au->policy_path = a.policy;
+	au->state_dir = a.state_dir;
+	au->state_dir_given = a.state_dir != NULL;
+	au->recordings = a.recordings;
+	au->probe_path = a.probe;
 	au->profile = DG_PROFILE_BROWSER;
-	if (profile && dg_profile_parse(profile, &au->profile) != 0)
-		return usage("--profile must be xterm or browser, not \"%s\"", profile);
-	return 0;
+	if (a.profile && dg_profile_parse(a.profile, &au->profile) != 0)
+		return dg_opt_usage_error(&dg_audit_cmd, "--profile must be xterm or browser, not \"%s\"",
+					  a.profile);
+	return -1;
 }
 
 /* The default state dir when it exists, and the recordings under it. */
@@ -1903,7 +1894,7 @@ int dg_cmd_audit(int argc, char **argv)
 	gmtime_r(&now, &tm);
 	strftime(au->started, sizeof(au->started), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	int code = parse_args(au, argc, argv);
-	if (code) {
+	if (code >= 0) {
 		free(au);
 		return code;
 	}

@@ -27,8 +27,8 @@
  * call in the jail ended the same way; the control's line is the finding's
  * control). Then "N probes: N contained, [N contained by the kernel, ]N ran
  * as allowed, N leaked" and, when the kernel refused any, a line naming
- * them. --json prints one object instead (README, "deskgate audit": its
- * summary counts contained_by_kernel, and kernel_refused lists those
+ * them. --json prints one object instead (docs/audit.md lists its fields:
+ * its summary counts contained_by_kernel, and kernel_refused lists those
  * findings' ids).
  *
  * The host controls run the probe (the same sealed memfd) on the host as
@@ -50,6 +50,11 @@
  */
 #ifndef DG_CLI_AUDIT_H
 #define DG_CLI_AUDIT_H
+
+#include "gateway/opt.h"
+
+/* Its options and help (gateway/opt.h). */
+extern const struct dg_opt_cmd dg_audit_cmd;
 
 int dg_cmd_audit(int argc, char **argv);
 

@@ -111,39 +111,46 @@ int dg_check_stream(const struct dg_policy *p, const char *url, int screen_w, in
 	return rc;
 }
 
-static int usage(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "deskgate check: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nusage: deskgate check --policy FILE [--url CURRENT_URL] [--size WxH] "
-			"< actions.jsonl\n");
-	return DG_EXIT_USAGE;
-}
+struct check_args {
+	const char *policy, *url, *size;
+};
+
+static const struct dg_opt check_opts[] = {
+	DG_OPT_VALUE_(struct check_args, policy, "--policy", "FILE", DG_OPT_REQUIRED,
+		      "the policy to decide under"),
+	DG_OPT_VALUE_(struct check_args, url, "--url", "CURRENT_URL", 0,
+		      "the page the session starts on (default: unknown)"),
+	DG_OPT_VALUE_(struct check_args, size, "--size", "WxH", 0,
+		      "the screen size regions are checked against (default 1280x800)"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_check_cmd = {
+	.name = "check",
+	.summary = "Decide canonical actions (one JSON object a line on stdin) under the policy; "
+		   "print one {\"verdict\", \"rule\", \"reason\"} line each.",
+	.details = "A line that is not a valid action gets {\"error\": ...} and the rest go on.\n"
+		   "exit status: 0 once stdin is read; 1 when the policy does not load;\n"
+		   "2 on a usage error.\n",
+	.doc = "docs/policy.md",
+	.stdin_note = "< actions.jsonl",
+	.opts = check_opts,
+};
 
 int dg_cmd_check(int argc, char **argv)
 {
-	const char *policy_path = NULL, *url = NULL, *size = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char **dst = strcmp(argv[i], "--policy") == 0 ? &policy_path
-				   : strcmp(argv[i], "--url") == 0  ? &url
-				   : strcmp(argv[i], "--size") == 0 ? &size
-								    : NULL;
-		if (!dst)
-			return usage("unknown argument \"%s\"", argv[i]);
-		if (i + 1 >= argc)
-			return usage("%s needs a value", argv[i]);
-		if (*dst)
-			return usage("%s given twice", argv[i]);
-		*dst = argv[++i];
-	}
-	if (!policy_path)
-		return usage("%s is required", "--policy");
+	struct check_args a = { 0 };
+	int rc0 = dg_opt_handle(&dg_check_cmd, argc, argv, &a);
+	if (rc0 >= 0)
+		return rc0;
+	const char *policy_path = a.policy, *url = a.url, *size = a.size;
 	int w = DG_DESKTOP_WIDTH_DEFAULT, h = DG_DESKTOP_HEIGHT_DEFAULT;
 	struct dg_err err = { { 0 } };
 	if (size && dg_desktop_parse_size(size, &w, &h, &err) != 0)
-		return usage("--size: %s", err.msg);
+		return dg_opt_usage_error(&dg_check_cmd, "--size: %s", err.msg);
 	if (url && strlen(url) > DG_ACTION_URL_MAX)
-		return usage("%s is too long", "--url");
+		return dg_opt_usage_error(&dg_check_cmd, "--url is longer than %d bytes",
+					  DG_ACTION_URL_MAX);
 	struct dg_policy p;
 	if (dg_policy_load(policy_path, &p, &err) != 0) {
 		fprintf(stderr, "deskgate check: %s\n", err.msg);

@@ -5,7 +5,11 @@
 
 #include <stdio.h>
 
+#include "gateway/opt.h"
 #include "policy/policy.h"
+
+/* Its options and help (gateway/opt.h). */
+extern const struct dg_opt_cmd dg_check_cmd;
 
 /* deskgate check --policy FILE [--url CURRENT_URL] [--size WxH]
  * argv[0] is "check". Returns the exit status: 0 once stdin is read (bad

@@ -14,6 +14,7 @@
 #include "actions/actions.h"
 #include "desktop/desktop.h"
 #include "gateway/gateway.h"
+#include "gateway/opt.h"
 #include "policy/policy.h"
 
 struct session_opts {
@@ -37,35 +38,33 @@ static int fail(const char *cmd, const char *what)
 	return DG_EXIT_FAILED;
 }
 
-/* Parses the options shared by both tools; returns 1 when argv[*i] was one
- * of them, 0 when not, or -1 after printing a usage error. */
-static int common_opt(struct session_opts *o, int argc, char **argv, int *i)
+static const char *const profiles[] = {"xterm", "browser", NULL};
+
+/* The options both tools take; T has profile, size, policy and verbose. */
+#define SESSION_OPTS(T)                                                                        \
+	DG_OPT_CHOICE_(T, profile, "--profile", "xterm|browser", profiles, 0,                  \
+		       "the desktop's profile (default xterm)"),                               \
+	DG_OPT_VALUE_(T, size, "--size", "WxH", 0, "the screen size (default 1280x800)"),      \
+	DG_OPT_VALUE_(T, policy, "--policy", "FILE",  0,                                       \
+		      "the policy the desktop runs under: its limits, strictness and the "     \
+		      "browser's requests (default: the built-in policy)"),                    \
+	DG_OPT_SWITCH_(T, verbose, "--verbose", "show the desktop's own logs (Xvnc, Chromium) on stderr")
+
+/* Fills o from the parsed shared options; a usage error when --size is bad. */
+static int session_opts_set(const struct dg_opt_cmd *cmd, const char *profile, const char *size,
+			    const char *policy, bool verbose, struct session_opts *o)
 {
-	const char *a = argv[*i];
-	bool has_value = *i + 1 < argc;
-	if (strcmp(a, "--profile") == 0 || strcmp(a, "--size") == 0 || strcmp(a, "--policy") == 0) {
-		if (!has_value) {
-			fprintf(stderr, "deskgate %s: %s needs a value\n", o->cmd, a);
-			return -1;
-		}
-		const char *v = argv[++*i];
-		struct dg_err err = {{0}};
-		if (strcmp(a, "--profile") == 0 && dg_profile_parse(v, &o->profile) != 0) {
-			fprintf(stderr, "deskgate %s: unknown profile \"%s\" (xterm or browser)\n", o->cmd, v);
-			return -1;
-		}
-		if (strcmp(a, "--size") == 0 && dg_desktop_parse_size(v, &o->width, &o->height, &err)) {
-			fprintf(stderr, "deskgate %s: %s\n", o->cmd, err.msg);
-			return -1;
-		}
-		if (strcmp(a, "--policy") == 0)
-			o->policy_path = v;
-		return 1;
-	}
-	if (strcmp(a, "--verbose") == 0) {
-		o->verbose = true;
-		return 1;
-	}
+	struct dg_err err = {{0}};
+	o->cmd = cmd->name;
+	o->profile = DG_PROFILE_XTERM;
+	o->width = DG_DESKTOP_WIDTH_DEFAULT;
+	o->height = DG_DESKTOP_HEIGHT_DEFAULT;
+	o->policy_path = policy;
+	o->verbose = verbose;
+	if (profile && dg_profile_parse(profile, &o->profile) != 0)
+		return dg_opt_usage_error(cmd, "unknown profile \"%s\" (xterm or browser)", profile);
+	if (size && dg_desktop_parse_size(size, &o->width, &o->height, &err))
+		return dg_opt_usage_error(cmd, "%s", err.msg);
 	return 0;
 }
 
@@ -165,37 +164,42 @@ static bool result_ok(const char *result, char *why, size_t why_len)
 	return ok;
 }
 
+struct shot_args {
+	const char *profile, *size, *policy, *url, *out;
+	bool verbose;
+};
+
+static const struct dg_opt shot_opts[] = {
+	SESSION_OPTS(struct shot_args),
+	DG_OPT_VALUE_(struct shot_args, url, "--url", "URL", 0,
+		      "with --profile browser: the page to open first"),
+	DG_OPT_VALUE_(struct shot_args, out, "-o", "FILE.png", DG_OPT_REQUIRED,
+		      "where to write the screenshot"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_shot_cmd = {
+	.name = "shot",
+	.summary = "Start a desktop, take one settled screenshot, tear everything down.",
+	.details = "exit status: 0 written; 2 on a usage error; 125 when the desktop or the\n"
+		   "screenshot failed. Needs root.\n",
+	.doc = "docs/jail.md",
+	.opts = shot_opts,
+};
+
 int dg_cmd_shot(int argc, char **argv)
 {
-	struct session_opts o = {.cmd = "shot", .profile = DG_PROFILE_XTERM,
-				 .width = DG_DESKTOP_WIDTH_DEFAULT, .height = DG_DESKTOP_HEIGHT_DEFAULT};
-	const char *out = NULL, *url = NULL;
-	for (int i = 1; i < argc; i++) {
-		int c = common_opt(&o, argc, argv, &i);
-		if (c < 0)
-			return DG_EXIT_USAGE;
-		if (c > 0)
-			continue;
-		if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--url") == 0) && i + 1 < argc) {
-			if (argv[i][1] == 'o')
-				out = argv[++i];
-			else
-				url = argv[++i];
-			continue;
-		}
-		fprintf(stderr, "deskgate shot: unknown or incomplete option %s\n"
-				"usage: deskgate shot [--profile xterm|browser] [--url URL] [--size WxH] "
-				"[--policy FILE] -o FILE.png\n", argv[i]);
-		return DG_EXIT_USAGE;
-	}
-	if (!out) {
-		fprintf(stderr, "deskgate shot: -o FILE.png is required\n");
-		return DG_EXIT_USAGE;
-	}
-	if (url && o.profile != DG_PROFILE_BROWSER) {
-		fprintf(stderr, "deskgate shot: --url needs --profile browser\n");
-		return DG_EXIT_USAGE;
-	}
+	struct shot_args a = {0};
+	int rc0 = dg_opt_handle(&dg_shot_cmd, argc, argv, &a);
+	if (rc0 >= 0)
+		return rc0;
+	struct session_opts o;
+	rc0 = session_opts_set(&dg_shot_cmd, a.profile, a.size, a.policy, a.verbose, &o);
+	if (rc0)
+		return rc0;
+	const char *out = a.out, *url = a.url;
+	if (url && o.profile != DG_PROFILE_BROWSER)
+		return dg_opt_usage_error(&dg_shot_cmd, "--url needs --profile browser");
 	struct dg_err err = {{0}};
 	if (url) {
 		/* Checked as an action before any desktop starts. */
@@ -324,33 +328,43 @@ static int run_line(struct session *s, const struct session_opts *o, const char 
 	return append_line(results, out);
 }
 
+struct desktop_args {
+	const char *profile, *size, *policy, *script, *out;
+	bool verbose;
+};
+
+static const struct dg_opt desktop_opts[] = {
+	SESSION_OPTS(struct desktop_args),
+	DG_OPT_VALUE_(struct desktop_args, script, "--script", "FILE.jsonl", DG_OPT_REQUIRED,
+		      "canonical actions, one JSON object a line (# comments and blank lines "
+		      "skipped)"),
+	DG_OPT_VALUE_(struct desktop_args, out, "--out", "DIR", DG_OPT_REQUIRED,
+		      "where results.jsonl and one screenshot per action go (created)"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_desktop_cmd = {
+	.name = "desktop",
+	.summary = "Run canonical actions on a fresh desktop; write DIR/results.jsonl and a "
+		   "screenshot per action.",
+	.details = "A line that does not parse gets an error line and the script goes on.\n"
+		   "exit status: 0 the script ran; 2 on a usage error or an unreadable script;\n"
+		   "125 when the desktop failed. Needs root.\n",
+	.doc = "docs/jail.md",
+	.opts = desktop_opts,
+};
+
 int dg_cmd_desktop(int argc, char **argv)
 {
-	struct session_opts o = {.cmd = "desktop", .profile = DG_PROFILE_XTERM,
-				 .width = DG_DESKTOP_WIDTH_DEFAULT, .height = DG_DESKTOP_HEIGHT_DEFAULT};
-	const char *script = NULL, *dir = NULL;
-	for (int i = 1; i < argc; i++) {
-		int c = common_opt(&o, argc, argv, &i);
-		if (c < 0)
-			return DG_EXIT_USAGE;
-		if (c > 0)
-			continue;
-		if ((strcmp(argv[i], "--script") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) {
-			if (argv[i][2] == 's')
-				script = argv[++i];
-			else
-				dir = argv[++i];
-			continue;
-		}
-		fprintf(stderr, "deskgate desktop: unknown or incomplete option %s\n"
-				"usage: deskgate desktop [--profile xterm|browser] [--size WxH] "
-				"[--policy FILE] --script FILE.jsonl --out DIR\n", argv[i]);
-		return DG_EXIT_USAGE;
-	}
-	if (!script || !dir) {
-		fprintf(stderr, "deskgate desktop: --script FILE.jsonl and --out DIR are required\n");
-		return DG_EXIT_USAGE;
-	}
+	struct desktop_args a = {0};
+	int rc0 = dg_opt_handle(&dg_desktop_cmd, argc, argv, &a);
+	if (rc0 >= 0)
+		return rc0;
+	struct session_opts o;
+	rc0 = session_opts_set(&dg_desktop_cmd, a.profile, a.size, a.policy, a.verbose, &o);
+	if (rc0)
+		return rc0;
+	const char *script = a.script, *dir = a.out;
 	FILE *in = fopen(script, "re");
 	if (!in) {
 		fprintf(stderr, "deskgate desktop: %s: %s\n", script, strerror(errno));

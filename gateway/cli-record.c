@@ -9,80 +9,54 @@
 
 #include "gateway/cli-record.h"
 #include "gateway/gateway.h"
+#include "gateway/opt.h"
 #include "policy/policy.h"
 #include "recordings/recordings.h"
 
-static const char verify_usage[] =
-	"usage: deskgate verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR\n";
-static const char replay_usage[] = "usage: deskgate replay --policy FILE [--json] RECORDING_DIR\n";
-static const char test_usage[] =
-	"usage: deskgate test --policy FILE [--live [--profile xterm|browser]\n"
-	"                     [--test-resolve NAME:PORT=IP:PORT]] SCRIPT.jsonl\n";
-static const char key_usage[] = "usage: deskgate key --state-dir DIR [--create]\n";
-
-static int usage(const char *cmd, const char *text, const char *fmt, const char *arg)
-{
-	fprintf(stderr, "deskgate %s: ", cmd);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", text);
-	return DG_EXIT_USAGE;
-}
-
-/* Flags: each a name with a value (value != NULL) or a switch (flag !=
- * NULL); the one positional argument goes to *pos. */
-struct opt {
-	const char *name;
-	const char **value;
-	bool *flag;
-};
-
-static int parse_args(const char *cmd, const char *text, int argc, char **argv, const struct opt *opts,
-		      const char **pos)
-{
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const struct opt *o = NULL;
-		for (int j = 0; opts[j].name; j++)
-			if (strcmp(a, opts[j].name) == 0)
-				o = &opts[j];
-		if (o && o->flag) {
-			*o->flag = true;
-			continue;
-		}
-		if (o) {
-			if (i + 1 >= argc)
-				return usage(cmd, text, "%s needs a value", a);
-			if (*o->value)
-				return usage(cmd, text, "%s given twice", a);
-			*o->value = argv[++i];
-			continue;
-		}
-		if (a[0] == '-' && a[1])
-			return usage(cmd, text, "unknown option \"%s\"", a);
-		if (*pos)
-			return usage(cmd, text, "unexpected argument \"%s\"", a);
-		*pos = a;
-	}
-	return 0;
-}
+static const char *const profiles[] = { "xterm", "browser", NULL };
 
 /* ---- verify ---------------------------------------------------------------- */
 
+struct verify_args {
+	const char *key, *state_dir, *dir;
+	bool json;
+};
+
+static const struct dg_opt verify_opts[] = {
+	DG_OPT_VALUE_(struct verify_args, key, "--key", "PUBKEY.pem", 0,
+		      "the public key to check the seal with (from deskgate key)"),
+	DG_OPT_VALUE_(struct verify_args, state_dir, "--state-dir", "DIR", 0,
+		      "or the key in DIR/recording-key.pem (the gateway's state directory)"),
+	DG_OPT_SWITCH_(struct verify_args, json, "--json", "print one JSON object instead of a line"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_verify_cmd = {
+	.name = "verify",
+	.summary = "Check a recording's hash chain, frames and seal; exit 0 only when all hold.",
+	.details = "Prints \"DIR: STATUS: message\"; STATUS is sealed, sealed-after-crash,\n"
+		   "unsealed, unchecked (no key given) or bad.\n"
+		   "exit status: 0 sealed (normally or after a crash) and every check holds;\n"
+		   "1 anything else; 2 on a usage error or a key that does not load.\n",
+	.doc = "docs/recordings.md",
+	.pos = DG_POS_ONE,
+	.pos_name = "RECORDING_DIR",
+	.pos_what = "recording directory",
+	.pos_offset = offsetof(struct verify_args, dir),
+	.opts = verify_opts,
+};
+
 int dg_cmd_verify(int argc, char **argv)
 {
-	const char *key_path = NULL, *state_dir = NULL, *dir = NULL;
-	bool json = false;
-	const struct opt opts[] = { { "--key", &key_path, NULL },
-				    { "--state-dir", &state_dir, NULL },
-				    { "--json", NULL, &json },
-				    { NULL, NULL, NULL } };
-	int rc = parse_args("verify", verify_usage, argc, argv, opts, &dir);
-	if (rc)
+	struct verify_args a = { 0 };
+	int rc = dg_opt_handle(&dg_verify_cmd, argc, argv, &a);
+	if (rc >= 0)
 		return rc;
-	if (!dir)
-		return usage("verify", verify_usage, "%s", "no recording directory given");
-	if (key_path && state_dir)
-		return usage("verify", verify_usage, "%s", "--key and --state-dir are alternatives");
+	if (a.key && a.state_dir)
+		return dg_opt_usage_error(&dg_verify_cmd, "--key and --state-dir are alternatives");
+	const char *key_path = a.key, *state_dir = a.state_dir, *dir = a.dir;
+	bool json = a.json;
+	rc = 0;
 	struct dg_err err = { { 0 } };
 	struct dg_rec_key *key = NULL;
 	if (key_path)
@@ -174,20 +148,41 @@ static int on_redecision(void *arg, const struct dg_rec_redecision *d)
 	return 0;
 }
 
+struct replay_args {
+	const char *policy, *dir;
+	bool json;
+};
+
+static const struct dg_opt replay_opts[] = {
+	DG_OPT_VALUE_(struct replay_args, policy, "--policy", "FILE", DG_OPT_REQUIRED,
+		      "the policy to re-decide the recorded actions under"),
+	DG_OPT_SWITCH_(struct replay_args, json, "--json",
+		       "one JSON object per change and a final {\"summary\": ...}"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_replay_cmd = {
+	.name = "replay",
+	.summary = "Re-decide a recording's actions and requests under FILE; print the verdicts "
+		   "that change.",
+	.details = "exit status: 0 nothing changed; 1 something did; 2 on a usage error, a policy\n"
+		   "that does not load or a recording that cannot be read.\n",
+	.doc = "docs/recordings.md",
+	.pos = DG_POS_ONE,
+	.pos_name = "RECORDING_DIR",
+	.pos_what = "recording directory",
+	.pos_offset = offsetof(struct replay_args, dir),
+	.opts = replay_opts,
+};
+
 int dg_cmd_replay(int argc, char **argv)
 {
-	const char *policy_path = NULL, *dir = NULL;
-	bool json = false;
-	const struct opt opts[] = { { "--policy", &policy_path, NULL },
-				    { "--json", NULL, &json },
-				    { NULL, NULL, NULL } };
-	int rc = parse_args("replay", replay_usage, argc, argv, opts, &dir);
-	if (rc)
+	struct replay_args a = { 0 };
+	int rc = dg_opt_handle(&dg_replay_cmd, argc, argv, &a);
+	if (rc >= 0)
 		return rc;
-	if (!policy_path)
-		return usage("replay", replay_usage, "%s is required", "--policy");
-	if (!dir)
-		return usage("replay", replay_usage, "%s", "no recording directory given");
+	const char *policy_path = a.policy, *dir = a.dir;
+	bool json = a.json;
 	struct dg_err err = { { 0 } };
 	struct dg_policy p;
 	if (dg_policy_load(policy_path, &p, &err) != 0) {
@@ -227,22 +222,50 @@ int dg_cmd_replay(int argc, char **argv)
 
 /* ---- test ---------------------------------------------------------------------- */
 
+struct test_args {
+	const char *policy, *profile, *resolve, *script;
+	bool live;
+};
+
+static const struct dg_opt test_opts[] = {
+	DG_OPT_VALUE_(struct test_args, policy, "--policy", "FILE", DG_OPT_REQUIRED,
+		      "the policy under test"),
+	DG_OPT_SWITCH_(struct test_args, live, "--live",
+		       "run the steps on a real jailed desktop (needs root)"),
+	DG_OPT_CHOICE_(struct test_args, profile, "--profile", "xterm|browser", profiles, 0,
+		       "with --live: the desktop's profile (default browser)"),
+	DG_OPT_VALUE_(struct test_args, resolve, "--test-resolve", "NAME:PORT=IP:PORT",
+		      DG_OPT_TESTS_ONLY,
+		      "with --live: the egress proxy maps NAME:PORT to IP:PORT unresolved and "
+		      "unchecked"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_test_cmd = {
+	.name = "test",
+	.summary = "Run a policy test script: JSON lines, each an action with its expected verdict.",
+	.details = "Prints ok or FAIL per step, then \"N passed, N failed\".\n"
+		   "exit status: 0 every step passed; 1 a step failed; 2 on a usage error or a\n"
+		   "policy or script that does not load.\n",
+	.doc = "docs/policy.md",
+	.pos = DG_POS_ONE,
+	.pos_name = "SCRIPT.jsonl",
+	.pos_what = "script",
+	.pos_offset = offsetof(struct test_args, script),
+	.opts = test_opts,
+};
+
 int dg_cmd_test(int argc, char **argv)
 {
-	const char *policy_path = NULL, *script = NULL, *profile = NULL, *resolve = NULL;
-	bool live_flag = false;
-	const struct opt opts[] = { { "--policy", &policy_path, NULL },
-				    { "--live", NULL, &live_flag },
-				    { "--profile", &profile, NULL },
-				    { "--test-resolve", &resolve, NULL },
-				    { NULL, NULL, NULL } };
-	int rc = parse_args("test", test_usage, argc, argv, opts, &script);
-	if (rc)
+	struct test_args a = { 0 };
+	int rc = dg_opt_handle(&dg_test_cmd, argc, argv, &a);
+	if (rc >= 0)
 		return rc;
-	if (!policy_path)
-		return usage("test", test_usage, "%s is required", "--policy");
-	if (!script)
-		return usage("test", test_usage, "%s", "no script given");
+	if ((a.profile || a.resolve) && !a.live)
+		return dg_opt_usage_error(&dg_test_cmd, "--profile and --test-resolve need --live");
+	const char *policy_path = a.policy, *script = a.script, *profile = a.profile,
+		   *resolve = a.resolve;
+	bool live_flag = a.live;
 	struct dg_err err = { { 0 } };
 	struct dg_policy p;
 	if (dg_policy_load(policy_path, &p, &err) != 0) {
@@ -256,11 +279,6 @@ int dg_cmd_test(int argc, char **argv)
 		return DG_EXIT_USAGE;
 	}
 	struct dg_rec_live live = { 0 };
-	if ((profile || resolve) && !live_flag) {
-		fclose(f);
-		dg_policy_free(&p);
-		return usage("test", test_usage, "%s", "--profile and --test-resolve need --live");
-	}
 	if (live_flag && dg_cli_live_open(&p, profile, resolve, &live, &err) != 0) {
 		fprintf(stderr, "deskgate test: %s\n", err.msg);
 		fclose(f);
@@ -282,20 +300,36 @@ int dg_cmd_test(int argc, char **argv)
 
 /* ---- key ------------------------------------------------------------------------ */
 
+struct key_args {
+	const char *state_dir;
+	bool create;
+};
+
+static const struct dg_opt key_opts[] = {
+	DG_OPT_VALUE_(struct key_args, state_dir, "--state-dir", "DIR", DG_OPT_REQUIRED,
+		      "the gateway's state directory, which holds recording-key.pem"),
+	DG_OPT_SWITCH_(struct key_args, create, "--create",
+		       "make the key when there is none (as the gateway's first start does)"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_key_cmd = {
+	.name = "key",
+	.summary = "Print the public key that verifies recordings' seals (PEM on stdout, its id "
+		   "on stderr).",
+	.details = "exit status: 0 printed; 1 no key, or it does not load; 2 on a usage error.\n",
+	.doc = "docs/recordings.md",
+	.opts = key_opts,
+};
+
 int dg_cmd_key(int argc, char **argv)
 {
-	const char *state_dir = NULL, *pos = NULL;
-	bool create = false;
-	const struct opt opts[] = { { "--state-dir", &state_dir, NULL },
-				    { "--create", NULL, &create },
-				    { NULL, NULL, NULL } };
-	int rc = parse_args("key", key_usage, argc, argv, opts, &pos);
-	if (rc)
+	struct key_args a = { 0 };
+	int rc = dg_opt_handle(&dg_key_cmd, argc, argv, &a);
+	if (rc >= 0)
 		return rc;
-	if (pos)
-		return usage("key", key_usage, "unexpected argument \"%s\"", pos);
-	if (!state_dir)
-		return usage("key", key_usage, "%s is required", "--state-dir");
+	const char *state_dir = a.state_dir;
+	bool create = a.create;
 	struct dg_err err = { { 0 } };
 	struct dg_rec_key *k = NULL;
 	rc = create ? dg_rec_key_load_or_create(state_dir, &k, &err)

@@ -4,8 +4,12 @@
 #ifndef DG_CLI_RECORD_H
 #define DG_CLI_RECORD_H
 
+#include "gateway/opt.h"
 #include "policy/policy.h"
 #include "recordings/recordings.h"
+
+/* Their options and help (gateway/opt.h). */
+extern const struct dg_opt_cmd dg_verify_cmd, dg_replay_cmd, dg_test_cmd, dg_key_cmd;
 
 /* deskgate verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR
  * 0: sealed (normally, or after a crash by the next gateway) and every
@@ -19,7 +23,7 @@ int dg_cmd_verify(int argc, char **argv);
  * or the recording cannot be read (a broken chain names its seq). */
 int dg_cmd_replay(int argc, char **argv);
 
-/* deskgate test --policy FILE [--live] SCRIPT.jsonl
+/* deskgate test --policy FILE [--live [--profile P] [--test-resolve R]] SCRIPT.jsonl
  * 0: every step passed; 1: a step failed; 2: usage, the policy or script
  * does not load, or --live without a live runner. */
 int dg_cmd_test(int argc, char **argv);

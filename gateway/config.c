@@ -1050,6 +1050,11 @@ int dg_config_set_recordings(struct dg_config *cfg, const char *path, struct dg_
 	return set_path("--recordings", cfg->recordings, path, err);
 }
 
+int dg_config_set_state_dir(struct dg_config *cfg, const char *path, struct dg_err *err)
+{
+	return set_path("--state-dir", cfg->state_dir, path, err);
+}
+
 int dg_config_base_url(const struct dg_config *cfg, bool websocket, char *out, size_t len)
 {
 	int n;

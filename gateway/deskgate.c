@@ -1,6 +1,7 @@
-/* deskgate: the one binary. Each subcommand parses its own flags strictly:
- * an unknown flag or a missing argument is a usage error (exit 2), never a
- * guess. */
+/* deskgate: the one binary. Each subcommand parses its flags with the one
+ * table-driven parser (gateway/opt.h), strictly: an unknown flag or a
+ * missing argument is a usage error (exit 2), never a guess; the same
+ * tables give `deskgate help` and `deskgate CMD --help`. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,50 +14,16 @@
 #include "gateway/cli-check.h"
 #include "gateway/cli-record.h"
 #include "gateway/gateway.h"
+#include "gateway/opt.h"
 #include "policy/policy.h"
 
 
-static const char usage_text[] =
-	"usage: deskgate COMMAND [ARGS]\n"
-	"\n"
-	"commands:\n"
-	"  exec [--policy FILE] -- CMD [ARGS...]\n"
-	"      run CMD in a fresh jail under the policy's limits; stdin is passed\n"
-	"      through, stdout and stderr are relayed (each cut at limits.output_bytes).\n"
-	"      Exit status: CMD's own; 124 when the wall clock (limits.exec_seconds)\n"
-	"      ended it; 137 when a limit killed it; 125 when deskgate itself failed;\n"
-	"      126/127 when CMD cannot be run / was not found; 2 on a usage error.\n"
-	"  serve [--config FILE] [--listen ADDR:PORT] [--policy FILE] [--recordings DIR]\n"
-	"      the gateway: HTTP and WebSocket API for agents and viewers (see README)\n"
-	"  check --policy FILE [--url CURRENT_URL] [--size WxH] < actions.jsonl\n"
-	"      decide canonical actions (one JSON object a line) under the policy:\n"
-	"      one {\"verdict\", \"rule\", \"reason\"} line each\n"
-	"  shot [--profile xterm|browser] [--url URL] [--size WxH] [--policy FILE] -o FILE.png\n"
-	"      start a desktop, take one settled screenshot, tear everything down\n"
-	"  desktop [--profile xterm|browser] [--size WxH] [--policy FILE] --script FILE.jsonl --out DIR\n"
-	"      run canonical actions (one JSON object a line) on a fresh desktop; write\n"
-	"      DIR/results.jsonl and a screenshot per action\n"
-	"  verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR\n"
-	"      check a recording's hash chain, frames and seal; exit 0 only when all hold\n"
-	"  replay --policy FILE [--json] RECORDING_DIR\n"
-	"      re-decide a recording's actions under FILE; print the verdicts that change\n"
-	"  test --policy FILE [--live] SCRIPT.jsonl\n"
-	"      run a policy test script (steps with expected verdicts); exit 1 on a failure\n"
-	"  audit [--policy FILE] [--profile xterm|browser] [--json] [--state-dir DIR]\n"
-	"      run the containment probes inside a fresh session under the policy;\n"
-	"      one finding per probe; exit 1 when anything leaked\n"
-	"  key --state-dir DIR [--create]\n"
-	"      print the public key that verifies recordings' seals (PEM)\n"
-	"  help\n"
-	"      this text\n";
-
-static int usage_error(const char *cmd, const char *fmt, const char *arg)
-{
-	fprintf(stderr, "deskgate %s: ", cmd);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n\n%s", usage_text);
-	return DG_EXIT_USAGE;
-}
+#ifndef DG_VERSION
+#define DG_VERSION "unknown"
+#endif
+#ifndef DG_GIT_COMMIT
+#define DG_GIT_COMMIT ""
+#endif
 
 /* Loads --policy FILE, or the built-in default when path is NULL. */
 static int load_policy(const char *cmd, const char *path, struct dg_policy *p)
@@ -82,55 +49,61 @@ static int require_root(const char *cmd)
 	return -1;
 }
 
+struct exec_args {
+	const char *policy;
+	char **cmd;
+	int n_cmd;
+};
+
+static const struct dg_opt exec_opts[] = {
+	DG_OPT_VALUE_(struct exec_args, policy, "--policy", "FILE", 0,
+		      "the policy whose limits apply (default: the built-in policy)"),
+	DG_OPT_END,
+};
+
+static const struct dg_opt_cmd exec_cmd = {
+	.name = "exec",
+	.summary = "Run CMD in a fresh jail under the policy's limits; stdin is passed through, "
+		   "stdout and stderr are relayed (each cut at limits.output_bytes).",
+	.details = "CMD without a slash is looked up in the jail's PATH, never through a shell.\n"
+		   "exit status: CMD's own (128+N when signal N killed it); 124 when the wall\n"
+		   "clock (limits.exec_seconds) ended it; 137 when a limit killed it; 125 when\n"
+		   "deskgate itself failed; 126/127 when CMD cannot be run / was not found;\n"
+		   "2 on a usage error. Needs root.\n",
+	.doc = "docs/jail.md",
+	.pos = DG_POS_REST,
+	.pos_name = "CMD [ARGS...]",
+	.pos_what = "command",
+	.pos_offset = offsetof(struct exec_args, cmd),
+	.pos_count_offset = offsetof(struct exec_args, n_cmd),
+	.opts = exec_opts,
+};
+
 static int cmd_exec(int argc, char **argv)
 {
-	const char *policy_path = NULL;
-	int i = 1;
-	for (; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--") == 0) {
-			i++;
-			break;
-		}
-		if (strcmp(a, "--policy") == 0) {
-			if (i + 1 >= argc)
-				return usage_error("exec", "%s needs a file", a);
-			policy_path = argv[++i];
-		} else if (strncmp(a, "--policy=", 9) == 0) {
-			policy_path = a + 9;
-		} else if (a[0] == '-') {
-			return usage_error("exec", "unknown option %s", a);
-		} else {
-			break;
-		}
-	}
-	if (i >= argc)
-		return usage_error("exec", "%s", "no command given (deskgate exec [--policy FILE] -- CMD ...)");
+	struct exec_args a = {0};
+	int rc = dg_opt_handle(&exec_cmd, argc, argv, &a);
+	if (rc >= 0)
+		return rc;
 	struct dg_policy policy;
-	if (load_policy("exec", policy_path, &policy) != 0)
+	if (load_policy("exec", a.policy, &policy) != 0)
 		return DG_EXIT_USAGE;
 	if (require_root("exec") != 0)
 		return DG_EXIT_FAILED;
 	struct dg_err err = {{0}};
 	if (dg_jail_cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate exec: cleaning up stale jails: %s\n", err.msg);
-	int status = dg_exec_run(&policy.limits, (const char *const *)argv + i, 0, 1, 2);
+	int status = dg_exec_run(&policy.limits, (const char *const *)a.cmd, 0, 1, 2);
 	dg_policy_free(&policy);
 	return status;
 }
 
+/* Every command; spec NULL: internal (not listed, no --help of ours). */
 struct command {
 	const char *name;
+	const struct dg_opt_cmd *spec;
 	int (*run)(int argc, char **argv);
 };
-
-static int cmd_help(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	fputs(usage_text, stdout);
-	return 0;
-}
 
 static int cmd_worker(int argc, char **argv)
 {
@@ -138,25 +111,86 @@ static int cmd_worker(int argc, char **argv)
 }
 
 static const struct command commands[] = {
-	{"exec", cmd_exec},
-	{"serve", dg_cmd_serve},
-	{"check", dg_cmd_check},
-	{"shot", dg_cmd_shot},
-	{"desktop", dg_cmd_desktop},
-	{"verify", dg_cmd_verify},
-	{"replay", dg_cmd_replay},
-	{"test", dg_cmd_test},
-	{"key", dg_cmd_key},
-	{"audit", dg_cmd_audit},
-	{"worker", cmd_worker},
-	{"help", cmd_help},
-	{"--help", cmd_help},
+	{"exec", &exec_cmd, cmd_exec},
+	{"serve", &dg_serve_cmd, dg_cmd_serve},
+	{"check", &dg_check_cmd, dg_cmd_check},
+	{"shot", &dg_shot_cmd, dg_cmd_shot},
+	{"desktop", &dg_desktop_cmd, dg_cmd_desktop},
+	{"verify", &dg_verify_cmd, dg_cmd_verify},
+	{"replay", &dg_replay_cmd, dg_cmd_replay},
+	{"test", &dg_test_cmd, dg_cmd_test},
+	{"audit", &dg_audit_cmd, dg_cmd_audit},
+	{"key", &dg_key_cmd, dg_cmd_key},
+	{"worker", NULL, cmd_worker}, /* started by the gateway, not by people */
 };
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void print_overview(FILE *out)
+{
+	fputs("usage: deskgate COMMAND [OPTIONS] [ARGS]\n"
+	      "       deskgate help [COMMAND]\n"
+	      "       deskgate --version\n"
+	      "\n"
+	      "deskgate runs each agent session's desktop in a disposable jail, decides every\n"
+	      "action under a policy, and records everything.\n"
+	      "\n"
+	      "commands:\n", out);
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		const struct dg_opt_cmd *c = commands[i].spec;
+		if (!c)
+			continue;
+		dg_opt_print_synopsis(c, 2, out);
+		dg_opt_print_summary(c, 6, out);
+	}
+	fputs("  deskgate help [COMMAND]\n"
+	      "      this text, or COMMAND's help (the same as deskgate COMMAND --help)\n"
+	      "  deskgate --version\n"
+	      "      the version and the git commit it was built from\n"
+	      "\n"
+	      "Every command takes -h/--help. Documentation: README.md and docs/.\n", out);
+}
+
+static void print_version(void)
+{
+	if (DG_GIT_COMMIT[0])
+		printf("deskgate %s (git %s)\n", DG_VERSION, DG_GIT_COMMIT);
+	else
+		printf("deskgate %s\n", DG_VERSION);
+}
+
+/* deskgate help [COMMAND] */
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 2) {
+		fprintf(stderr, "deskgate help: one command at most\n");
+		return DG_EXIT_USAGE;
+	}
+	if (argc == 2) {
+		const struct command *c = find_command(argv[1]);
+		if (!c || !c->spec) {
+			fprintf(stderr, "deskgate help: unknown command \"%s\" (deskgate help lists "
+					"them)\n", argv[1]);
+			return DG_EXIT_USAGE;
+		}
+		dg_opt_print_help(c->spec, stdout);
+	} else {
+		print_overview(stdout);
+	}
+	return fflush(stdout) == 0 ? 0 : 1;
+}
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fputs(usage_text, stderr);
+		print_overview(stderr);
 		return DG_EXIT_USAGE;
 	}
 	/* Before any jail: which instance this process is (DESKGATE_INSTANCE
@@ -166,10 +200,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "deskgate: %s: %s\n", DG_INSTANCE_ENV, ierr.msg);
 		return DG_EXIT_USAGE;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].run(argc - 1, argv + 1);
+	const char *name = argv[1];
+	if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+		return cmd_help(argc - 1, argv + 1);
+	if (strcmp(name, "--version") == 0) {
+		if (argc > 2) {
+			fprintf(stderr, "deskgate --version: takes no arguments\n");
+			return DG_EXIT_USAGE;
+		}
+		print_version();
+		return fflush(stdout) == 0 ? 0 : 1;
 	}
-	fprintf(stderr, "deskgate: unknown command \"%s\"\n\n%s", argv[1], usage_text);
+	const struct command *c = find_command(name);
+	if (c)
+		return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "deskgate: unknown command \"%s\" (deskgate help lists them)\n", name);
 	return DG_EXIT_USAGE;
 }

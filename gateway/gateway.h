@@ -20,6 +20,10 @@ int dg_cmd_shot(int argc, char **argv);
 int dg_cmd_desktop(int argc, char **argv);
 int dg_cmd_serve(int argc, char **argv);
 
+/* Their options and help (gateway/opt.h). */
+struct dg_opt_cmd;
+extern const struct dg_opt_cmd dg_shot_cmd, dg_desktop_cmd, dg_serve_cmd;
+
 
 /* ======================================================================== *
  * Configuration and authentication (gateway/config.c, gateway/auth.c)
@@ -93,7 +97,8 @@ int dg_cmd_serve(int argc, char **argv);
  *     "recordings": "/var/lib/deskgate/recordings",
  *         Directory of session recordings. Flag: --recordings.
  *     "state_dir": "/var/lib/deskgate",
- *         The gateway's own state (generated tokens).
+ *         The gateway's own state (generated tokens, the recording key, the
+ *         last audit of each policy). Flag: --state-dir.
  *     "instance": "gw-1",
  *         This gateway's name on the host (see dg_instance in
  *         desktop/desktop.h: 1-32 of [a-z0-9-]): its jails' cgroups and slot
@@ -283,6 +288,7 @@ void dg_config_free(struct dg_config *cfg);
 int dg_config_set_listen(struct dg_config *cfg, const char *addr_port, struct dg_err *err);
 int dg_config_set_policy(struct dg_config *cfg, const char *path, struct dg_err *err);
 int dg_config_set_recordings(struct dg_config *cfg, const char *path, struct dg_err *err);
+int dg_config_set_state_dir(struct dg_config *cfg, const char *path, struct dg_err *err);
 
 /* The base URL handed to clients, without trailing '/': public_url if set,
  * else http(s)://LISTEN. With websocket set, the scheme is ws:// or wss://.

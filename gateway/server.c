@@ -22,6 +22,7 @@
 #include <linux/capability.h>
 #include <sys/syscall.h>
 
+#include "gateway/opt.h"
 #include "gateway/server-priv.h"
 #include "gateway/web-priv.h"
 
@@ -1028,51 +1029,97 @@ static void on_signal(int sig)
 		lws_cancel_service(G->ctx);
 }
 
-static const char serve_usage[] =
-	"usage: deskgate serve [--config FILE] [--listen ADDR:PORT] [--policy FILE]\n"
-	"                      [--recordings DIR] [--verbose]\n"
-	"                      [--test-resolve NAME:PORT=IP:PORT]...  (tests only)\n";
+struct serve_args {
+	const char *config, *listen, *policy, *recordings, *state_dir;
+	bool verbose, new_tokens;
+	const char *resolve[DG_EGRESS_OVERRIDES_MAX];
+	int n_resolve;
+};
+
+static const struct dg_opt serve_opts[] = {
+	DG_OPT_VALUE_(struct serve_args, config, "--config", "FILE", 0,
+		      "the configuration file (default: built-in defaults)"),
+	DG_OPT_VALUE_(struct serve_args, listen, "--listen", "ADDR:PORT", 0,
+		      "where to listen, overriding \"listen\" (default 127.0.0.1:8470)"),
+	DG_OPT_VALUE_(struct serve_args, policy, "--policy", "FILE", 0,
+		      "the default policy, overriding \"policy\" (default: the built-in policy)"),
+	DG_OPT_VALUE_(struct serve_args, recordings, "--recordings", "DIR", 0,
+		      "where recordings go, overriding \"recordings\" "
+		      "(default /var/lib/deskgate/recordings)"),
+	DG_OPT_VALUE_(struct serve_args, state_dir, "--state-dir", "DIR", 0,
+		      "the gateway's state (generated tokens, the recording key, audits), "
+		      "overriding \"state_dir\" (default /var/lib/deskgate)"),
+	DG_OPT_SWITCH_(struct serve_args, new_tokens, "--new-tokens",
+		       "forget the generated tokens (STATE_DIR/tokens.json) and print new ones"),
+	DG_OPT_SWITCH_(struct serve_args, verbose, "--verbose",
+		       "log libwebsockets notices, the egress proxy's events and the desktops' "
+		       "own output (Xvnc, Chromium) to stderr"),
+	DG_OPT_LIST_(struct serve_args, resolve, n_resolve, "--test-resolve", "NAME:PORT=IP:PORT",
+		     DG_OPT_TESTS_ONLY,
+		     "the egress proxy maps NAME:PORT to IP:PORT without resolving it and without "
+		     "the address checks (the egress rules still apply)"),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_serve_cmd = {
+	.name = "serve",
+	.summary = "The gateway: the HTTP and WebSocket API for agents and viewers, and the web "
+		   "pages.",
+	.details = "Starts as root (its spawner makes namespaces, cgroups and uid maps); the\n"
+		   "network-facing gateway then drops every privilege. Flags override the\n"
+		   "configuration file. On a start with no token in the configuration or the\n"
+		   "environment (DESKGATE_AGENT_TOKEN, DESKGATE_VIEWER_TOKEN, DESKGATE_ADMIN_TOKEN)\n"
+		   "and no STATE_DIR/tokens.json, it generates one token per role and prints\n"
+		   "them once.\n"
+		   "exit status: 0 stopped by SIGINT/SIGTERM; 2 on a usage error or a bad\n"
+		   "configuration or policy; 125 when it could not start or lost its spawner.\n",
+	.doc = "docs/configuration.md",
+	.opts = serve_opts,
+};
+
+/* Whether the configuration or the environment names tokens: then
+ * STATE_DIR/tokens.json is not read (dg_auth_init), and --new-tokens could
+ * not generate anything. */
+static bool tokens_given(const struct dg_config *cfg)
+{
+	return cfg->n_tokens || getenv(DG_ENV_AGENT_TOKEN) || getenv(DG_ENV_VIEWER_TOKEN) ||
+	       getenv(DG_ENV_ADMIN_TOKEN);
+}
+
+/* --new-tokens: removes STATE_DIR/tokens.json so that dg_auth_init
+ * generates (and the start prints) a new set; the old hashes are gone with
+ * the file. */
+static int forget_generated_tokens(const struct dg_config *cfg, struct dg_err *err)
+{
+	char path[DG_CONFIG_PATH_MAX + sizeof(DG_TOKENS_FILE) + 1];
+	snprintf(path, sizeof(path), "%s/%s", cfg->state_dir, DG_TOKENS_FILE);
+	if (unlink(path) != 0 && errno != ENOENT)
+		return dg_err_set(err, -errno, "--new-tokens: removing %s: %s", path, strerror(errno));
+	return 0;
+}
 
 int dg_cmd_serve(int argc, char **argv)
 {
 	static struct gw gw;
 	G = &gw;
 	struct dg_err err = {{0}};
-	const char *config = NULL, *listen = NULL, *policy = NULL, *recordings = NULL;
-	const char *resolve[DG_EGRESS_OVERRIDES_MAX];
-	int n_resolve = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--test-resolve") == 0 && i + 1 < argc) {
-			if (n_resolve == DG_EGRESS_OVERRIDES_MAX) {
-				fprintf(stderr, "deskgate serve: at most %d --test-resolve entries\n",
-					DG_EGRESS_OVERRIDES_MAX);
-				return DG_EXIT_USAGE;
-			}
-			resolve[n_resolve++] = argv[++i];
-			continue;
-		}
-		const char **slot = strcmp(a, "--config") == 0       ? &config
-				    : strcmp(a, "--listen") == 0     ? &listen
-				    : strcmp(a, "--policy") == 0     ? &policy
-				    : strcmp(a, "--recordings") == 0 ? &recordings
-								     : NULL;
-		if (slot && i + 1 < argc) {
-			*slot = argv[++i];
-		} else if (strcmp(a, "--verbose") == 0) {
-			gw.verbose = true;
-		} else {
-			fprintf(stderr, "deskgate serve: unknown or incomplete option %s\n%s", a, serve_usage);
-			return DG_EXIT_USAGE;
-		}
-	}
+	struct serve_args a = {0};
+	int rc = dg_opt_handle(&dg_serve_cmd, argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	const char *config = a.config, *listen = a.listen, *policy = a.policy,
+		   *recordings = a.recordings, *state_dir = a.state_dir;
+	const char *const *resolve = a.resolve;
+	int n_resolve = a.n_resolve;
+	gw.verbose = a.verbose;
 	if (config ? dg_config_load(config, &gw.cfg, &err) : (dg_config_default(&gw.cfg), 0)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
 	if ((listen && dg_config_set_listen(&gw.cfg, listen, &err)) ||
 	    (policy && dg_config_set_policy(&gw.cfg, policy, &err)) ||
-	    (recordings && dg_config_set_recordings(&gw.cfg, recordings, &err))) {
+	    (recordings && dg_config_set_recordings(&gw.cfg, recordings, &err)) ||
+	    (state_dir && dg_config_set_state_dir(&gw.cfg, state_dir, &err))) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
@@ -1080,6 +1127,10 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
+	if (a.new_tokens && tokens_given(&gw.cfg))
+		return dg_opt_usage_error(&dg_serve_cmd, "--new-tokens: the tokens come from the "
+					  "configuration or the DESKGATE_*_TOKEN variables, so %s/%s "
+					  "is not used", gw.cfg.state_dir, DG_TOKENS_FILE);
 	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
 	if (dg_gw_policy_load(policy_path, &gw.policy, &gw.policy_text, &gw.policy_len, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
@@ -1097,6 +1148,7 @@ int dg_cmd_serve(int argc, char **argv)
 	if (own_dir(gw.cfg.state_dir, &err) || own_dir(gw.cfg.recordings, &err) ||
 	    check_dir_for_gateway("state_dir", gw.cfg.state_dir, DIR_READ, &err) ||
 	    check_dir_for_gateway("recordings", gw.cfg.recordings, DIR_WRITE, &err) ||
+	    (a.new_tokens && forget_generated_tokens(&gw.cfg, &err)) ||
 	    dg_auth_init(&gw.auth, &gw.cfg, (const char *const *)environ, &gen, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;

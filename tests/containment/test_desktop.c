@@ -2,6 +2,7 @@
  * inputs the agent sends, checked through what the page says it received. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <png.h>
 #include <signal.h>
@@ -339,11 +340,35 @@ Test(desktop, navigate_back_forward_change_the_reported_url, .timeout = 120)
 	desk_end(&k);
 }
 
-/* The command-line tools, end to end. */
-Test(desktop, shot_cli_writes_a_png, .timeout = 60)
+/* The command-line tools, end to end. Each works in a temporary directory
+ * that its .fini removes whether the test passed or not. */
+static char cli_dir[64];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	char dir[] = "/tmp/dg-shot-XXXXXX";
-	cr_assert(mkdtemp(dir));
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static void rm_cli_dir(void)
+{
+	if (cli_dir[0] && nftw(cli_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		fprintf(stderr, "removing %s: %s\n", cli_dir, strerror(errno));
+	cli_dir[0] = '\0';
+}
+
+static char *make_cli_dir(const char *pattern)
+{
+	snprintf(cli_dir, sizeof(cli_dir), "%s", pattern);
+	cr_assert(mkdtemp(cli_dir), "mkdtemp %s: %s", pattern, strerror(errno));
+	return cli_dir;
+}
+
+Test(desktop, shot_cli_writes_a_png, .timeout = 60, .fini = rm_cli_dir)
+{
+	char *dir = make_cli_dir("/tmp/dg-shot-XXXXXX");
 	char out[256];
 	snprintf(out, sizeof(out), "%s/shot.png", dir);
 	struct dg_run r;
@@ -361,14 +386,11 @@ Test(desktop, shot_cli_writes_a_png, .timeout = 60)
 	cr_assert_eq(img.w, 800);
 	cr_assert_eq(img.h, 600);
 	free(img.rgb);
-	unlink(out);
-	rmdir(dir);
 }
 
-Test(desktop, desktop_cli_runs_a_script, .timeout = 90)
+Test(desktop, desktop_cli_runs_a_script, .timeout = 90, .fini = rm_cli_dir)
 {
-	char dir[] = "/tmp/dg-desk-XXXXXX";
-	cr_assert(mkdtemp(dir));
+	char *dir = make_cli_dir("/tmp/dg-desk-XXXXXX");
 	char script[256], out[256], results[300];
 	snprintf(script, sizeof(script), "%s/script.jsonl", dir);
 	snprintf(out, sizeof(out), "%s/out", dir);

@@ -105,7 +105,7 @@ Test(exec_cli, no_command_is_a_usage_error)
 	dg_run_free(&r);
 	cr_assert_eq(dg_test_run(ARGV(DG_BIN, "exec", "--policy"), NULL, NULL, 0, 30, -1, &r), 0);
 	cr_assert_eq(r.exit_code, 2);
-	cr_assert(strstr(r.err, "--policy needs a file"), "stderr: %s", r.err);
+	cr_assert(strstr(r.err, "--policy needs a value"), "stderr: %s", r.err);
 	dg_run_free(&r);
 }
 

@@ -8,8 +8,9 @@
 # Installs the npm dev dependencies (package-lock.json) into
 # tests/web/node_modules when they are missing or older than the lock file.
 # Fails loudly, exit 1, when node, npm, Chromium or root is missing.
-# Page screenshots go to tests/web/screenshots/ (DG_WEB_SCREENSHOTS=DIR
-# to put them elsewhere).
+# Page screenshots go to tests/web/screenshots/ beside the binary, in its
+# build directory (build-asan/tests/web/screenshots/ under .ci/test;
+# DG_WEB_SCREENSHOTS=DIR to put them elsewhere): never into the source tree.
 set -euo pipefail
 
 die() { echo "web tests: $*" >&2; exit 1; }

@@ -8,7 +8,9 @@
 //
 // Exit 0 when every check passed, 1 when one failed (each failure says what
 // and saves a screenshot of the page under test), 2 when something needed
-// is missing. Page screenshots go to tests/web/screenshots/.
+// is missing. Page screenshots go to tests/web/screenshots/ in the build
+// directory that holds DESKGATE_BINARY (build-asan/tests/web/screenshots/
+// under .ci/test), or to $DG_WEB_SCREENSHOTS: never into the source tree.
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -18,7 +20,8 @@ const { Gateway, Agent, TOKENS, sleep, waitFor } = require('./lib/gateway');
 const { startSite } = require('./lib/site');
 
 const CHROMIUM = process.env.DG_CHROMIUM || '/usr/bin/chromium';
-const SHOTS = process.env.DG_WEB_SCREENSHOTS || path.join(__dirname, 'screenshots');
+const SHOTS = process.env.DG_WEB_SCREENSHOTS ||
+  path.join(path.dirname(path.resolve(process.argv[2] || '.')), 'tests', 'web', 'screenshots');
 const VIEWPORT = { width: 1440, height: 900 };
 
 /* ---- a tiny sequential runner ------------------------------------------- */
