@@ -78,6 +78,10 @@
 #define DG_AUDIT_EVIDENCE_MAX 4096             /* bytes of evidence kept per finding */
 #define DG_AUDIT_FINDINGS_MAX 128
 #define DG_AUDIT_SESSION "audit"               /* the session id the proxy knows */
+/* The controls' places (probe_judged): the other session, or the audited
+ * one with limits.exec_desktop true. */
+#define DG_AUDIT_CONTROL_OTHER "the other session"
+#define DG_AUDIT_CONTROL_SELF "the audited session with limits.exec_desktop true"
 /* The other session's screen: never the audited one's (the x11 probe tells
  * the two X servers apart by size), which is always the default size. */
 #define DG_AUDIT_OTHER_W 1024
@@ -420,8 +424,11 @@ static void run_collect(struct audit *au, pid_t sup, pid_t kill_target, int fo, 
 /* Runs the probe with args inside desktop d's jail, as an exec action runs,
  * bounded by timeout_ms. Returns 0 with r filled (whatever the probe said),
  * or a negative errno when it could not be started (err says why). */
-static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *args,
-		     int timeout_ms, struct run *r, struct dg_err *err)
+/* Runs the probe with args in d's jail as the exec action runs programs,
+ * under the policy's limits; with open_desktop, with limits.exec_desktop
+ * true whatever the policy says (the controls that must see a desktop). */
+static int run_probe_as(struct audit *au, struct dg_desktop *d, const char *const *args,
+			int timeout_ms, bool open_desktop, struct run *r, struct dg_err *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->exit_code = -1;
@@ -436,7 +443,10 @@ static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *
 				    .stderr_fd = errp[1], .pass_fds = pass, .n_pass_fds = 1,
 				    .env_extra = probe_env};
 	pid_t sup;
-	rc = dg_jail_enter(&d->jail, &prog, &au->policy.limits, &sup, err);
+	struct dg_limits lim = au->policy.limits;
+	if (open_desktop)
+		lim.exec_desktop = 1;
+	rc = dg_jail_enter(&d->jail, &prog, &lim, &sup, err);
 	close(out[1]);
 	close(errp[1]);
 	if (rc) {
@@ -447,6 +457,23 @@ static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *
 	/* SIGTERM to the supervisor kills the probe's process group. */
 	run_collect(au, sup, sup, out[0], errp[0], timeout_ms, r);
 	return 0;
+}
+
+static int run_probe(struct audit *au, struct dg_desktop *d, const char *const *args,
+		     int timeout_ms, struct run *r, struct dg_err *err)
+{
+	return run_probe_as(au, d, args, timeout_ms, false, r, err);
+}
+
+/* Where a control runs: the other session, or the audited one with its
+ * desktop opened to exec (DG_AUDIT_CONTROL_SELF). Either way the desktop is
+ * open to the control: a control must see what it looks for (its own X
+ * server, its own marker process), which exec does not by default. */
+static struct dg_desktop *control_desktop(struct audit *au, const char *control, bool *up)
+{
+	bool self = strcmp(control, DG_AUDIT_CONTROL_SELF) == 0;
+	*up = self ? au->a_up : au->b_up;
+	return self ? &au->a : &au->b;
 }
 
 /* Runs the probe with args on the host, as root, in no jail and under no
@@ -564,9 +591,11 @@ static struct finding *probe_judged(struct audit *au, const char *edge, const ch
 	}
 	struct dg_err err = {{0}};
 	if (control) {
-		if (!au->b_up || run_probe(au, &au->b, args, timeout_ms, r, &err) != 0) {
+		bool up;
+		struct dg_desktop *cd = control_desktop(au, control, &up);
+		if (!up || run_probe_as(au, cd, args, timeout_ms, true, r, &err) != 0) {
 			fmt(f->evidence, sizeof(f->evidence), "the control in %s could not run: %s",
-			    control, au->b_up ? err.msg : "it is not running");
+			    control, up ? err.msg : "it is not running");
 			free(r);
 			return f;
 		}
@@ -1102,6 +1131,81 @@ static void credentials_edge(struct audit *au)
 	free(p);
 }
 
+/* The browser's paths around the urls rules (cli-audit-browser.c): run
+ * twice, once with the bait's /secret/ paths denied (the probe) and once
+ * allowed (the control, which must see them arrive). */
+static void browser_edge(struct audit *au)
+{
+	struct finding *ws = add(au, "egress", "browser-websocket",
+				 "WebSockets from a page and from its worker to a path the urls rules "
+				 "deny (ws://" DG_AUDIT_BAIT_HOST ":PORT/secret/...), the host and port "
+				 "allowed by egress",
+				 "a denied URL, around the browser's request guard");
+	struct finding *om = add(au, "egress", "browser-omnibox",
+				 "a denied URL typed into the omnibox and opened in a new tab with "
+				 "alt+Enter (driven through the worker)",
+				 "a denied URL, through a tab the browser opens itself");
+	if (!ws || !om)
+		return;
+	const char *src = "a fresh browser desktop under the audit's bait policy (the site "
+			  "allowed, its /secret/ paths denied), driven through its worker";
+	fmt(ws->source, sizeof(ws->source), "%s", src);
+	fmt(om->source, sizeof(om->source), "%s", src);
+	fmt(ws->probe, sizeof(ws->probe), "bait page: new WebSocket(/ok/page, /secret/page) and "
+	    "a worker doing the same");
+	fmt(om->probe, sizeof(om->probe), "key ctrl+l; type http://" DG_AUDIT_BAIT_HOST
+	    ":PORT/secret/omnibox.html; key alt+Return");
+	struct dg_audit_bait_seen *c = malloc(sizeof(*c)), *p = malloc(sizeof(*p));
+	struct dg_err err = {{0}};
+	if (!c || !p || dg_audit_browser_paths(&au->policy.limits, false, c, &err) != 0) {
+		fmt(ws->evidence, sizeof(ws->evidence), "the control could not run: %s",
+		    c && p ? err.msg : "out of memory");
+		fmt(om->evidence, sizeof(om->evidence), "%s", ws->evidence);
+		goto out;
+	}
+	fmt(ws->control, sizeof(ws->control), "under the same policy without the deny: "
+	    "/secret/page %s, /secret/worker %s (the bait saw: %.400s)",
+	    c->secret_page ? "arrived" : "did not arrive",
+	    c->secret_worker ? "arrived" : "did not arrive", c->log);
+	fmt(om->control, sizeof(om->control), "under the same policy without the deny: the typed "
+	    "URL %s", c->secret_omnibox ? "arrived" : "did not arrive");
+	bool ws_control = c->secret_page && c->secret_worker;
+	if (dg_audit_browser_paths(&au->policy.limits, true, p, &err) != 0) {
+		fmt(ws->evidence, sizeof(ws->evidence), "could not run: %s", err.msg);
+		fmt(om->evidence, sizeof(om->evidence), "%s", ws->evidence);
+		goto out;
+	}
+	if (!ws_control)
+		fmt(ws->evidence, sizeof(ws->evidence), "the control must see the denied WebSockets "
+		    "arrive, and did not, so the probe proves nothing here");
+	else if (!p->ok_page || !p->ok_worker)
+		fmt(ws->evidence, sizeof(ws->evidence), "the page or its worker did not run (the "
+		    "allowed WebSockets did not arrive: %.400s)", p->log);
+	else {
+		ws->outcome = p->secret_page || p->secret_worker ? OUT_LEAKED : OUT_CONTAINED;
+		fmt(ws->evidence, sizeof(ws->evidence), "allowed /ok/ WebSockets arrived; /secret/page "
+		    "%s, /secret/worker %s (the bait saw: %.400s)",
+		    p->secret_page ? "ARRIVED" : "never arrived",
+		    p->secret_worker ? "ARRIVED" : "never arrived", p->log);
+	}
+	if (!c->secret_omnibox)
+		fmt(om->evidence, sizeof(om->evidence), "the control must see the typed URL arrive, "
+		    "and did not, so the probe proves nothing here");
+	else if (!p->ok_omnibox && !p->secret_omnibox)
+		fmt(om->evidence, sizeof(om->evidence), "an allowed URL opened the same way did not "
+		    "arrive either: the keys did not open a tab here (%.400s)", p->log);
+	else {
+		om->outcome = p->secret_omnibox ? OUT_LEAKED : OUT_CONTAINED;
+		fmt(om->evidence, sizeof(om->evidence), "the typed URL %s; an allowed one opened "
+		    "the same way %s",
+		    p->secret_omnibox ? "ARRIVED at the bait" : "never arrived at the bait",
+		    p->ok_omnibox ? "arrived" : "did not");
+	}
+out:
+	free(c);
+	free(p);
+}
+
 static void isolation_edge(struct audit *au)
 {
 	char store[2 * N_NS_TYPES][64], tried[512];
@@ -1128,19 +1232,25 @@ static void isolation_edge(struct audit *au)
 	fmt(tried, sizeof(tried), "the other session's processes, to signal or trace them: its "
 	    "marker process dgd-%s", au->tag);
 	probe(au, "isolation", "other-session-processes", tried, "the other session's processes",
-	      EXPECT_CONTAINED, "the other session", DG_AUDIT_PROBE_MS, ARGS("alive", au->tag));
+	      EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER, DG_AUDIT_PROBE_MS, ARGS("alive", au->tag));
 	char size[32];
 	fmt(size, sizeof(size), "%dx%d", DG_AUDIT_OTHER_W, DG_AUDIT_OTHER_H);
 	fmt(tried, sizeof(tried), "the other session's X server (its screen is %s): X "
 	    "connections to displays :0..:9, abstract and file sockets", size);
 	probe(au, "isolation", "other-session-x11", tried, "the other session's X server",
-	      EXPECT_CONTAINED, "the other session", DG_AUDIT_PROBE_MS, ARGS("x11", size));
+	      EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER, DG_AUDIT_PROBE_MS, ARGS("x11", size));
 	char marker[96];
 	fmt(marker, sizeof(marker), "/tmp/deskgate-audit-%s", au->tag);
 	fmt(tried, sizeof(tried), "reading the other session's file %s", marker);
 	probe(au, "isolation", "other-session-files", tried, "the other session's files",
-	      EXPECT_CONTAINED, "the other session", DG_AUDIT_PROBE_MS,
+	      EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER, DG_AUDIT_PROBE_MS,
 	      ARGS("read-file", marker));
+	probe(au, "isolation", "exec-desktop", "its own desktop from a program run by exec: the X "
+	      "server's path and abstract sockets, a signal to Xvnc, the browser's singleton socket "
+	      "and profile (xdotool's doors)",
+	      "the session's desktop, around the action rules",
+	      au->policy.limits.exec_desktop ? EXPECT_ALLOWED : EXPECT_CONTAINED,
+	      DG_AUDIT_CONTROL_SELF, DG_AUDIT_PROBE_MS, ARGS("desktop"));
 	fmt(tried, sizeof(tried), "connecting to the host's abstract unix socket @%s (a listener "
 	    "the audit opened)", au->abs_name);
 	probe(au, "isolation", "host-abstract-socket", tried, "the host's abstract unix sockets",
@@ -1929,6 +2039,8 @@ int dg_cmd_audit(int argc, char **argv)
 	filesystem_edge(au);
 	credentials_edge(au);
 	isolation_edge(au);
+	if (au->profile == DG_PROFILE_BROWSER)
+		browser_edge(au);
 	resources_edge(au);
 	stop_all(au);
 

@@ -2582,6 +2582,108 @@ static int p_x11(int argc, char **argv)
 	return finish(leaked);
 }
 
+/* The pid of a process of this jail named comm (first found), or -1. */
+static pid_t find_comm(const char *comm)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = -1;
+	while (d && found < 0 && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[64], name[64] = "";
+		snprintf(path, sizeof(path), "/proc/%.20s/comm", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t k = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		if (k > 0 && name[k - 1] == '\n')
+			name[k - 1] = '\0';
+		if (strcmp(name, comm) == 0)
+			found = (pid_t)atoi(e->d_name);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Connects to a unix socket (abstract when the name starts with '@');
+ * 0 or the errno. */
+static int unix_connect(const char *name)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	bool abstract = name[0] == '@';
+	size_t l = strlen(name);
+	if (l >= sizeof(un.sun_path))
+		return ENAMETOOLONG;
+	memcpy(un.sun_path + (abstract ? 1 : 0), name + (abstract ? 1 : 0), l - (abstract ? 1 : 0));
+	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + l);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return errno;
+	int r = connect(s, (struct sockaddr *)&un, alen) == 0 ? 0 : errno;
+	close(s);
+	return r;
+}
+
+/* desktop: (run as exec actions are, in a session's jail) every door to the
+ * session's own desktop: its X server's path socket /tmp/.X11-unix/X0 and
+ * abstract socket, a signal (0) to its Xvnc, and in a browser session the
+ * browser's singleton socket and profile. Leaked when any opens: exec could
+ * then drive the desktop around the action rules (unless the policy's
+ * limits.exec_desktop allows it, which the audit's control uses). */
+static int p_desktop(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	bool leaked = false;
+	const char *const xs[] = {"/tmp/.X11-unix/X0", "@/tmp/.X11-unix/X0"};
+	for (size_t i = 0; i < 2; i++) {
+		int e = unix_connect(xs[i]);
+		note("connect %s: %s", xs[i], e ? en(e) : "connected");
+		leaked |= e == 0;
+	}
+	pid_t x = find_comm("Xvnc");
+	if (x > 0) {
+		errno = 0;
+		int r = kill(x, 0);
+		note("signal 0 to Xvnc (pid %d): %s", (int)x, r == 0 ? "delivered" : en(errno));
+		leaked |= r == 0;
+	} else {
+		note("no Xvnc seen in /proc");
+	}
+	DIR *d = opendir("/tmp");
+	struct dirent *e;
+	int sockets = 0;
+	while (d && (e = readdir(d))) {
+		const char *n = e->d_name + (e->d_name[0] == '.');
+		if (strncmp(n, "org.chromium.", 13) != 0)
+			continue;
+		char path[300];
+		snprintf(path, sizeof(path), "/tmp/%.200s/SingletonSocket", e->d_name);
+		int r = unix_connect(path);
+		sockets++;
+		note("connect %s: %s", path, r ? en(r) : "connected");
+		leaked |= r == 0;
+	}
+	if (d)
+		closedir(d);
+	if (!sockets)
+		note("no browser singleton directory in /tmp");
+	const char *home = getenv("HOME");
+	char prof[512];
+	snprintf(prof, sizeof(prof), "%s/.chromium", home ? home : "/home/user");
+	DIR *pd = opendir(prof);
+	if (pd) {
+		note("%s: listed", prof);
+		leaked = true;
+		closedir(pd);
+	} else {
+		note("%s: %s", prof, en(errno));
+	}
+	return finish(leaked);
+}
+
 /* Reads /proc/PID/cmdline (NULs made spaces) into buf. */
 static void read_cmdline(const char *pid, char *buf, size_t len)
 {
@@ -3126,6 +3228,7 @@ static const struct probe {
 	{"ids", p_ids},
 	{"ns-ids", p_ns_ids},
 	{"x11", p_x11},
+	{"desktop", p_desktop},
 	{"devtools", p_devtools},
 	{"proc-mem", p_proc_mem},
 	{"proxy", p_proxy},

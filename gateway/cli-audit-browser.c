@@ -1,0 +1,274 @@
+/* `deskgate audit`, the browser's paths around the `urls` rules: a bait
+ * site on the host's loopback (reached through the egress proxy under a
+ * test-only name, as `deskgate test --live --test-resolve` does), a fresh
+ * browser desktop under a policy that allows the site but denies its
+ * /secret/ paths, and the two ways around a Fetch-only guard that a
+ * red-team pass found: a page's (and a worker's) WebSockets to a denied
+ * path, and a denied URL typed into the omnibox and opened in a new tab
+ * with alt+Enter. The bait's log says what arrived. The same run under a
+ * policy without the deny is the control: there /secret/ must arrive, or
+ * the probe proves nothing. See cli-audit.h. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/cli-audit.h"
+#include "gateway/cli-record.h"
+#include "policy/policy.h"
+
+/* The page: WebSockets from the page and from a dedicated worker to an
+ * allowed and a denied path. */
+static const char bait_page[] =
+	"<!doctype html><title>deskgate audit bait</title><script>\n"
+	"for (const p of ['/ok/page', '/secret/page'])\n"
+	"  try { new WebSocket('ws://' + location.host + p); } catch (e) {}\n"
+	"try { new Worker('/worker.js'); } catch (e) {}\n"
+	"</script>bait";
+static const char bait_worker[] =
+	"for (const p of ['/ok/worker', '/secret/worker'])\n"
+	"  try { new WebSocket('ws://' + location.host + p); } catch (e) {}\n";
+
+struct bait {
+	int fd, port;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	bool stop;
+	char log[DG_AUDIT_BAIT_LOG_MAX]; /* request lines, '\n'-separated */
+	size_t len;
+};
+
+static void bait_log(struct bait *b, const char *line, size_t n)
+{
+	pthread_mutex_lock(&b->mu);
+	if (b->len + n + 2 < sizeof(b->log)) {
+		memcpy(b->log + b->len, line, n);
+		b->len += n;
+		b->log[b->len++] = '\n';
+		b->log[b->len] = '\0';
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* One connection: reads the request head (bounded), logs its first line,
+ * answers the page, the worker, or 404 (a WebSocket handshake gets 404 too:
+ * that it arrived is what counts). */
+static void bait_serve(struct bait *b, int c)
+{
+	char buf[4096];
+	size_t n = 0;
+	for (int i = 0; i < 50 && n < sizeof(buf) - 1 && !memmem(buf, n, "\r\n\r\n", 4); i++) {
+		struct pollfd p = {c, POLLIN, 0};
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t k = read(c, buf + n, sizeof(buf) - 1 - n);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n] = '\0';
+	size_t first = strcspn(buf, "\r\n");
+	if (first == 0)
+		return;
+	bait_log(b, buf, first);
+	const char *body = NULL, *type = "text/html";
+	if (strncmp(buf, "GET /page.html ", 15) == 0)
+		body = bait_page;
+	else if (strncmp(buf, "GET /worker.js ", 15) == 0)
+		body = bait_worker, type = "text/javascript";
+	char head[256];
+	int hl = snprintf(head, sizeof(head),
+			  "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			  "Connection: close\r\n\r\n",
+			  body ? "200 OK" : "404 Not Found", type, body ? strlen(body) : 0);
+	if (write(c, head, (size_t)hl) < 0 || (body && write(c, body, strlen(body)) < 0))
+		return;
+}
+
+static void *bait_main(void *arg)
+{
+	struct bait *b = arg;
+	for (;;) {
+		pthread_mutex_lock(&b->mu);
+		bool stop = b->stop;
+		pthread_mutex_unlock(&b->mu);
+		if (stop)
+			break;
+		struct pollfd p = {b->fd, POLLIN, 0};
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		int c = accept4(b->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			continue;
+		bait_serve(b, c);
+		close(c);
+	}
+	return NULL;
+}
+
+static int bait_start(struct bait *b, struct dg_err *err)
+{
+	memset(b, 0, sizeof(*b));
+	pthread_mutex_init(&b->mu, NULL);
+	b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	if (b->fd < 0 || bind(b->fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    listen(b->fd, 64) != 0 || getsockname(b->fd, (struct sockaddr *)&a, &al) != 0) {
+		int e = errno;
+		if (b->fd >= 0)
+			close(b->fd);
+		return dg_err_set(err, -e, "audit: the bait site on 127.0.0.1: %s", strerror(e));
+	}
+	b->port = ntohs(a.sin_port);
+	int r = pthread_create(&b->thread, NULL, bait_main, b);
+	if (r != 0) {
+		close(b->fd);
+		return dg_err_set(err, -r, "audit: the bait site's thread: %s", strerror(r));
+	}
+	return 0;
+}
+
+static void bait_stop(struct bait *b)
+{
+	pthread_mutex_lock(&b->mu);
+	b->stop = true;
+	pthread_mutex_unlock(&b->mu);
+	pthread_join(b->thread, NULL);
+	close(b->fd);
+	pthread_mutex_destroy(&b->mu);
+}
+
+static bool bait_saw(struct bait *b, const char *needle)
+{
+	pthread_mutex_lock(&b->mu);
+	bool seen = strstr(b->log, needle) != NULL;
+	pthread_mutex_unlock(&b->mu);
+	return seen;
+}
+
+static int live_step(struct dg_rec_live *live, const char *action_json, struct dg_err *err)
+{
+	json_error_t je;
+	json_t *step = json_pack("{s:o}", "action", json_loads(action_json, 0, &je));
+	if (!step || !json_is_object(json_object_get(step, "action"))) {
+		json_decref(step);
+		return dg_err_set(err, -EINVAL, "audit: bad step %s", action_json);
+	}
+	struct dg_rec_live_result res;
+	memset(&res, 0, sizeof(res));
+	int r = live->step(live->arg, step, &res, err);
+	json_decref(step);
+	if (r == 0 && res.verdict != DG_VERDICT_ALLOW)
+		r = dg_err_set(err, -EPERM, "audit: the step %s was refused by %s", action_json,
+			       res.rule);
+	return r;
+}
+
+/* ctrl+l, the URL typed, alt+Return: the omnibox opens it in a new tab.
+ * The pauses let the omnibox take focus and settle its suggestion. */
+static int omnibox(struct dg_rec_live *live, int port, const char *path, struct dg_err *err)
+{
+	char act[512];
+	snprintf(act, sizeof(act), "{\"type\":\"type\",\"text\":\"http://" DG_AUDIT_BAIT_HOST
+		 ":%d%s\"}", port, path);
+	int r = live_step(live, "{\"type\":\"key\",\"keys\":\"ctrl+l\"}", err);
+	if (r == 0)
+		r = live_step(live, "{\"type\":\"wait\",\"ms\":" DG_AUDIT_OMNIBOX_PAUSE_MS "}", err);
+	if (r == 0)
+		r = live_step(live, act, err);
+	if (r == 0)
+		r = live_step(live, "{\"type\":\"wait\",\"ms\":" DG_AUDIT_OMNIBOX_PAUSE_MS "}", err);
+	if (r == 0)
+		r = live_step(live, "{\"type\":\"key\",\"keys\":\"alt+Return\"}", err);
+	return r;
+}
+
+/* Waits (bounded) until the bait saw needle; true when it did. */
+static bool bait_wait(struct bait *b, const char *needle, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 50) {
+		if (bait_saw(b, needle))
+			return true;
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return bait_saw(b, needle);
+}
+
+int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, struct dg_audit_bait_seen *seen,
+			   struct dg_err *err)
+{
+	memset(seen, 0, sizeof(*seen));
+	struct bait *b = malloc(sizeof(*b));
+	if (!b)
+		return dg_err_set(err, -ENOMEM, "audit: out of memory");
+	int r = bait_start(b, err);
+	if (r) {
+		free(b);
+		return r;
+	}
+	char text[2048], resolve[128], deny_rule[160] = "";
+	if (deny)
+		snprintf(deny_rule, sizeof(deny_rule),
+			 ", \"deny\": [\"http://" DG_AUDIT_BAIT_HOST ":%d/secret/**\"]", b->port);
+	snprintf(text, sizeof(text),
+		 "{\"version\": 1, \"default\": \"allow\",\n"
+		 " \"limits\": {\"memory_mb\": %llu, \"pids\": %u, \"cpus\": %g, \"scratch_mb\": %llu},\n"
+		 " \"urls\": {\"allow\": [\"http://" DG_AUDIT_BAIT_HOST ":%d/**\"]%s},\n"
+		 " \"egress\": {\"allow\": [\"" DG_AUDIT_BAIT_HOST ":%d\"]}}\n",
+		 (unsigned long long)lim->memory_mb, lim->pids, lim->cpus,
+		 (unsigned long long)lim->scratch_mb, b->port, deny_rule, b->port);
+	snprintf(resolve, sizeof(resolve), DG_AUDIT_BAIT_HOST ":%d=127.0.0.1:%d", b->port, b->port);
+	struct dg_policy p;
+	struct dg_rec_live live = {0};
+	if ((r = dg_policy_parse(text, strlen(text), "<audit bait policy>", &p, err)))
+		goto out;
+	if ((r = dg_cli_live_open(&p, "browser", resolve, &live, err)))
+		goto out_policy;
+	char act[512];
+	snprintf(act, sizeof(act), "{\"type\":\"navigate\",\"url\":\"http://" DG_AUDIT_BAIT_HOST
+		 ":%d/page.html\"}", b->port);
+	if ((r = live_step(&live, act, err)))
+		goto out_live;
+	/* Both allowed WebSockets arriving is the sign the page and its worker
+	 * ran: only then does a missing /secret/ one mean anything. */
+	seen->ok_page = bait_wait(b, "GET /ok/page ", DG_AUDIT_BAIT_WAIT_MS);
+	seen->ok_worker = bait_wait(b, "GET /ok/worker ", DG_AUDIT_BAIT_WAIT_MS);
+	seen->secret_page = bait_wait(b, "GET /secret/page ", DG_AUDIT_BAIT_AFTER_MS);
+	seen->secret_worker = bait_wait(b, "GET /secret/worker ", DG_AUDIT_BAIT_AFTER_MS);
+	/* The denied URL first, then an allowed one the same way: its arrival
+	 * shows the keys did open a tab, so a missing denied one means held. */
+	for (int i = 0; i < DG_AUDIT_OMNIBOX_TRIES && !seen->ok_omnibox; i++) {
+		if ((r = omnibox(&live, b->port, "/secret/omnibox.html", err)) ||
+		    (r = omnibox(&live, b->port, "/ok/omnibox.html", err)))
+			goto out_live;
+		seen->ok_omnibox = bait_wait(b, "GET /ok/omnibox.html ", DG_AUDIT_BAIT_WAIT_MS);
+	}
+	/* Late arrivals count: what the bait saw by the end decides. */
+	seen->secret_omnibox = bait_wait(b, "GET /secret/omnibox.html ", DG_AUDIT_BAIT_AFTER_MS);
+	seen->ok_page = bait_saw(b, "GET /ok/page ");
+	seen->ok_worker = bait_saw(b, "GET /ok/worker ");
+	seen->secret_page = bait_saw(b, "GET /secret/page ");
+	seen->secret_worker = bait_saw(b, "GET /secret/worker ");
+	pthread_mutex_lock(&b->mu);
+	snprintf(seen->log, sizeof(seen->log), "%s", b->log);
+	pthread_mutex_unlock(&b->mu);
+	for (char *c = seen->log; *c; c++)
+		if (*c == '\n')
+			*c = ';';
+out_live:
+	dg_cli_live_close(&live);
+out_policy:
+	dg_policy_free(&p);
+out:
+	bait_stop(b);
+	free(b);
+	return r;
+}
