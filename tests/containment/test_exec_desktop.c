@@ -60,6 +60,19 @@ struct gw {
 	struct dg_ws *ws;
 };
 
+/* The gateway of the running test, stopped by the suite's fini even when
+ * an assertion ended the test early. */
+static struct gw *running;
+
+static void fini(void)
+{
+	if (running && running->srv.pid > 0)
+		dg_test_serve_stop(&running->srv, 30, false);
+	running = NULL;
+}
+
+TestSuite(exec_desktop, .fini = fini);
+
 static char *policy_file(bool exec_desktop)
 {
 	char text[256];
@@ -73,6 +86,7 @@ static void start(struct gw *g, const char *profile, const char *policy)
 	char extra[512], err[2048];
 	snprintf(extra, sizeof(extra), "\"policy\": \"%s\"", policy);
 	cr_assert_eq(dg_test_serve_start(&g->srv, extra, 30, err, sizeof(err)), 0, "%s", err);
+	running = g;
 	char body[64];
 	snprintf(body, sizeof(body), "{\"profile\":\"%s\"}", profile);
 	struct dg_http r;
@@ -96,6 +110,7 @@ static void stop(struct gw *g)
 {
 	dg_ws_close(g->ws);
 	int st = dg_test_serve_stop(&g->srv, 30, false);
+	running = NULL;
 	cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve status %d", st);
 }
 

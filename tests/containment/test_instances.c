@@ -32,6 +32,22 @@ struct gw {
 	uint32_t slot;
 };
 
+/* Every gateway a test started, stopped by the suite's fini even when an
+ * assertion ended the test early (dg_test_serve_stop of a stopped one
+ * only removes its temp dir). */
+static struct gw *started[4];
+static int n_started;
+
+static void fini(void)
+{
+	for (int i = 0; i < n_started; i++)
+		if (started[i]->srv.pid > 0)
+			dg_test_serve_stop(&started[i]->srv, 30, false);
+	n_started = 0;
+}
+
+TestSuite(instances, .fini = fini);
+
 /* A gateway of instance "<this run's>-<suffix>". */
 static void gw_start(struct gw *g, const char *suffix)
 {
@@ -39,6 +55,8 @@ static void gw_start(struct gw *g, const char *suffix)
 	char extra[128], err[2048];
 	snprintf(extra, sizeof(extra), "\"instance\": \"%s\"", g->instance);
 	cr_assert_eq(dg_test_serve_start(&g->srv, extra, 30, err, sizeof(err)), 0, "%s", err);
+	if (n_started < 4)
+		started[n_started++] = g;
 	char *log = dg_test_serve_log(&g->srv);
 	char want[128];
 	snprintf(want, sizeof(want), "(instance %s,", g->instance);

@@ -99,11 +99,20 @@ Test(serve_start, state_dir_below_a_private_dir_refused, .timeout = 60)
 	rm_dir(dir);
 }
 
+static struct dg_server srv;
+
+static void fini(void)
+{
+	if (srv.pid > 0)
+		dg_test_serve_stop(&srv, 30, false);
+}
+
+TestSuite(serve_start, .fini = fini);
+
 /* A failure of the gateway's own (its recordings directory taken away at
  * run time) is 500 with code "internal", and the gateway goes on. */
 Test(serve_start, server_failure_is_internal, .timeout = 120)
 {
-	struct dg_server srv;
 	char err[2048];
 	cr_assert_eq(dg_test_serve_start(&srv, "", 30, err, sizeof(err)), 0, "%s", err);
 	char rec[256];
