@@ -84,7 +84,7 @@
 
 #include <jansson.h>
 
-#include "policy/policy.h"
+#include "base/base.h"
 
 /* ---- limits (each accepted at its value, refused one past it) ---------- */
 

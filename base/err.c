@@ -1,7 +1,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "policy/policy.h"
+#include "base/base.h"
 
 int dg_err_set(struct dg_err *err, int code, const char *fmt, ...)
 {

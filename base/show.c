@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/policy.h"
+#include <jansson.h>
+
+#include "base/base.h"
 
 void dg_show_bytes(const char *in, size_t len, size_t max, bool quoted, char *out, size_t out_len)
 {

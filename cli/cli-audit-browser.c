@@ -19,8 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/cli-audit.h"
-#include "gateway/cli-record.h"
+#include "cli/cli-priv.h"
 #include "policy/policy.h"
 
 /* The page: WebSockets from the page and from a dedicated worker to an

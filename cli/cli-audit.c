@@ -52,13 +52,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
-#include "desktop/egress-priv.h"
-#include "desktop/ipc-priv.h"
-#include "gateway/cli-audit.h"
-#include "gateway/gateway-priv.h"
+#include "cli/cli-priv.h"
+#include "desktop/egress/egress.h"
+#include "desktop/proto/proto.h"
+#include "desktop/spawner/spawner.h"
 #include "gateway/gateway.h"
-#include "gateway/server-priv.h"
 
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U
@@ -1706,7 +1704,7 @@ static int start_sessions(struct audit *au, struct dg_err *err)
 	au->a.jail.egress_fd = -1;
 	if (r)
 		return r;
-	if ((r = dg_worker_start(&au->a, &au->worker, err)))
+	if ((r = dg_worker_start(&au->a.io, &au->worker, err)))
 		return r;
 	au->worker_up = true;
 	au->worker.policy = &au->policy;

@@ -9,8 +9,8 @@
 #include <jansson.h>
 
 #include "actions/actions.h"
-#include "desktop/desktop.h"
-#include "gateway/cli-check.h"
+#include "cli/cli.h"
+#include "desktop/proto/proto.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 

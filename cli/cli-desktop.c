@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "desktop/desktop.h"
+#include "cli/cli.h"
+#include "desktop/spawner/spawner.h"
 #include "gateway/gateway.h"
-#include "gateway/opt.h"
 #include "policy/policy.h"
 
 struct session_opts {
@@ -93,7 +93,7 @@ static int session_start(const struct session_opts *o, struct session *s)
 		return DG_EXIT_FAILED;
 	}
 	s->started = true;
-	int r = dg_worker_start(&s->desktop, &s->worker, &err);
+	int r = dg_worker_start(&s->desktop.io, &s->worker, &err);
 	s->worker.policy = &s->policy;
 	if (r != 0 || dg_worker_wait_ready(&s->worker, DG_WORKER_READY_MS, &err) != 0) {
 		fprintf(stderr, "deskgate %s: starting the worker: %s\n", o->cmd, err.msg);

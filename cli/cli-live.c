@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "desktop/desktop.h"
-#include "desktop/egress-priv.h"
-#include "gateway/cli-record.h"
+#include "cli/cli-priv.h"
+#include "desktop/egress/egress.h"
+#include "desktop/spawner/spawner.h"
 #include "gateway/gateway.h"
 
 /* Longest a step's action may take, settling included. */
@@ -108,9 +108,9 @@ static int apply_declared(struct live *l, const json_t *stepj, struct dg_err *er
 	if (json_is_array(ptr)) {
 		int x = (int)json_integer_value(json_array_get(ptr, 0));
 		int y = (int)json_integer_value(json_array_get(ptr, 1));
-		if (x >= l->desktop.width || y >= l->desktop.height)
+		if (x >= l->desktop.io.width || y >= l->desktop.io.height)
 			return dg_err_set(err, -EINVAL, "pointer [%d, %d] is off the live desktop (%dx%d)", x,
-					  y, l->desktop.width, l->desktop.height);
+					  y, l->desktop.io.width, l->desktop.io.height);
 		int r = setup_act(l, json_pack("{s:s, s:i, s:i}", "type", "move", "x", x, "y", y), err);
 		if (r)
 			return r;
@@ -122,7 +122,7 @@ static int apply_declared(struct live *l, const json_t *stepj, struct dg_err *er
 		free(l->url);
 		l->url = NULL;
 	} else if (json_is_string(url)) {
-		if (l->desktop.profile == DG_PROFILE_BROWSER) {
+		if (l->desktop.io.profile == DG_PROFILE_BROWSER) {
 			int r = setup_act(l, json_pack("{s:s, s:O}", "type", "navigate", "url", url), err);
 			if (r)
 				return r;
@@ -141,12 +141,12 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 	if (dr)
 		return dr;
 	struct dg_action a;
-	if (dg_action_parse_obj(action, l->desktop.width, l->desktop.height, &a, err) != 0)
+	if (dg_action_parse_obj(action, l->desktop.io.width, l->desktop.io.height, &a, err) != 0)
 		return -EINVAL;
 	struct dg_decide_ctx ctx = {
 		.url = l->url && l->url[0] ? l->url : NULL,
-		.screen_w = l->desktop.width,
-		.screen_h = l->desktop.height,
+		.screen_w = l->desktop.io.width,
+		.screen_h = l->desktop.io.height,
 		.pointer_x = l->px,
 		.pointer_y = l->py,
 		.actions_last_minute = last_minute(l),
@@ -257,7 +257,7 @@ int dg_cli_live_open(const struct dg_policy *p, const char *profile, const char 
 	l->desktop.jail.egress_fd = -1;
 	if (r)
 		goto fail;
-	if ((r = dg_worker_start(&l->desktop, &l->worker, err)))
+	if ((r = dg_worker_start(&l->desktop.io, &l->worker, err)))
 		goto fail;
 	l->worker_up = true;
 	l->worker.policy = p;
@@ -268,8 +268,8 @@ int dg_cli_live_open(const struct dg_policy *p, const char *profile, const char 
 	l->url = json_is_string(u) ? strdup(json_string_value(u)) : NULL;
 	l->title = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
 	json_decref(ready);
-	l->px = l->desktop.width / 2;
-	l->py = l->desktop.height / 2;
+	l->px = l->desktop.io.width / 2;
+	l->py = l->desktop.io.height / 2;
 	live->step = step;
 	live->arg = l;
 	return 0;

@@ -7,9 +7,8 @@
 
 #include <jansson.h>
 
-#include "gateway/cli-record.h"
+#include "cli/cli-priv.h"
 #include "gateway/gateway.h"
-#include "gateway/opt.h"
 #include "policy/policy.h"
 #include "recordings/recordings.h"
 

@@ -1,14 +1,130 @@
-/* The recording tools on the command line (issue #6): verify, replay, test
- * and key. Each parses its own flags strictly and returns the exit status.
- * (Declared here until the lead moves them into gateway/gateway.h.) */
-#ifndef DG_CLI_RECORD_H
-#define DG_CLI_RECORD_H
+/* cli: every subcommand of the one binary, deskgate (deskgate.c: main,
+ * exec, worker, help), each parsing its flags with the one table-driven
+ * parser (cli/opt.h, declared through this header): an unknown flag or a
+ * missing argument is a usage error (exit DG_EXIT_USAGE), never a guess;
+ * the same tables give `deskgate help` and `deskgate CMD --help`. Each
+ * dg_cmd_* gets argv[0] = the command's name and returns the exit status.
+ *
+ * Commands that start jails in-process as root (exec, shot, desktop, audit,
+ * test --live) use desktop/spawner/spawner.h; `deskgate worker` runs
+ * desktop/worker/worker.h; `deskgate serve` runs the gateway
+ * (gateway/gateway.h). The probe battery `deskgate audit` runs in a jail is
+ * its own static program, deskgate-probe (probe.c).
+ */
+#ifndef DG_CLI_H
+#define DG_CLI_H
 
-#include "gateway/opt.h"
+#include <stdio.h>
+
+#include "cli/opt.h"
+#include "gateway/gateway.h"
 #include "policy/policy.h"
 #include "recordings/recordings.h"
 
-/* Their options and help (gateway/opt.h). */
+/* Script files of `deskgate desktop`: bounds on what is read. */
+#define DG_SCRIPT_LINE_MAX (64 * 1024)
+#define DG_SCRIPT_LINES_MAX 100000
+/* How long one action may take end to end before the tool gives up. */
+#define DG_CLI_ACTION_TIMEOUT_MS 90000
+
+/* ---- shot, desktop (cli-desktop.c), serve (cli-serve.c) ----------------- */
+
+int dg_cmd_shot(int argc, char **argv);
+int dg_cmd_desktop(int argc, char **argv);
+int dg_cmd_serve(int argc, char **argv);
+
+/* Their options and help (cli/opt.h). */
+extern const struct dg_opt_cmd dg_shot_cmd, dg_desktop_cmd, dg_serve_cmd;
+
+/* ---- check (cli-check.c) --------------------------------------------------
+ *
+ * `deskgate check`: decides canonical actions offline against a policy. */
+
+/* Its options and help (cli/opt.h). */
+extern const struct dg_opt_cmd dg_check_cmd;
+
+/* deskgate check --policy FILE [--url CURRENT_URL] [--size WxH]
+ * argv[0] is "check". Returns the exit status: 0 once stdin is read (bad
+ * lines included), 1 when the policy does not load, DG_EXIT_USAGE (2) for
+ * bad arguments. */
+int dg_cmd_check(int argc, char **argv);
+
+/* The loop of dg_cmd_check, for tests: reads canonical actions as JSON
+ * lines from in (at most DG_ACTION_JSON_MAX bytes a line; blank lines are
+ * skipped) and writes one line per action to out:
+ *   {"verdict":"deny","rule":"keys.deny[1] super+*","reason":"..."}
+ * or {"error":"..."} for a line that is not a valid action (the rest
+ * continue). The session is simulated so rules that depend on it can be
+ * checked: the pointer starts at the screen's centre and follows the
+ * actions that move it; an allowed navigate makes its URL the current one;
+ * every allowed action counts towards the budgets, all within one minute
+ * (no time passes in a check). url may be NULL. Returns 0 or -EIO when
+ * reading or writing fails. */
+int dg_check_stream(const struct dg_policy *p, const char *url, int screen_w, int screen_h,
+		    FILE *in, FILE *out);
+
+/* ---- audit (cli-audit.c) --------------------------------------------------
+ *
+ * `deskgate audit`: the containment probe battery, run from inside a live
+ * session under a policy.
+ *
+ * deskgate audit [--policy FILE] [--profile xterm|browser] [--json]
+ *                [--state-dir DIR] [--recordings DIR] [--probe PATH]
+ *
+ * Starts what `deskgate serve` would start for one session of the policy
+ * (the built-in default without --policy): an egress proxy, a desktop of the
+ * profile (default browser) with the policy's limits, strict when the policy
+ * has rules, its egress listener handed to the proxy, and its worker; plus a
+ * second, xterm desktop, "the other session", to probe isolation against.
+ * Then runs `deskgate-probe` (found beside the deskgate binary unless --probe
+ * names it) inside the first desktop's jail, the way an exec action runs,
+ * one probe at a time, each with a deadline, and prints one finding per
+ * probe:
+ *
+ *   EDGE         OUTCOME    what was tried — evidence
+ *
+ * edge: egress, filesystem, credentials, isolation, resources; outcome:
+ * contained, allowed (ran as the policy allows), leaked, not-checked (this
+ * machine cannot exercise it; the reason is the evidence), error (the probe
+ * could not run) or contained-by-kernel (this host's kernel refuses the call
+ * itself, with or without deskgate: int 0x80 on a kernel without IA32
+ * emulation, kexec on one built without it...; the probe's host control,
+ * run first on the host as root with no filter, shows that refusal, and the
+ * call in the jail ended the same way; the control's line is the finding's
+ * control). Then "N probes: N contained, [N contained by the kernel, ]N ran
+ * as allowed, N leaked" and, when the kernel refused any, a line naming
+ * them. --json prints one object instead (docs/audit.md lists its fields:
+ * its summary counts contained_by_kernel, and kernel_refused lists those
+ * findings' ids).
+ *
+ * The host controls run the probe (the same sealed memfd) on the host as
+ * root, outside any jail: --probe names a program the audit trusts.
+ *
+ * With a state directory (--state-dir, else /var/lib/deskgate when it
+ * exists) the JSON result is also written to
+ * STATE_DIR/audit/<policy sha256>.json: the SHA-256, in lowercase hex, of
+ * the policy file's bytes (of DG_GW_BUILTIN_POLICY_TEXT for the built-in
+ * default), as in a recording's policy_sha256. The directory is created
+ * 0750 and the file 0640, both owned by STATE_DIR's owner (the gateway's
+ * uid); the file is replaced atomically (write, fsync, rename).
+ *
+ * Exit status: 0 nothing leaked and every probe ran (contained by the kernel
+ * counts as not leaked); 1 something leaked;
+ * 2 usage (unknown flag, bad profile, a policy that does not load);
+ * 125 the audit could not run or not every probe could (the message or the
+ * error findings say why). Needs root (it starts jails). argv[0] is "audit".
+ */
+
+/* Its options and help (cli/opt.h). */
+extern const struct dg_opt_cmd dg_audit_cmd;
+
+int dg_cmd_audit(int argc, char **argv);
+
+/* ---- the recording tools: verify, replay, test, key (cli-record.c) -------
+ *
+ * Issue #6. Each parses its own flags strictly and returns the exit status. */
+
+/* Their options and help (cli/opt.h). */
 extern const struct dg_opt_cmd dg_verify_cmd, dg_replay_cmd, dg_test_cmd, dg_key_cmd;
 
 /* deskgate verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR
@@ -34,17 +150,5 @@ int dg_cmd_test(int argc, char **argv);
  * its first start; run it as the user the gateway runs as). 0, 1 (no key,
  * or it does not load), 2 usage. */
 int dg_cmd_key(int argc, char **argv);
-
-/* The runner of `deskgate test --live` (gateway/cli-live.c): a fresh
- * desktop of profile (default browser) in its jail, its worker, and an
- * egress proxy serving it, all under policy p: each step is decided as the
- * gateway decides (and not performed unless allowed: an ask cannot be
- * approved here), the browser's requests are decided by p's urls, and the
- * page's URL and title after the step are reported. resolve: one test-only
- * NAME:PORT=IP:PORT for the proxy (see `deskgate serve --test-resolve`), or
- * NULL. Needs root. live_close ends everything. */
-int dg_cli_live_open(const struct dg_policy *p, const char *profile, const char *resolve,
-		     struct dg_rec_live *live, struct dg_err *err);
-void dg_cli_live_close(struct dg_rec_live *live);
 
 #endif

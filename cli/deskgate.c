@@ -8,13 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
-#include "desktop/worker-priv.h"
-#include "gateway/cli-audit.h"
-#include "gateway/cli-check.h"
-#include "gateway/cli-record.h"
+#include "cli/cli.h"
+#include "desktop/proto/proto.h"
+#include "desktop/spawner/spawner.h"
+#include "desktop/worker/worker.h"
 #include "gateway/gateway.h"
-#include "gateway/opt.h"
 #include "policy/policy.h"
 
 

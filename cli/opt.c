@@ -1,5 +1,5 @@
 /* opt: table-driven command-line parsing and help (see opt.h). */
-#include "gateway/opt.h"
+#include "cli/opt.h"
 
 #include <stdarg.h>
 #include <string.h>

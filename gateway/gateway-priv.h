@@ -1,5 +1,5 @@
-/* gateway internals shared by config.c and auth.c: strict JSON helpers,
- * bounded file reads and token handling. Not part of the public API. */
+/* gateway internals shared by config.c and auth.c: strict JSON helpers
+ * and token handling. Not part of the public API. */
 #ifndef DG_GATEWAY_PRIV_H
 #define DG_GATEWAY_PRIV_H
 
@@ -23,7 +23,7 @@ struct dg_jctx {
 int dg_jfail(const struct dg_jctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Untrusted text in messages goes through dg_show_str / dg_show_value
- * (policy/show.c). A buffer of DG_SHOW_LEN(max) bytes holds max bytes shown.
+ * (base/show.c). A buffer of DG_SHOW_LEN(max) bytes holds max bytes shown.
  * Never show a value that may be a secret. */
 #define DG_SHOW_LEN(max) ((max) * 4 + 4)
 #define DG_SHOW_KEY_MAX DG_SHOW_MAX
@@ -34,17 +34,6 @@ int dg_jfail(const struct dg_jctx *c, const char *fmt, ...) __attribute__((forma
  * -E2BIG (len > max) with a message. */
 int dg_json_decode(const struct dg_jctx *c, const char *text, size_t len, size_t max,
 		   json_t **root);
-
-/* Reads a whole regular file of at most max bytes into a malloc'd buffer
- * (NUL-terminated for convenience; *len excludes it). With nofollow a
- * symlink as the last component is refused. *st receives the fstat of the
- * descriptor read, so callers can check owner and mode without a race.
- * Messages read "<what> <path>: ...". Returns 0 or a negative errno. */
-int dg_read_file(const char *what, const char *path, size_t max, bool nofollow, char **buf,
-		 size_t *len, struct stat *st, struct dg_err *err);
-
-/* SHA-256 of len bytes. */
-void dg_sha256(const void *data, size_t len, unsigned char out[DG_SHA256_LEN]);
 
 /* Whether s[0..len) is a usable token in clear: printable ASCII (0x21-0x7e),
  * no spaces. Length is checked by the caller. */

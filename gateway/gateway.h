@@ -1,29 +1,66 @@
-/* gateway: the network-facing side and the command line.
+/* gateway: the network-facing process of `deskgate serve`: HTTP and
+ * WebSocket for agents and viewers, authentication, sessions and their
+ * decisions and approvals, the links to the spawner, the workers, the egress
+ * proxy (all through desktop/proto/proto.h) and the recordings.
  *
- * Today it holds the command-line tools built on the desktop module; the
- * HTTP/WebSocket server joins it next. Each cmd_* function parses its own
- * arguments strictly and returns the process exit status.
+ * It includes no process folder's header and links none of the code that
+ * runs as root: what `serve` does as root before it drops its privileges
+ * (cleaning stale jails, fixing the egress proxy's options, forking the
+ * spawner) is handed to it by cli/ (struct dg_serve_root).
  */
 #ifndef DG_GATEWAY_H
 #define DG_GATEWAY_H
 
+#include <stdbool.h>
+
+#include "base/base.h"
+#include "desktop/proto/proto.h"
+#include "policy/policy.h"
+
 #define DG_EXIT_USAGE 2
 #define DG_EXIT_FAILED 125
 
-/* Script files of `deskgate desktop`: bounds on what is read. */
-#define DG_SCRIPT_LINE_MAX (64 * 1024)
-#define DG_SCRIPT_LINES_MAX 100000
-/* How long one action may take end to end before the tool gives up. */
-#define DG_CLI_ACTION_TIMEOUT_MS 90000
+/* ---- `deskgate serve` (server.c) ----------------------------------------
+ *
+ * Its options are parsed by cli/ (cli/cli-serve.c), which calls
+ * dg_gateway_serve with them. */
 
-int dg_cmd_shot(int argc, char **argv);
-int dg_cmd_desktop(int argc, char **argv);
-int dg_cmd_serve(int argc, char **argv);
+/* What `deskgate serve` was given on its command line; flags override the
+ * configuration file. Strings are borrowed (argv). */
+struct dg_serve_opts {
+	const char *config, *listen, *policy, *recordings, *state_dir;
+	bool verbose, new_tokens;
+	const char *const *resolve; /* --test-resolve: at most DG_EGRESS_OVERRIDES_MAX */
+	int n_resolve;
+};
 
-/* Their options and help (gateway/opt.h). */
-struct dg_opt_cmd;
-extern const struct dg_opt_cmd dg_shot_cmd, dg_desktop_cmd, dg_serve_cmd;
+/* The root-only steps of the start, before the gateway drops its
+ * privileges, given by the caller that links them (cli/: desktop/spawner and
+ * desktop/egress): dg_jail_cleanup_stale, dg_egress_configure and
+ * dg_spawner_start. */
+struct dg_serve_root {
+	int (*cleanup_stale)(struct dg_err *err);
+	int (*egress_configure)(const struct dg_egress_opts *o, struct dg_err *err);
+	int (*spawner_start)(struct dg_spawner *sp, bool verbose, struct dg_err *err);
+};
 
+/* Runs the gateway until SIGINT/SIGTERM: returns the exit status (0 stopped,
+ * DG_EXIT_USAGE a bad configuration or policy, DG_EXIT_FAILED when it could
+ * not start or lost its spawner), or -EINVAL for a usage error found after
+ * parsing (options that exclude each other), with its message in usage: the
+ * caller reports it with the command's usage line. */
+int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *root,
+		     struct dg_err *usage);
+
+/* ---- for the command-line tools (cli/) ----------------------------------- */
+
+/* The text a recording keeps for the built-in default policy. */
+#define DG_GW_BUILTIN_POLICY_TEXT "{\"version\": 1}"
+
+/* Reads a policy file (path NULL or "": the built-in default) and keeps its
+ * text (malloc'd), as the gateway does for a session (recording-link.c). */
+int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t *len,
+		      struct dg_err *err);
 
 /* ======================================================================== *
  * Configuration and authentication (gateway/config.c, gateway/auth.c)
@@ -34,11 +71,8 @@ extern const struct dg_opt_cmd dg_shot_cmd, dg_desktop_cmd, dg_serve_cmd;
  * error, never ignored, so a typo cannot silently weaken the gateway.
  * ======================================================================== */
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "policy/policy.h"
 
 /* ---- The configuration file --------------------------------------------
  *
@@ -138,7 +172,7 @@ extern const struct dg_opt_cmd dg_shot_cmd, dg_desktop_cmd, dg_serve_cmd;
  */
 #define DG_CONFIG_FILE_MAX (256 * 1024) /* bytes of a configuration file */
 #define DG_CONFIG_PATH_MAX 4096         /* bytes of a path, NUL included (PATH_MAX) */
-#define DG_CONFIG_INSTANCE_MAX 32       /* = DG_INSTANCE_MAX (desktop/desktop.h) */
+#define DG_CONFIG_INSTANCE_MAX 32       /* = DG_INSTANCE_MAX (desktop/proto/proto.h) */
 #define DG_LISTEN_MAX 64                /* bytes of "[ADDR]:PORT", NUL included */
 #define DG_PUBLIC_URL_MAX 512           /* bytes of public_url, NUL included */
 #define DG_TOKENS_MAX 256               /* entries of "tokens" */
@@ -408,6 +442,9 @@ struct dg_session_token {
  * (DG_TOKEN_GEN_LEN + 1 bytes) and its hash into st. Returns 0 or -errno. */
 int dg_session_token_new(char out[DG_TOKEN_GEN_LEN + 1], struct dg_session_token *st,
 			 struct dg_err *err);
+/* SHA-256 of len bytes (config.c). */
+void dg_sha256(const void *data, size_t len, unsigned char out[DG_SHA256_LEN]);
+
 /* Constant-time check of a presented session token. */
 bool dg_session_token_check(const struct dg_session_token *st, const char *presented,
 			    size_t len);

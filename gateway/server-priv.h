@@ -12,9 +12,7 @@
 #include <stdbool.h>
 
 #include "actions/actions.h"
-#include "desktop/desktop.h"
-#include "desktop/egress-priv.h"
-#include "desktop/ipc-priv.h"
+#include "desktop/proto/proto.h"
 #include "gateway/gateway.h"
 #include "recordings/recordings.h"
 
@@ -28,8 +26,6 @@
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
 #define DG_APPROVAL_ID_BYTES 16
-/* The text a recording keeps for the built-in default policy. */
-#define DG_GW_BUILTIN_POLICY_TEXT "{\"version\": 1}"
 #define DG_GW_RETENTION_PERIOD_S 3600      /* between retention passes */
 #define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
@@ -286,10 +282,7 @@ struct gw_session *dg_gw_approval_find(struct gw *gw, const char *id);
 int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const char *who,
 			  char *err, size_t errlen);
 
-/* recording-link.c: see there. dg_gw_policy_load reads a policy file
- * (path NULL or "": the built-in default) and keeps its text (malloc'd). */
-int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t *len,
-		      struct dg_err *err);
+/* recording-link.c: see there (dg_gw_policy_load: gateway.h). */
 int dg_gw_rec_start(struct gw *gw, struct dg_err *err); /* as root, before sessions */
 void dg_gw_rec_timers(struct gw *gw);
 void dg_gw_rec_stop(struct gw *gw);

@@ -22,7 +22,6 @@
 #include <linux/capability.h>
 #include <sys/syscall.h>
 
-#include "gateway/opt.h"
 #include "gateway/server-priv.h"
 #include "gateway/web-priv.h"
 
@@ -1029,54 +1028,6 @@ static void on_signal(int sig)
 		lws_cancel_service(G->ctx);
 }
 
-struct serve_args {
-	const char *config, *listen, *policy, *recordings, *state_dir;
-	bool verbose, new_tokens;
-	const char *resolve[DG_EGRESS_OVERRIDES_MAX];
-	int n_resolve;
-};
-
-static const struct dg_opt serve_opts[] = {
-	DG_OPT_VALUE_(struct serve_args, config, "--config", "FILE", 0,
-		      "the configuration file (default: built-in defaults)"),
-	DG_OPT_VALUE_(struct serve_args, listen, "--listen", "ADDR:PORT", 0,
-		      "where to listen, overriding \"listen\" (default 127.0.0.1:8470)"),
-	DG_OPT_VALUE_(struct serve_args, policy, "--policy", "FILE", 0,
-		      "the default policy, overriding \"policy\" (default: the built-in policy)"),
-	DG_OPT_VALUE_(struct serve_args, recordings, "--recordings", "DIR", 0,
-		      "where recordings go, overriding \"recordings\" "
-		      "(default /var/lib/deskgate/recordings)"),
-	DG_OPT_VALUE_(struct serve_args, state_dir, "--state-dir", "DIR", 0,
-		      "the gateway's state (generated tokens, the recording key, audits), "
-		      "overriding \"state_dir\" (default /var/lib/deskgate)"),
-	DG_OPT_SWITCH_(struct serve_args, new_tokens, "--new-tokens",
-		       "forget the generated tokens (STATE_DIR/tokens.json) and print new ones"),
-	DG_OPT_SWITCH_(struct serve_args, verbose, "--verbose",
-		       "log libwebsockets notices, the egress proxy's events and the desktops' "
-		       "own output (Xvnc, Chromium) to stderr"),
-	DG_OPT_LIST_(struct serve_args, resolve, n_resolve, "--test-resolve", "NAME:PORT=IP:PORT",
-		     DG_OPT_TESTS_ONLY,
-		     "the egress proxy maps NAME:PORT to IP:PORT without resolving it and without "
-		     "the address checks (the egress rules still apply)"),
-	DG_OPT_END,
-};
-
-const struct dg_opt_cmd dg_serve_cmd = {
-	.name = "serve",
-	.summary = "The gateway: the HTTP and WebSocket API for agents and viewers, and the web "
-		   "pages.",
-	.details = "Starts as root (its spawner makes namespaces, cgroups and uid maps); the\n"
-		   "network-facing gateway then drops every privilege. Flags override the\n"
-		   "configuration file. On a start with no token in the configuration or the\n"
-		   "environment (DESKGATE_AGENT_TOKEN, DESKGATE_VIEWER_TOKEN, DESKGATE_ADMIN_TOKEN)\n"
-		   "and no STATE_DIR/tokens.json, it generates one token per role and prints\n"
-		   "them once.\n"
-		   "exit status: 0 stopped by SIGINT/SIGTERM; 2 on a usage error or a bad\n"
-		   "configuration or policy; 125 when it could not start or lost its spawner.\n",
-	.doc = "docs/configuration.md",
-	.opts = serve_opts,
-};
-
 /* Whether the configuration or the environment names tokens: then
  * STATE_DIR/tokens.json is not read (dg_auth_init), and --new-tokens could
  * not generate anything. */
@@ -1098,20 +1049,17 @@ static int forget_generated_tokens(const struct dg_config *cfg, struct dg_err *e
 	return 0;
 }
 
-int dg_cmd_serve(int argc, char **argv)
+int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *root,
+		     struct dg_err *usage)
 {
 	static struct gw gw;
 	G = &gw;
 	struct dg_err err = {{0}};
-	struct serve_args a = {0};
-	int rc = dg_opt_handle(&dg_serve_cmd, argc, argv, &a);
-	if (rc >= 0)
-		return rc;
-	const char *config = a.config, *listen = a.listen, *policy = a.policy,
-		   *recordings = a.recordings, *state_dir = a.state_dir;
-	const char *const *resolve = a.resolve;
-	int n_resolve = a.n_resolve;
-	gw.verbose = a.verbose;
+	const char *config = o->config, *listen = o->listen, *policy = o->policy,
+		   *recordings = o->recordings, *state_dir = o->state_dir;
+	const char *const *resolve = o->resolve;
+	int n_resolve = o->n_resolve;
+	gw.verbose = o->verbose;
 	if (config ? dg_config_load(config, &gw.cfg, &err) : (dg_config_default(&gw.cfg), 0)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
@@ -1127,10 +1075,10 @@ int dg_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
-	if (a.new_tokens && tokens_given(&gw.cfg))
-		return dg_opt_usage_error(&dg_serve_cmd, "--new-tokens: the tokens come from the "
-					  "configuration or the DESKGATE_*_TOKEN variables, so %s/%s "
-					  "is not used", gw.cfg.state_dir, DG_TOKENS_FILE);
+	if (o->new_tokens && tokens_given(&gw.cfg))
+		return dg_err_set(usage, -EINVAL, "--new-tokens: the tokens come from the "
+				  "configuration or the DESKGATE_*_TOKEN variables, so %s/%s "
+				  "is not used", gw.cfg.state_dir, DG_TOKENS_FILE);
 	const char *policy_path = dg_config_policy_path(&gw.cfg, NULL);
 	if (dg_gw_policy_load(policy_path, &gw.policy, &gw.policy_text, &gw.policy_len, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
@@ -1148,7 +1096,7 @@ int dg_cmd_serve(int argc, char **argv)
 	if (own_dir(gw.cfg.state_dir, &err) || own_dir(gw.cfg.recordings, &err) ||
 	    check_dir_for_gateway("state_dir", gw.cfg.state_dir, DIR_READ, &err) ||
 	    check_dir_for_gateway("recordings", gw.cfg.recordings, DIR_WRITE, &err) ||
-	    (a.new_tokens && forget_generated_tokens(&gw.cfg, &err)) ||
+	    (o->new_tokens && forget_generated_tokens(&gw.cfg, &err)) ||
 	    dg_auth_init(&gw.auth, &gw.cfg, (const char *const *)environ, &gen, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
@@ -1158,7 +1106,7 @@ int dg_cmd_serve(int argc, char **argv)
 	unsetenv(DG_ENV_AGENT_TOKEN);
 	unsetenv(DG_ENV_VIEWER_TOKEN);
 	unsetenv(DG_ENV_ADMIN_TOKEN);
-	if (dg_jail_cleanup_stale(&err) < 0)
+	if (root->cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate serve: cleaning up stale jails: %s\n", err.msg);
 	/* The signing key is read (or made) while still root: the key file is
 	 * root's, mode 0600; the gateway keeps it in memory only. Recordings a
@@ -1171,11 +1119,11 @@ int dg_cmd_serve(int argc, char **argv)
 	/* The spawner starts every egress proxy with these options (it inherits
 	 * them); each session's add carries its own egress list. */
 	struct dg_egress_opts eo = {.resolve = resolve, .n_resolve = n_resolve, .verbose = gw.verbose};
-	if (dg_egress_configure(&eo, &err) != 0) {
+	if (root->egress_configure(&eo, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
-	if (dg_spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
+	if (root->spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}

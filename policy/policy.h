@@ -5,9 +5,7 @@
  * file. Loading is strict: an unknown key or a bad value is an error whose
  * message names the key, so a typo never silently weakens containment.
  *
- * Error convention (whole project): functions return 0 or a negative
- * errno-style code; on error a human message is written to the caller's
- * buffer (struct dg_err) saying what failed and on what.
+ * Errors follow the project's convention (base/base.h).
  */
 #ifndef DG_POLICY_H
 #define DG_POLICY_H
@@ -18,28 +16,7 @@
 
 #include <jansson.h>
 
-/* A fixed-size error message buffer, filled by the function that failed. */
-#define DG_ERR_MAX 512
-struct dg_err {
-	char msg[DG_ERR_MAX];
-};
-
-/* Formats msg into err (when err is not NULL) and returns code, which must be
- * a negative errno value, so callers can write `return dg_err_set(...)`. */
-int dg_err_set(struct dg_err *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Quoting untrusted text into messages (policy/show.c): control bytes and
- * non-ASCII as \xNN, with quoted also '"' and '\\' escaped, cut after max
- * bytes with "...". out gets at most out_len - 1 characters. */
-#define DG_SHOW_MAX 64
-#define DG_SHOW_BUF (DG_SHOW_MAX * 4 + 4)
-#define DG_SHOW_VALUE_BUF (DG_SHOW_BUF + 8)
-void dg_show_bytes(const char *in, size_t len, size_t max, bool quoted, char *out, size_t out_len);
-void dg_show_str(const char *in, size_t max, bool quoted, char *out, size_t out_len);
-/* Describes a JSON value: scalars as written (strings quoted, escaped and
- * cut), containers by kind ("an object"). */
-void dg_show_value(const json_t *v, char *out, size_t out_len);
+#include "base/base.h"
 
 /* Bounds on what a policy may ask for. A value outside [MIN, MAX] is refused
  * at load time with the key's name. */

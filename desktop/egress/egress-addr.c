@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "desktop/egress-priv.h"
+#include "desktop/egress/egress-priv.h"
 
 struct range4 {
 	uint32_t net;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "desktop/egress-priv.h"
+#include "desktop/egress/egress-priv.h"
 
 static int bad(struct dg_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(struct dg_err *err, const char *fmt, ...)

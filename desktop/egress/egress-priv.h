@@ -1,48 +1,6 @@
-/* The egress proxy: the only way from a session's jail to the network.
- *
- * One process serves every session. Each jail's network namespace has only
- * loopback; the spawner creates a TCP socket listening on 127.0.0.1:3128
- * inside it and the gateway hands that listener to this process with the
- * session's id. Chromium in the jail uses it as its proxy, exec'd programs
- * get HTTP_PROXY/HTTPS_PROXY; nothing in the jail resolves names.
- *
- * The process runs in the host's network namespace as DG_EGRESS_UID, with
- * no groups, no capabilities and no_new_privs, dies with its parent, and
- * keeps its own copy of the compiled policy. Per connection it reads one
- * HTTP/1.x request head (bounded in size and time), which must be
- * `CONNECT host:port` or an absolute-form `METHOD http://host[:port]/...`;
- * decides host:port with the policy's "egress" allowlist
- * (dg_policy_decide_egress: a policy without rules allows nothing); resolves
- * the name once without blocking its loop; refuses the connection when any
- * address the name has is not public (dg_egress_addr_check); connects to
- * exactly the address it checked; then relays bytes both ways with bounded
- * buffers. Every decision and every close is reported to the gateway as an
- * event (below) for the session's recording.
- *
- * A connection whose first byte is 5 is SOCKS5, which only Chromium's
- * WebSockets use (see "SOCKS5" below): host:port is decided the same way,
- * then the WebSocket's URL with the session's "urls" rules before the origin
- * is connected.
- *
- * What is checked is the request head only: after it, bytes go on verbatim
- * both ways. A client that pipelines more requests on an absolute-form
- * connection reaches only the same origin address, which was told
- * "Connection: close"; an HTTPS tunnel's content is never seen.
- *
- * Single-threaded epoll loop; glibc's getaddrinfo_a runs its lookups in its
- * own helper threads, which is the one exception (they only resolve). Once
- * set up, before it says it is ready, the proxy confines itself with its own
- * seccomp filter (dg_egress_seccomp_install): its helper threads too.
- *
- * In `deskgate serve` the spawner starts the proxy (dg_egress_spawn, on the
- * gateway's {"op":"egress"} request) and hands its channel to the gateway;
- * when the proxy dies the gateway asks for another one and hands it every
- * live session again (gateway/egress-link.c). Other commands (audit, live)
- * start their own with dg_egress_start.
- *
- * Files: egress.c (process, loop, relay, the gateway's side), egress-http.c
- * (request heads), egress-addr.c (address ranges, resolver overrides),
- * egress-seccomp.c (the filter).
+/* Internals of the egress proxy (desktop/egress/egress.h): its limits, its
+ * seccomp filter, and the parsers and address checks its loop uses, which
+ * the unit tests and fuzzers call directly.
  */
 #ifndef DG_EGRESS_PRIV_H
 #define DG_EGRESS_PRIV_H
@@ -55,13 +13,13 @@
 
 #include <jansson.h>
 
+#include "base/base.h"
+#include "desktop/egress/egress.h"
+#include "desktop/proto/proto.h"
 #include "policy/policy.h"
 
-/* The proxy's own uid and gid: neither the gateway's (0x5fffffff) nor any
- * jail's or worker's. */
-#define DG_EGRESS_UID 0x5ffffffeu
-
-/* ---- limits --------------------------------------------------------------- */
+/* ---- limits (those the gateway's side relies on are in desktop/proto/proto.h)
+ */
 
 #define DG_EGRESS_HEAD_MAX (16 * 1024)          /* bytes of a request head, final CRLFCRLF
 						 * included */
@@ -76,10 +34,6 @@
 #define DG_EGRESS_LINGER_BYTES (64 * 1024)      /* discarded at most while lingering */
 #define DG_EGRESS_BUF (32 * 1024)               /* relay buffer per direction per connection */
 #define DG_EGRESS_SESSIONS_MAX 256              /* sessions served at once */
-#define DG_EGRESS_SESSION_CONNS_MAX 64          /* open connections per session; the next
-						 * gets 429 */
-#define DG_EGRESS_SESSION_REFUSING_MAX 16       /* 429 answers in flight per session beyond
-						 * the cap; past them a connection is closed unanswered */
 #define DG_EGRESS_CONNS_MAX 1024                /* connections of all sessions; past it a new
 						 * one gets one try at a 503 and is closed */
 #define DG_EGRESS_SESSION_BYTES_MAX (1ull << 30) /* relayed bytes per session, both ways */
@@ -91,155 +45,9 @@
 #define DG_EGRESS_EPOLL_BATCH 64                /* events per epoll_wait */
 #define DG_EGRESS_EVENTS_MAX 1024               /* events queued while the gateway does not
 						 * read; more are dropped and counted */
-#define DG_EGRESS_OVERRIDES_MAX 16              /* entries of dg_egress_opts.resolve */
 #define DG_EGRESS_NOFILE 4096                   /* RLIMIT_NOFILE of the proxy: above
 						 * 2 * CONNS_MAX + SESSIONS_MAX + a few */
-#define DG_EGRESS_START_MS 5000                 /* dg_egress_start waits this long for "ready" */
-#define DG_EGRESS_STOP_MS 2000                  /* dg_egress_stop waits this long before SIGKILL */
 #define DG_EGRESS_REASON_MAX 400                /* bytes of an event's reason */
-#define DG_EGRESS_CONN_NUMBER_MAX (1ull << 53)  /* an add's "conns_before": connection
-						 * numbers stay exact in every JSON reader */
-
-/* ---- the gateway's side --------------------------------------------------- */
-
-/* A handle on a proxy: its pid and the owner's end of a SOCK_SEQPACKET
- * socketpair (non-blocking, close-on-exec). The gateway adopts fd into its
- * event loop and calls dg_egress_recv when it is readable. pid is -1 in a
- * handle on a proxy this process did not fork (the gateway's, on the
- * spawner's child): dg_egress_stop then only closes the channel.
- * Note: policy/policy-priv.h has a struct of the same name (a compiled
- * egress pattern); no file includes both. */
-struct dg_egress {
-	pid_t pid;
-	int fd;
-};
-
-struct dg_egress_opts {
-	/* Test-only resolver override: names that map to a fixed address and
-	 * skip the address-range check (so tests can point "allowed.test" and
-	 * "denied.test" at loopback servers). Each entry "NAME:PORT=IP:PORT",
-	 * NAME a canonical host (dg_url_parse's rules), IP a dotted quad or a
-	 * bracketed IPv6 address; at most DG_EGRESS_OVERRIDES_MAX. The egress
-	 * allowlist still applies to NAME:PORT. */
-	const char *const *resolve;
-	int n_resolve;
-	bool verbose; /* one line on stderr per event */
-	/* Test-only: when non-zero, replace the named default, lower only
-	 * (a larger value is clamped to the default). */
-	int head_timeout_ms;
-	int connect_timeout_ms;
-	int idle_timeout_ms;
-	uint64_t session_bytes_max;
-	/* Test-only: run without the seccomp filter, so that LeakSanitizer can
-	 * check the proxy's memory when it exits (its stop-the-world needs a
-	 * non-thread clone and ptrace, which the filter kills). Ignored by
-	 * dg_egress_configure. */
-	bool no_seccomp;
-};
-
-/* Forks the proxy. Call while still root, before the gateway drops its
- * privileges: the child sets PR_SET_PDEATHSIG, raises its descriptor limit
- * to DG_EGRESS_NOFILE, drops to DG_EGRESS_UID with no groups and no
- * capabilities (bounding set included), sets no_new_privs, and keeps its own
- * copy of the compiled policy p (inherited by fork: the caller may free its
- * own afterwards). o may be NULL. Returns once the child reported that it
- * dropped its privileges and installed its seccomp filter (unless
- * o->no_seccomp; bounded by DG_EGRESS_START_MS): 0, or a negative
- * errno with err naming what failed (a bad override, the child's own
- * report). */
-int dg_egress_start(struct dg_egress *e, const struct dg_policy *p, const struct dg_egress_opts *o,
-		    struct dg_err *err);
-
-/* For `deskgate serve`: checks o (as dg_egress_start does; no_seccomp is
- * ignored) and keeps it, the overrides parsed, for dg_egress_spawn. Call
- * once, before dg_spawner_start: the spawner inherits what was kept, so the
- * options of every proxy are fixed when deskgate starts and nothing the
- * gateway sends later can change them. Returns 0 or -EINVAL with err. */
-int dg_egress_configure(const struct dg_egress_opts *o, struct dg_err *err);
-
-/* For the spawner: starts a proxy as dg_egress_start does, with the options
- * dg_egress_configure kept and the built-in default policy, which allows no
- * egress (every session's add carries its own list). The caller owns the
- * child (reaps it) and hands e->fd on. Returns 0 or a negative errno. */
-int dg_egress_spawn(struct dg_egress *e, struct dg_err *err);
-
-/* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
- * caller keeps its copy and closes it when done; the gateway keeps it for
- * the session's life, to hand it to a restarted proxy; the proxy makes the
- * shared file description non-blocking). session_id must pass
- * dg_session_id_valid. p: the policy the session runs under, whose "egress"
- * list and "urls" section (for the WebSockets of the SOCKS front) are sent
- * along and decide for it (NULL: the policy the proxy was started with). The
- * add message must fit DG_SEQ_MAX (64 KiB): a policy whose lists are larger
- * is refused here. The proxy answers with an "egress_session" event (ok or
- * the reason it refused). */
-int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
-		  const struct dg_policy *p, struct dg_err *err);
-
-/* The same for a session an earlier proxy served: its connections are
- * numbered from conns_before + 1 (at most DG_EGRESS_CONN_NUMBER_MAX), so
- * that numbers stay unique in the session's recording. */
-int dg_egress_add_after(struct dg_egress *e, const char *session_id, int listen_fd,
-			const struct dg_policy *p, uint64_t conns_before, struct dg_err *err);
-
-/* Stops accepting for the session and closes all its connections (each gets
- * its "egress_closed" event), then an "egress_session" event. */
-int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err *err);
-
-/* One event from the proxy if one is waiting: 1 (*ev set, caller owns it),
- * 0 none, < 0 the proxy is gone (-EPIPE) or broke the protocol (-EPROTO):
- * stop it. */
-int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err);
-
-/* Closes the channel (the proxy then closes everything and exits), waits up
- * to DG_EGRESS_STOP_MS, kills it if needed and reaps it. Idempotent. */
-void dg_egress_stop(struct dg_egress *e);
-
-/* Events, one JSON object per datagram:
- *   {"event":"egress_ready","pid":P}                       once, at start
- *   {"event":"egress","session":ID,"conn":N,"method":M,"target":"host:port",
- *    "verdict":"allow"|"deny","rule":R,"reason":TEXT,"address":"ip:port"}
- *       at each decision; method and target when the request was read,
- *       address when one was chosen; R is "egress.allow[i]" (allowed),
- *       "egress.default" (no pattern), "egress.address" (a non-public
- *       address), "egress.resolve" (lookup failed or timed out),
- *       "egress.request" (a malformed or incomplete request head),
- *       "egress.caps" (a connection or byte cap). A connection may have two:
- *       allow, then deny "egress.caps" when its session's byte cap is hit.
- *       An allowed connection whose origin fails is answered 502 (refused)
- *       or 504 (connect timeout) with X-Deskgate-Rule "egress.connect"; that
- *       is no new decision: the reason is in its "egress_closed" error.
- *   {"event":"decision","session":ID,"conn":N,"layer":"browser","via":"egress",
- *    "method":"GET","resource":"WebSocket","target":"websocket","url":URL|null,
- *    "origin":"wss://host[:port]" (url null),"verdict","rule","reason"}
- *       a WebSocket of the SOCKS front decided by the "urls" rules, in the
- *       shape of the browser's requests the guard holds: url the ws:// URL
- *       of the handshake; for wss:// (a TLS record first) only the origin,
- *       decided by dg_policy_decide_ws_origin. "ask" is reported as deny.
- *       A refused one is answered 403 in the tunnel (ws://) or closed
- *       (wss://) and has no "egress" event; an allowed one has its "egress"
- *       allow (method "SOCKS5") once connected.
- *   {"event":"egress_closed","session":ID,"conn":N,"bytes_up":U,
- *    "bytes_down":D,"duration_ms":T,"error":TEXT|null}
- *       when a connection that had an "egress" event closes; bytes are
- *       those relayed (client -> origin, origin -> client)
- *   {"event":"egress_session","session":ID,"op":"add"|"remove","ok":B,
- *    "error":TEXT (when !ok),"closed":K (remove)}
- *   {"event":"egress_dropped","dropped":K}   K events were dropped (queue full)
- *   {"event":"egress_error","error":TEXT}    a control message was ignored
- * N numbers a session's connections from 1 (from conns_before + 1 when
- * the add said so), in accept order.
- */
-
-/* Control messages (gateway -> proxy), one datagram each:
- *   {"op":"add","session":ID,"egress":[...],"urls":{...},"conns_before":K}
- *   with exactly one descriptor, a listening TCP socket ("egress": the
- *   session's own allowlist, optional; "urls": its urls section, for the
- *   WebSockets of the SOCKS front, optional; "conns_before": optional, 0 ..
- *   DG_EGRESS_CONN_NUMBER_MAX); {"op":"remove","session":ID}. The gateway
- *   is more trusted than the proxy's clients: a malformed message is
- *   logged, reported as "egress_error" and ignored. When the channel
- *   closes, the proxy exits. */
 
 /* ---- the proxy's seccomp filter (egress-seccomp.c) ---------------------- */
 

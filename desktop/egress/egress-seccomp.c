@@ -3,7 +3,7 @@
  * The proxy is one known program: an epoll loop over descriptors it was
  * handed or accepted, outgoing TCP connections, and glibc's resolver, run by
  * getaddrinfo_a in helper threads. Its filter is therefore far narrower
- * than the jail's (desktop/seccomp.c, which must run arbitrary programs),
+ * than the jail's (desktop/spawner/seccomp.c, which must run arbitrary programs),
  * and its default is to kill the process rather than answer EPERM: a call
  * outside this list is a bug or an attack in progress, never something the
  * proxy copes with, and a dead proxy is restarted by the gateway (which gives
@@ -50,7 +50,9 @@
 #include <linux/sched.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <seccomp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -58,8 +60,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "desktop/egress-priv.h"
-#include "desktop/seccomp-priv.h"
+#include "desktop/egress/egress-priv.h"
 
 #if !defined(__x86_64__)
 #error "the egress filter is written for x86_64 (syscall numbers, int 0x80 and x32 handling)"
@@ -100,10 +101,26 @@ static const struct esc egress_allow[] = {
 	ESC(getrandom),
 };
 
+static void ctx_release(scmp_filter_ctx *ctx)
+{
+	if (*ctx)
+		seccomp_release(*ctx);
+}
+
+/* One rule, with a message naming the syscall and what the rule is for. */
+static int rule(scmp_filter_ctx ctx, struct dg_err *err, uint32_t action, int nr,
+		const char *name, const char *what, unsigned n, const struct scmp_arg_cmp *cmp)
+{
+	int r = seccomp_rule_add_exact_array(ctx, action, nr, n, cmp);
+	if (r < 0)
+		return dg_err_set(err, r, "seccomp rule for %s (%s): %s", name, what, strerror(-r));
+	return 0;
+}
+
 static int allow(scmp_filter_ctx ctx, struct dg_err *err, int nr, const char *name,
 		 const char *what, unsigned n, const struct scmp_arg_cmp *cmp)
 {
-	return dg_seccomp_rule(ctx, err, SCMP_ACT_ALLOW, nr, name, what, n, cmp);
+	return rule(ctx, err, SCMP_ACT_ALLOW, nr, name, what, n, cmp);
 }
 
 static int add_clone(scmp_filter_ctx ctx, struct dg_err *err)
@@ -116,7 +133,7 @@ static int add_clone(scmp_filter_ctx ctx, struct dg_err *err)
 	struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, LOW32 & ~optional, thread);
 	int r = allow(ctx, err, __NR_clone, "clone", "thread flags only", 1, &c);
 	if (r == 0)
-		r = dg_seccomp_rule(ctx, err, SCMP_ACT_ERRNO(ENOSYS), __NR_clone3, "clone3", "ENOSYS",
+		r = rule(ctx, err, SCMP_ACT_ERRNO(ENOSYS), __NR_clone3, "clone3", "ENOSYS",
 				    0, NULL);
 	return r;
 }
@@ -152,7 +169,7 @@ static int add_socket(scmp_filter_ctx ctx, struct dg_err *err)
 	}
 	if (r == 0) {
 		struct scmp_arg_cmp nl = SCMP_A0_64(SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK);
-		r = dg_seccomp_rule(ctx, err, SCMP_ACT_ERRNO(EAFNOSUPPORT), __NR_socket, "socket",
+		r = rule(ctx, err, SCMP_ACT_ERRNO(EAFNOSUPPORT), __NR_socket, "socket",
 				    "AF_NETLINK: EAFNOSUPPORT", 1, &nl);
 	}
 	return r;
@@ -185,7 +202,7 @@ int dg_egress_seccomp_install(struct dg_err *err)
 {
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return dg_err_set(err, -errno, "egress seccomp: no_new_privs: %s", strerror(errno));
-	__attribute__((cleanup(dg_seccomp_release))) scmp_filter_ctx ctx =
+	__attribute__((cleanup(ctx_release))) scmp_filter_ctx ctx =
 		seccomp_init(SCMP_ACT_KILL_PROCESS);
 	if (!ctx)
 		return dg_err_set(err, -ENOMEM, "egress seccomp: seccomp_init failed");

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/ipc-priv.h"
+#include "desktop/proto/proto.h"
 
 size_t dg_ipc_max(uint32_t type)
 {

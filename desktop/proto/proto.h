@@ -1,20 +1,112 @@
-/* Typed, length-prefixed messages between deskgate's processes (owner and
- * worker today; spawner and egress later). Every channel is an inherited
- * socketpair: no path names it.
+/* proto: every channel between deskgate's processes, and each child
+ * process's client side (the parent's half: OpenSSH's monitor_wrap idea).
  *
- * A message is an 8-byte header {u32 type, u32 length} in host byte order
- * (both ends are on one machine) followed by length bytes. Each type has its
- * own size cap; a message of an unknown type or over its cap is a protocol
- * violation: the receiver stops talking to that peer (and, when the peer is
- * less trusted, ends it). It never grows a buffer past the cap.
+ * The processes are the gateway (gateway/), the spawner (desktop/spawner/,
+ * root), the egress proxy (desktop/egress/) and one worker per desktop
+ * (desktop/worker/). Every channel is an inherited socketpair: no path names
+ * it. What crosses a channel is defined here and only here: the message
+ * types and their size caps, the names both ends check (instance, session
+ * ids, desktop profiles and sizes), the host ids each process runs as, and
+ * the stubs a parent calls to talk to its child:
+ *   the worker   dg_worker_* (worker-client.c): started by fork + exec of
+ *                `deskgate worker` (desktop/worker/worker.h) by whoever holds
+ *                its desktop, spoken to by whoever owns the session;
+ *   the spawner  dg_spawner_request/recv/stop (spawner-client.c); forked by
+ *                `deskgate serve` with dg_spawner_start (desktop/spawner/);
+ *   the proxy    dg_egress_add/remove/recv/stop (egress-client.c); forked
+ *                with dg_egress_start or, by the spawner, dg_egress_spawn
+ *                (desktop/egress/egress.h).
+ * Starting a forked child runs that child's own code, so the start
+ * functions live with the child; this folder links none of them.
+ *
+ * Framing (ipc.c). A stream message is an 8-byte header {u32 type, u32
+ * length} in host byte order (both ends are on one machine) followed by
+ * length bytes. Each type has its own size cap; a message of an unknown type
+ * or over its cap is a protocol violation: the receiver stops talking to
+ * that peer (and, when the peer is less trusted, ends it). It never grows a
+ * buffer past the cap. The spawner's and the proxy's channels are datagram
+ * channels with descriptor passing (dg_seq_*, below).
  */
-#ifndef DG_IPC_PRIV_H
-#define DG_IPC_PRIV_H
+#ifndef DG_PROTO_H
+#define DG_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include <jansson.h>
+
+#include "base/base.h"
 #include "policy/policy.h"
+
+/* ---- host ids: who runs as whom (names.c) ------------------------------ */
+
+/* Host uids/gids given to jails: slot N maps the jail's user to
+ * DG_JAIL_ID_BASE + N on the host. The range is far above ordinary and
+ * subordinate (/etc/subuid) ranges, so the ids own no files on the host. */
+#define DG_JAIL_ID_BASE 0x60000000u
+#define DG_JAIL_SLOTS 65536u
+
+/* Worker uids follow the jail uids: the worker of the jail in slot N runs as
+ * DG_WORKER_ID_BASE + N, neither the owner's uid nor the jail's. */
+#define DG_WORKER_ID_BASE (DG_JAIL_ID_BASE + DG_JAIL_SLOTS)
+
+/* The egress proxy's own uid and gid: neither the gateway's (0x5fffffff) nor any
+ * jail's or worker's. */
+#define DG_EGRESS_UID 0x5ffffffeu
+
+/* ---- the instance (names.c) --------------------------------------------- */
+
+/* The instance: the name of one deskgate (a gateway, an exec, a test run) on
+ * this host. Slots (and so uids) are shared by every instance on a host
+ * through the slot locks; the instance says whose a jail is: its cgroups
+ * live under deskgate/<instance>/, its slot lock names it, its worker
+ * carries it (argv), so that instances beside each other (a user's gateway,
+ * CI, a second gateway) never take each other's jails for their own.
+ * Grammar: [a-z0-9][a-z0-9-]*, at most DG_INSTANCE_MAX bytes, not starting
+ * with "jail-". */
+#define DG_INSTANCE_MAX 32
+#define DG_INSTANCE_ENV "DESKGATE_INSTANCE"
+#define DG_INSTANCE_FALLBACK "deskgate"
+
+bool dg_instance_valid(const char *id);
+
+/* Sets this process's instance; -EINVAL (err says why) for a bad name.
+ * Call before the first jail starts. */
+int dg_instance_set(const char *id, struct dg_err *err);
+
+/* Chooses the instance from the environment: DESKGATE_INSTANCE when set
+ * (-EINVAL when it is not a valid name), else the host name made valid
+ * (lowercase, other bytes as '-', cut at DG_INSTANCE_MAX), else
+ * DG_INSTANCE_FALLBACK. Programs call it once at start. */
+int dg_instance_init(struct dg_err *err);
+
+/* This process's instance (dg_instance_init's choice when nothing set it). */
+const char *dg_instance(void);
+
+/* ---- sessions and desktops (names.c) ------------------------------------ */
+
+#define DG_SESSION_ID_MAX 64          /* [a-z0-9-] */
+
+bool dg_session_id_valid(const char *id);
+
+enum dg_profile { DG_PROFILE_XTERM = 0, DG_PROFILE_BROWSER = 1 };
+
+#define DG_DESKTOP_WIDTH_DEFAULT 1280
+#define DG_DESKTOP_HEIGHT_DEFAULT 800
+#define DG_DESKTOP_WIDTH_MIN 320
+#define DG_DESKTOP_HEIGHT_MIN 200
+#define DG_DESKTOP_WIDTH_MAX 3840
+#define DG_DESKTOP_HEIGHT_MAX 2160
+/* "xterm" or "browser". Returns 0 or -EINVAL. */
+int dg_profile_parse(const char *name, enum dg_profile *p);
+const char *dg_profile_name(enum dg_profile p);
+
+/* Parses "WxH" within the desktop bounds. */
+int dg_desktop_parse_size(const char *text, int *w, int *h, struct dg_err *err);
+
+/* ---- framing (ipc.c) ----------------------------------------------------- */
 
 enum dg_msg_type {
 	DG_MSG_ACTION = 1, /* owner -> worker: {"id":N,"action":{canonical action}} */
@@ -76,5 +168,260 @@ int dg_seq_send(int fd, const char *json, size_t len, const int *fds, int nfds);
  * none is waiting (non-blocking socket), -EPIPE at end of stream, -EPROTO. */
 int dg_seq_recv(int fd, char *buf, size_t cap, size_t *len, int *fds, int *nfds,
 		struct dg_err *err);
+
+/* ---- the worker's channel (worker-client.c) ----------------------------- */
+
+/* Descriptors `deskgate worker` is started with (dg_worker_start). */
+#define DG_WORKER_FD_CTL 3   /* socketpair to the owner (typed messages) */
+#define DG_WORKER_FD_RFB 4   /* RFB stream to Xvnc */
+#define DG_WORKER_FD_CDP_OUT 5 /* browser: DevTools commands (Chromium's fd 3) */
+#define DG_WORKER_FD_CDP_IN 6  /* browser: DevTools replies (Chromium's fd 4) */
+
+#define DG_WORKER_READY_MS 20000
+
+/* A desktop's channels as its driver gets them: what dg_worker_start hands
+ * the worker. Filled by dg_desktop_start (desktop/spawner/spawner.h, whose
+ * struct dg_desktop holds one); the descriptors are the host's ends, owned
+ * by whoever holds the struct until dg_worker_start takes them. */
+struct dg_desktop_io {
+	enum dg_profile profile;
+	int width, height;
+	uint32_t slot;     /* the desktop's jail slot: its worker runs as
+			    * DG_WORKER_ID_BASE + slot */
+	int rfb_fd;        /* RFB stream to Xvnc (inetd mode) */
+	int cdp_out_fd;    /* browser: DevTools commands to Chromium (its fd 3) */
+	int cdp_in_fd;     /* browser: DevTools replies and events (its fd 4) */
+};
+
+/* The owner's handle on a worker. Owned by the process that started it. */
+struct dg_worker {
+	pid_t pid;
+	int pidfd;
+	int ctl;                   /* socketpair end, non-blocking */
+	struct dg_ipc_reader *rd;  /* owned */
+	long long next_id;
+	char *ready;               /* the READY message (JSON), once received */
+	/* Decides the browser's requests in the blocking helpers below
+	 * (dg_worker_wait_ready, dg_worker_act); NULL: the built-in default.
+	 * Borrowed: must outlive the worker. Set it after dg_worker_start,
+	 * which clears the struct. */
+	const struct dg_policy *policy;
+};
+
+/* The deskgate binary that runs workers: /proc/self/exe unless a program
+ * that is not deskgate itself (a test) names it. Call before starting. */
+void dg_worker_set_binary(const char *path);
+
+/* Forks and executes `deskgate worker` for desktop d as its own uid, handing
+ * it the desktop's RFB and DevTools descriptors (closed in d afterwards).
+ * Returns 0 or a negative errno. */
+int dg_worker_start(struct dg_desktop_io *d, struct dg_worker *w, struct dg_err *err);
+
+/* Waits (blocking, bounded) for the worker's READY message. */
+int dg_worker_wait_ready(struct dg_worker *w, int timeout_ms, struct dg_err *err);
+
+/* Sends one action message: {"id":N,"action":ACTION_JSON,"size":[w,h]}, size
+ * omitted when out_w is 0. Returns the id (> 0) or a negative errno. */
+long long dg_worker_send_action(struct dg_worker *w, const char *action_json, int out_w, int out_h,
+				struct dg_err *err);
+
+/* Receives one message if a whole one is ready: returns 1 (type, data, len
+ * set; data valid until the next call), 0 when none is, or a negative errno
+ * when the worker closed the channel or broke the protocol (then it must be
+ * stopped). */
+int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, size_t *len,
+		   struct dg_err *err);
+
+/* Blocking convenience for command-line tools: sends an action and waits up
+ * to timeout_ms for its RESULT (malloc'd JSON) and FRAME (malloc'd PNG, NULL
+ * when the action shows no screen). Events that arrive meanwhile are passed
+ * to on_event when it is not NULL. */
+int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int out_h,
+		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
+		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err);
+
+/* Decides a DG_MSG_REQUEST (a browser request the worker holds) under
+ * policy (NULL: the built-in default) with dg_policy_decide_url, ask
+ * counting as deny, and sends the verdict on ctl (the worker's channel).
+ * d gets the decision; with
+ * request non-NULL, *request gets the parsed message (caller frees).
+ * Returns 0, -EPROTO for a malformed message, or a send error. */
+int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
+			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
+			     struct dg_err *err);
+
+/* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
+void dg_worker_stop(struct dg_worker *w);
+
+/* ---- the spawner's channel (spawner-client.c) --------------------------- */
+
+#define DG_SPAWNER_SESSIONS_MAX 256   /* sessions one spawner serves at once */
+#define DG_SPAWNER_POOL_MAX 64        /* warm desktops of one profile */
+#define DG_EXEC_ARGV_MAX 256
+#define DG_EXEC_ARG_MAX 4096
+#define DG_EXEC_STDIN_MAX (32 * 1024)
+
+struct dg_spawner {
+	pid_t pid;
+	int fd;               /* SOCK_SEQPACKET, to the spawner */
+	long long next_req;
+};
+
+/* Sends a request (req is stolen; a "req" number is added and returned, > 0):
+ *   {"op":"create","session":ID,"profile":P,"width":W,"height":H,"limits":{...},
+ *    "strict":BOOL (optional, dg_desktop_spec.strict)}
+ *      -> {"req":N,"ok":true,"session":ID,"slot":S,"start_ms":T} + two
+ *         descriptors: the worker's channel (see dg_worker_*) and the egress
+ *         listener in the jail's network namespace (for the egress proxy);
+ *         or {"req":N,"ok":false,"error":...}
+ *   {"op":"destroy","session":ID} -> {"req":N,"ok":true}
+ *   {"op":"pool","xterm":N,"browser":N,"limits":{...},"strict":B} -> {"req":N,"ok":true}:
+ *      keep N desktops of each profile started ahead (default size, these
+ *      limits and strictness); a create that fits takes one ("warm":true in
+ *      its reply) and another starts behind it; a desktop is never reused.
+ *   {"op":"egress"} -> {"req":N,"ok":true,"pid":P} + one descriptor: the
+ *      channel of a new egress proxy (dg_egress_* below), started with
+ *      the options dg_egress_configure fixed before the spawner was forked;
+ *      one it started earlier is killed first. The spawner reaps it (and
+ *      logs how it ended); the gateway's handle on it has pid -1.
+ *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
+ *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result
+ *         {"ok","exit_code","stdout","stderr","stdout_truncated",
+ *          "stderr_truncated","timed_out","duration_ms"} and closes.
+ * Unrequested: {"event":"ended","session":ID,"reason":...}. */
+int dg_spawner_request(struct dg_spawner *sp, json_t *req, struct dg_err *err);
+
+/* Receives one message if one is waiting: 1 (msg and fds set; the caller
+ * owns both), 0, or a negative errno (-EPIPE: the spawner is gone). */
+int dg_spawner_recv(struct dg_spawner *sp, json_t **msg, int *fds, int *nfds, struct dg_err *err);
+
+/* Closes the channel (the spawner then ends every session and exits) and
+ * reaps it. */
+void dg_spawner_stop(struct dg_spawner *sp);
+
+/* ---- the egress proxy's channel (egress-client.c) ----------------------- */
+
+#define DG_EGRESS_OVERRIDES_MAX 16              /* entries of dg_egress_opts.resolve */
+#define DG_EGRESS_START_MS 5000                 /* dg_egress_start waits this long for "ready" */
+#define DG_EGRESS_STOP_MS 2000                  /* dg_egress_stop waits this long before SIGKILL */
+#define DG_EGRESS_SESSION_CONNS_MAX 64          /* open connections per session; the next
+						 * gets 429 */
+#define DG_EGRESS_SESSION_REFUSING_MAX 16       /* 429 answers in flight per session beyond
+						 * the cap; past them a connection is closed unanswered */
+#define DG_EGRESS_CONN_NUMBER_MAX (1ull << 53)  /* an add's "conns_before": connection
+						 * numbers stay exact in every JSON reader */
+
+/* A handle on a proxy: its pid and the owner's end of a SOCK_SEQPACKET
+ * socketpair (non-blocking, close-on-exec). The gateway adopts fd into its
+ * event loop and calls dg_egress_recv when it is readable. pid is -1 in a
+ * handle on a proxy this process did not fork (the gateway's, on the
+ * spawner's child): dg_egress_stop then only closes the channel.
+ * Note: policy/policy-priv.h has a struct of the same name (a compiled
+ * egress pattern); no file includes both. */
+struct dg_egress {
+	pid_t pid;
+	int fd;
+};
+
+struct dg_egress_opts {
+	/* Test-only resolver override: names that map to a fixed address and
+	 * skip the address-range check (so tests can point "allowed.test" and
+	 * "denied.test" at loopback servers). Each entry "NAME:PORT=IP:PORT",
+	 * NAME a canonical host (dg_url_parse's rules), IP a dotted quad or a
+	 * bracketed IPv6 address; at most DG_EGRESS_OVERRIDES_MAX. The egress
+	 * allowlist still applies to NAME:PORT. */
+	const char *const *resolve;
+	int n_resolve;
+	bool verbose; /* one line on stderr per event */
+	/* Test-only: when non-zero, replace the named default, lower only
+	 * (a larger value is clamped to the default). */
+	int head_timeout_ms;
+	int connect_timeout_ms;
+	int idle_timeout_ms;
+	uint64_t session_bytes_max;
+	/* Test-only: run without the seccomp filter, so that LeakSanitizer can
+	 * check the proxy's memory when it exits (its stop-the-world needs a
+	 * non-thread clone and ptrace, which the filter kills). Ignored by
+	 * dg_egress_configure. */
+	bool no_seccomp;
+};
+
+/* Hands over a session's listening socket (duplicated by SCM_RIGHTS: the
+ * caller keeps its copy and closes it when done; the gateway keeps it for
+ * the session's life, to hand it to a restarted proxy; the proxy makes the
+ * shared file description non-blocking). session_id must pass
+ * dg_session_id_valid. p: the policy the session runs under, whose "egress"
+ * list and "urls" section (for the WebSockets of the SOCKS front) are sent
+ * along and decide for it (NULL: the policy the proxy was started with). The
+ * add message must fit DG_SEQ_MAX (64 KiB): a policy whose lists are larger
+ * is refused here. The proxy answers with an "egress_session" event (ok or
+ * the reason it refused). */
+int dg_egress_add(struct dg_egress *e, const char *session_id, int listen_fd,
+		  const struct dg_policy *p, struct dg_err *err);
+
+/* The same for a session an earlier proxy served: its connections are
+ * numbered from conns_before + 1 (at most DG_EGRESS_CONN_NUMBER_MAX), so
+ * that numbers stay unique in the session's recording. */
+int dg_egress_add_after(struct dg_egress *e, const char *session_id, int listen_fd,
+			const struct dg_policy *p, uint64_t conns_before, struct dg_err *err);
+
+/* Stops accepting for the session and closes all its connections (each gets
+ * its "egress_closed" event), then an "egress_session" event. */
+int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err *err);
+
+/* One event from the proxy if one is waiting: 1 (*ev set, caller owns it),
+ * 0 none, < 0 the proxy is gone (-EPIPE) or broke the protocol (-EPROTO):
+ * stop it. */
+int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err);
+
+/* Closes the channel (the proxy then closes everything and exits), waits up
+ * to DG_EGRESS_STOP_MS, kills it if needed and reaps it. Idempotent. */
+void dg_egress_stop(struct dg_egress *e);
+
+/* Events, one JSON object per datagram:
+ *   {"event":"egress_ready","pid":P}                       once, at start
+ *   {"event":"egress","session":ID,"conn":N,"method":M,"target":"host:port",
+ *    "verdict":"allow"|"deny","rule":R,"reason":TEXT,"address":"ip:port"}
+ *       at each decision; method and target when the request was read,
+ *       address when one was chosen; R is "egress.allow[i]" (allowed),
+ *       "egress.default" (no pattern), "egress.address" (a non-public
+ *       address), "egress.resolve" (lookup failed or timed out),
+ *       "egress.request" (a malformed or incomplete request head),
+ *       "egress.caps" (a connection or byte cap). A connection may have two:
+ *       allow, then deny "egress.caps" when its session's byte cap is hit.
+ *       An allowed connection whose origin fails is answered 502 (refused)
+ *       or 504 (connect timeout) with X-Deskgate-Rule "egress.connect"; that
+ *       is no new decision: the reason is in its "egress_closed" error.
+ *   {"event":"decision","session":ID,"conn":N,"layer":"browser","via":"egress",
+ *    "method":"GET","resource":"WebSocket","target":"websocket","url":URL|null,
+ *    "origin":"wss://host[:port]" (url null),"verdict","rule","reason"}
+ *       a WebSocket of the SOCKS front decided by the "urls" rules, in the
+ *       shape of the browser's requests the guard holds: url the ws:// URL
+ *       of the handshake; for wss:// (a TLS record first) only the origin,
+ *       decided by dg_policy_decide_ws_origin. "ask" is reported as deny.
+ *       A refused one is answered 403 in the tunnel (ws://) or closed
+ *       (wss://) and has no "egress" event; an allowed one has its "egress"
+ *       allow (method "SOCKS5") once connected.
+ *   {"event":"egress_closed","session":ID,"conn":N,"bytes_up":U,
+ *    "bytes_down":D,"duration_ms":T,"error":TEXT|null}
+ *       when a connection that had an "egress" event closes; bytes are
+ *       those relayed (client -> origin, origin -> client)
+ *   {"event":"egress_session","session":ID,"op":"add"|"remove","ok":B,
+ *    "error":TEXT (when !ok),"closed":K (remove)}
+ *   {"event":"egress_dropped","dropped":K}   K events were dropped (queue full)
+ *   {"event":"egress_error","error":TEXT}    a control message was ignored
+ * N numbers a session's connections from 1 (from conns_before + 1 when
+ * the add said so), in accept order.
+ */
+
+/* Control messages (gateway -> proxy), one datagram each:
+ *   {"op":"add","session":ID,"egress":[...],"urls":{...},"conns_before":K}
+ *   with exactly one descriptor, a listening TCP socket ("egress": the
+ *   session's own allowlist, optional; "urls": its urls section, for the
+ *   WebSockets of the SOCKS front, optional; "conns_before": optional, 0 ..
+ *   DG_EGRESS_CONN_NUMBER_MAX); {"op":"remove","session":ID}. The gateway
+ *   is more trusted than the proxy's clients: a malformed message is
+ *   logged, reported as "egress_error" and ignored. When the channel
+ *   closes, the proxy exits. */
 
 #endif

@@ -22,9 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
-#include "desktop/ipc-priv.h"
-#include "desktop/worker-priv.h"
+#include "desktop/proto/proto.h"
 
 static long long now_ms(void)
 {
@@ -43,7 +41,7 @@ void dg_worker_set_binary(const char *path)
 /* In the forked child: becomes the worker. Only async-signal-safe calls. */
 /* The instance is in argv only so that the host (tests, operators) can tell
  * whose worker this is; the worker checks it and does nothing else with it. */
-__attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, int ctl, uid_t id,
+__attribute__((noreturn)) static void exec_worker(const struct dg_desktop_io *d, int ctl, uid_t id,
 						  const char *instance)
 {
 	char size[32], *const envp[] = {NULL};
@@ -75,7 +73,7 @@ __attribute__((noreturn)) static void exec_worker(const struct dg_desktop *d, in
 	_exit(127);
 }
 
-int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *err)
+int dg_worker_start(struct dg_desktop_io *d, struct dg_worker *w, struct dg_err *err)
 {
 	memset(w, 0, sizeof(*w));
 	w->pid = -1;
@@ -90,7 +88,7 @@ int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *er
 		close(sp[1]);
 		return dg_err_set(err, -ENOMEM, "worker: out of memory");
 	}
-	uid_t id = DG_WORKER_ID_BASE + d->jail.slot;
+	uid_t id = DG_WORKER_ID_BASE + d->slot;
 	const char *instance = dg_instance(); /* chosen before fork: the child only execs */
 	pid_t pid = fork();
 	if (pid < 0) {

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 
 #define DG_CGROUP_ROOT_DEFAULT "/sys/fs/cgroup"
 #define DG_CGROUP_GROUP "deskgate"

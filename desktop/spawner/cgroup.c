@@ -5,7 +5,7 @@
  * the same code fill a plain directory tree, which is how the tests check what
  * is written. Control files (cgroup.procs, cgroup.kill) are never created.
  */
-#include "desktop/cgroup-priv.h"
+#include "desktop/spawner/cgroup-priv.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 
 #define XVNC "/usr/bin/Xvnc"
 #define WINDOW_MANAGER "/usr/bin/matchbox-window-manager"
@@ -34,45 +34,6 @@ _Static_assert(DG_JAIL_EGRESS_PORT == 3128, "EGRESS_HOSTPORT names the listener'
 
 #define ARGV_MAX 64
 #define ARG_MAX_LEN (DG_DESKTOP_URL_MAX + 64)
-
-static const char *const profile_names[] = {"xterm", "browser"};
-
-int dg_profile_parse(const char *name, enum dg_profile *p)
-{
-	for (size_t i = 0; i < sizeof(profile_names) / sizeof(profile_names[0]); i++) {
-		if (strcmp(name, profile_names[i]) == 0) {
-			*p = (enum dg_profile)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-const char *dg_profile_name(enum dg_profile p)
-{
-	return (unsigned)p < sizeof(profile_names) / sizeof(profile_names[0]) ? profile_names[p] : "?";
-}
-
-int dg_desktop_parse_size(const char *text, int *w, int *h, struct dg_err *err)
-{
-	char *end;
-	errno = 0;
-	long x = strtol(text, &end, 10);
-	if (end == text || *end != 'x' || errno)
-		return dg_err_set(err, -EINVAL, "size \"%.32s\": expected WIDTHxHEIGHT", text);
-	const char *hs = end + 1;
-	long y = strtol(hs, &end, 10);
-	if (end == hs || *end != '\0' || errno)
-		return dg_err_set(err, -EINVAL, "size \"%.32s\": expected WIDTHxHEIGHT", text);
-	if (x < DG_DESKTOP_WIDTH_MIN || x > DG_DESKTOP_WIDTH_MAX || y < DG_DESKTOP_HEIGHT_MIN ||
-	    y > DG_DESKTOP_HEIGHT_MAX)
-		return dg_err_set(err, -ERANGE, "size %ldx%ld is outside %dx%d .. %dx%d", x, y,
-				  DG_DESKTOP_WIDTH_MIN, DG_DESKTOP_HEIGHT_MIN, DG_DESKTOP_WIDTH_MAX,
-				  DG_DESKTOP_HEIGHT_MAX);
-	*w = (int)x;
-	*h = (int)y;
-	return 0;
-}
 
 /* Argument vectors with their own storage, so the spec handed to the jail
  * points at memory that outlives the call. */
@@ -311,7 +272,7 @@ static const char *const display_env[] = {"DISPLAY=" DG_DESKTOP_DISPLAY, NULL};
 int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, struct dg_err *err)
 {
 	memset(d, 0, sizeof(*d));
-	d->rfb_fd = d->cdp_out_fd = d->cdp_in_fd = -1;
+	d->io.rfb_fd = d->io.cdp_out_fd = d->io.cdp_in_fd = -1;
 	d->jail.pid = -1;
 	if (spec->width < DG_DESKTOP_WIDTH_MIN || spec->width > DG_DESKTOP_WIDTH_MAX ||
 	    spec->height < DG_DESKTOP_HEIGHT_MIN || spec->height > DG_DESKTOP_HEIGHT_MAX)
@@ -374,14 +335,15 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 	}
 	if ((r = dg_jail_start(&js, &d->jail, err)))
 		goto out;
-	d->profile = spec->profile;
-	d->width = spec->width;
-	d->height = spec->height;
-	d->rfb_fd = l->rfb[0];
+	d->io.profile = spec->profile;
+	d->io.width = spec->width;
+	d->io.height = spec->height;
+	d->io.slot = d->jail.slot;
+	d->io.rfb_fd = l->rfb[0];
 	l->rfb[0] = -1;
 	if (spec->profile == DG_PROFILE_BROWSER) {
-		d->cdp_out_fd = l->cmd[1];
-		d->cdp_in_fd = l->reply[0];
+		d->io.cdp_out_fd = l->cmd[1];
+		d->io.cdp_in_fd = l->reply[0];
 		l->cmd[1] = l->reply[0] = -1;
 	}
 out:
@@ -396,9 +358,9 @@ out:
 
 void dg_desktop_destroy(struct dg_desktop *d)
 {
-	close_fd(&d->rfb_fd);
-	close_fd(&d->cdp_out_fd);
-	close_fd(&d->cdp_in_fd);
+	close_fd(&d->io.rfb_fd);
+	close_fd(&d->io.cdp_out_fd);
+	close_fd(&d->io.cdp_in_fd);
 	if (d->jail.pid > 0 || d->jail.cgroup)
 		dg_jail_destroy(&d->jail);
 }

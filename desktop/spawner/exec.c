@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 
 #define DG_EXEC_BUF 65536
 #define DG_EXEC_STATUS_TIMEOUT 124

@@ -27,9 +27,9 @@
 #include <unistd.h>
 #include <linux/landlock.h>
 
-#include "desktop/cgroup-priv.h"
-#include "desktop/jail-priv.h"
-#include "desktop/seccomp-priv.h"
+#include "desktop/spawner/cgroup-priv.h"
+#include "desktop/spawner/jail-priv.h"
+#include "desktop/spawner/seccomp-priv.h"
 
 /* The namespaces joined, user first: joining it grants the capabilities
  * needed to join the others, which it owns. pid last: it only applies to

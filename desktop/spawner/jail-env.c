@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desktop/jail-priv.h"
+#include "desktop/spawner/jail-priv.h"
 
 /* Host variables whose value is copied when it is short and plain: they
  * change how programs print, not what they can reach. */

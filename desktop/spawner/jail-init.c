@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/jail-priv.h"
-#include "desktop/seccomp-priv.h"
+#include "desktop/spawner/jail-priv.h"
+#include "desktop/spawner/seccomp-priv.h"
 
 extern char **environ;
 

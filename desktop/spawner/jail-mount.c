@@ -19,7 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "desktop/jail-priv.h"
+#include "desktop/spawner/jail-priv.h"
 
 /* Host directories bound read-only at the same path (when they exist as
  * directories; symlinks such as Debian's /bin -> usr/bin are recreated). */

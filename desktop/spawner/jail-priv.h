@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 
 /* Where the new root is assembled inside the jail's private mount namespace
  * before pivot_root; mounting over it there changes nothing on the host. */

@@ -26,84 +26,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/cgroup-priv.h"
-#include "desktop/jail-priv.h"
-#include "desktop/seccomp-priv.h"
+#include "desktop/spawner/cgroup-priv.h"
+#include "desktop/spawner/jail-priv.h"
+#include "desktop/spawner/seccomp-priv.h"
 
 /* Namespaces created at clone; the cgroup namespace is entered by init after
  * the parent has moved it into its cgroup, so that the group is its root. */
 #define DG_JAIL_CLONE_FLAGS \
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
-
-/* ---- the instance ---- */
-
-static char instance_id[DG_INSTANCE_MAX + 1];
-
-bool dg_instance_valid(const char *id)
-{
-	size_t n = id ? strlen(id) : 0;
-	if (n == 0 || n > DG_INSTANCE_MAX || strncmp(id, "jail-", 5) == 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && (i == 0 || c != '-'))
-			return false;
-	}
-	return true;
-}
-
-int dg_instance_set(const char *id, struct dg_err *err)
-{
-	if (!dg_instance_valid(id)) {
-		char shown[DG_SHOW_BUF];
-		dg_show_str(id ? id : "", DG_SHOW_MAX, true, shown, sizeof(shown));
-		return dg_err_set(err, -EINVAL,
-				  "instance %s is not a valid name: 1 to %d of [a-z0-9-], "
-				  "starting with a letter or digit, not with \"jail-\"",
-				  shown, DG_INSTANCE_MAX);
-	}
-	strcpy(instance_id, id);
-	return 0;
-}
-
-/* The host name as an instance name, or "" when nothing of it is usable. */
-static void instance_from_hostname(char *out)
-{
-	char host[256] = "";
-	out[0] = '\0';
-	if (gethostname(host, sizeof(host) - 1) != 0)
-		return;
-	size_t n = 0;
-	for (const char *p = host; *p && n < DG_INSTANCE_MAX; p++) {
-		char c = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && n == 0)
-			continue;
-		out[n++] = alnum ? c : '-';
-	}
-	out[n] = '\0';
-	if (!dg_instance_valid(out))
-		out[0] = '\0';
-}
-
-int dg_instance_init(struct dg_err *err)
-{
-	const char *env = getenv(DG_INSTANCE_ENV);
-	if (env)
-		return dg_instance_set(env, err);
-	instance_from_hostname(instance_id);
-	if (!instance_id[0])
-		strcpy(instance_id, DG_INSTANCE_FALLBACK);
-	return 0;
-}
-
-const char *dg_instance(void)
-{
-	if (!instance_id[0] && dg_instance_init(NULL) != 0)
-		strcpy(instance_id, DG_INSTANCE_FALLBACK);
-	return instance_id;
-}
 
 /* ---- slots ---- */
 

@@ -10,7 +10,7 @@
 #include <seccomp.h>
 #include <stdint.h>
 
-#include "policy/policy.h"
+#include "base/base.h"
 
 /* Drops every capability: bounding set, ambient, inheritable, permitted and
  * effective; locks securebits so none can come back through uid 0. On success
@@ -32,21 +32,5 @@ int dg_seccomp_install(struct dg_err *err);
  * parent before starting jails. Optional: install builds the program itself
  * when it was not prepared. */
 int dg_seccomp_prepare(struct dg_err *err);
-
-/* The worker's filter (installed by the worker itself once its descriptors
- * are open): allowlist of I/O on existing descriptors, memory, time and exit;
- * no open, no socket, no exec, no fork. Sets no_new_privs. */
-int dg_seccomp_install_worker(struct dg_err *err);
-
-/* ---- Helpers for the other filters built with libseccomp (the egress
- * proxy's, desktop/egress-seccomp.c) ---- */
-
-/* seccomp_rule_add_exact_array with an error naming the syscall (name) and
- * what the rule is for (what). Returns 0 or libseccomp's negative errno. */
-int dg_seccomp_rule(scmp_filter_ctx ctx, struct dg_err *err, uint32_t action, int nr,
-		    const char *name, const char *what, unsigned n, const struct scmp_arg_cmp *cmp);
-
-/* seccomp_release for __attribute__((cleanup)): NULL is harmless. */
-void dg_seccomp_release(scmp_filter_ctx *ctx);
 
 #endif

@@ -44,7 +44,7 @@
  * whatever their arguments: getppid costs +15 ns under the filter, an
  * argument-filtered ioctl +0-50 ns.
  */
-#include "desktop/seccomp-priv.h"
+#include "desktop/spawner/seccomp-priv.h"
 
 #include <errno.h>
 #include <linux/capability.h>
@@ -618,56 +618,4 @@ int dg_seccomp_install(struct dg_err *err)
 	if (t > 0)
 		return dg_err_set(err, -EBUSY, "seccomp: thread %ld has a diverging filter", t);
 	return 0;
-}
-
-/* The worker's filter: it already holds every descriptor it will use (the
- * control socket, the RFB socket, the DevTools pipes), so it needs no path,
- * no new socket and no process. What stays: I/O on its descriptors, memory,
- * time, signals for its own exit. */
-static const struct dg_sc worker_allow[] = {
-	SC(read), SC(write), SC(readv), SC(writev), SC(recvfrom), SC(recvmsg), SC(sendto),
-	SC(sendmsg), SC(close), SC(poll), SC(ppoll), SC(select), SC(pselect6), SC(fstat),
-	SC(newfstatat), SC(lseek), SC(fcntl), SC(mmap), SC(munmap), SC(mremap), SC(mprotect),
-	SC(brk), SC(madvise), SC(futex), SC(clock_gettime), SC(clock_nanosleep), SC(nanosleep),
-	SC(gettimeofday), SC(getpid), SC(gettid), SC(getuid), SC(geteuid), SC(getrandom),
-	SC(sched_yield), SC(rt_sigreturn), SC(rt_sigprocmask), SC(rt_sigaction), SC(sigaltstack),
-	SC(exit), SC(exit_group), SC(restart_syscall), SC(shutdown), SC(getsockopt),
-	SC(setsockopt),
-};
-
-int dg_seccomp_install_worker(struct dg_err *err)
-{
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return dg_err_set(err, -errno, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
-	__attribute__((cleanup(ctx_release))) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
-	if (!ctx)
-		return dg_err_set(err, -ENOMEM, "seccomp_init failed");
-	int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	if (r < 0)
-		return dg_err_set(err, r, "seccomp_attr_set(ACT_BADARCH): %s", strerror(-r));
-	for (size_t i = 0; i < sizeof(worker_allow) / sizeof(worker_allow[0]); i++) {
-		r = rule(ctx, err, SCMP_ACT_ALLOW, worker_allow[i].nr, worker_allow[i].name,
-			 "worker allow", 0, NULL);
-		if (r)
-			return r;
-	}
-	/* ioctl only for FIONREAD/FIONBIO-style queries on its own sockets. */
-	struct scmp_arg_cmp fionread = SCMP_A1_64(SCMP_CMP_MASKED_EQ, LOW32, FIONREAD);
-	if ((r = rule(ctx, err, SCMP_ACT_ALLOW, __NR_ioctl, "ioctl", "FIONREAD", 1, &fionread)))
-		return r;
-	r = seccomp_load(ctx);
-	if (r < 0)
-		return dg_err_set(err, r, "seccomp_load (worker filter): %s", strerror(-r));
-	return 0;
-}
-
-int dg_seccomp_rule(scmp_filter_ctx ctx, struct dg_err *err, uint32_t action, int nr,
-		    const char *name, const char *what, unsigned n, const struct scmp_arg_cmp *cmp)
-{
-	return rule(ctx, err, action, nr, name, what, n, cmp);
-}
-
-void dg_seccomp_release(scmp_filter_ctx *ctx)
-{
-	ctx_release(ctx);
 }

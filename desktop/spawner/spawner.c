@@ -28,10 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
-#include "desktop/egress-priv.h"
-#include "desktop/ipc-priv.h"
-#include "desktop/seccomp-priv.h"
+#include "desktop/egress/egress.h"
+#include "desktop/proto/proto.h"
+#include "desktop/spawner/seccomp-priv.h"
+#include "desktop/spawner/spawner.h"
 
 struct session {
 	bool used;
@@ -70,19 +70,6 @@ static long long now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-bool dg_session_id_valid(const char *id)
-{
-	size_t n = strlen(id);
-	if (n == 0 || n > DG_SESSION_ID_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-			return false;
-	}
-	return true;
 }
 
 static void session_end(struct session *s);
@@ -178,8 +165,8 @@ static struct session *pool_take(struct spawner *sp, enum dg_profile prof, int w
 {
 	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
 		struct session *s = &sp->sessions[i];
-		if (s->used && s->warm && s->desktop.profile == prof && s->desktop.width == w &&
-		    s->desktop.height == h && s->strict == strict &&
+		if (s->used && s->warm && s->desktop.io.profile == prof && s->desktop.io.width == w &&
+		    s->desktop.io.height == h && s->strict == strict &&
 		    memcmp(&s->limits.limits, lim, sizeof(*lim)) == 0)
 			return s;
 	}
@@ -191,7 +178,7 @@ static int pool_count(struct spawner *sp, enum dg_profile prof)
 	int n = 0;
 	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++)
 		n += sp->sessions[i].used && sp->sessions[i].warm &&
-		     sp->sessions[i].desktop.profile == prof;
+		     sp->sessions[i].desktop.io.profile == prof;
 	return n;
 }
 
@@ -223,7 +210,7 @@ static bool pool_refill(struct spawner *sp)
 					       .egress = true};
 		struct dg_err err = {{0}};
 		if (dg_desktop_start(&spec, &s->desktop, &err) != 0 ||
-		    dg_worker_start(&s->desktop, &s->worker, &err) != 0) {
+		    dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
 			if (s->desktop.jail.pid > 0 || s->desktop.jail.cgroup)
 				dg_desktop_destroy(&s->desktop);
 			fprintf(stderr, "deskgate spawner: warm %s desktop: %s\n",
@@ -314,7 +301,7 @@ static void op_create(struct spawner *sp, json_t *req)
 	long long t0 = now_ms();
 	if (dg_desktop_start(&spec, &s->desktop, &err) != 0)
 		return reply_error(sp, req, "create: starting the desktop: %s", err.msg);
-	if (dg_worker_start(&s->desktop, &s->worker, &err) != 0) {
+	if (dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
 		dg_desktop_destroy(&s->desktop);
 		return reply_error(sp, req, "create: starting the worker: %s", err.msg);
 	}
@@ -788,60 +775,4 @@ int dg_spawner_start(struct dg_spawner *sp, bool verbose, struct dg_err *err)
 	sp->pid = p;
 	sp->fd = sv[0];
 	return 0;
-}
-
-int dg_spawner_request(struct dg_spawner *sp, json_t *req, struct dg_err *err)
-{
-	json_object_set_new(req, "req", json_integer(++sp->next_req));
-	char *s = json_dumps(req, JSON_COMPACT | JSON_ENCODE_ANY);
-	json_decref(req);
-	if (!s)
-		return dg_err_set(err, -ENOMEM, "spawner: out of memory");
-	int r = dg_seq_send(sp->fd, s, strlen(s), NULL, 0);
-	free(s);
-	if (r)
-		return dg_err_set(err, r, "spawner: sending a request: %s", strerror(-r));
-	return (int)sp->next_req;
-}
-
-int dg_spawner_recv(struct dg_spawner *sp, json_t **msg, int *fds, int *nfds, struct dg_err *err)
-{
-	*msg = NULL;
-	char *buf = malloc(DG_SEQ_MAX + 1);
-	if (!buf)
-		return dg_err_set(err, -ENOMEM, "spawner: out of memory");
-	size_t len;
-	int r = dg_seq_recv(sp->fd, buf, DG_SEQ_MAX + 1, &len, fds, nfds, err);
-	if (r == 1) {
-		*msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
-		if (!*msg) {
-			for (int i = 0; i < *nfds; i++)
-				close(fds[i]);
-			r = dg_err_set(err, -EPROTO, "spawner: a reply that is not JSON");
-		}
-	}
-	free(buf);
-	return r;
-}
-
-void dg_spawner_stop(struct dg_spawner *sp)
-{
-	if (sp->fd >= 0)
-		close(sp->fd);
-	sp->fd = -1;
-	if (sp->pid > 0) {
-		/* Closing the channel makes it end every session and exit. */
-		int st;
-		for (int i = 0; i < 500; i++) {
-			if (waitpid(sp->pid, &st, WNOHANG) == sp->pid) {
-				sp->pid = -1;
-				return;
-			}
-			struct timespec ts = {0, 10000000};
-			nanosleep(&ts, NULL);
-		}
-		kill(sp->pid, SIGKILL);
-		waitpid(sp->pid, &st, 0);
-		sp->pid = -1;
-	}
 }

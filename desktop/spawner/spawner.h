@@ -1,26 +1,25 @@
-/* desktop: the jail (namespaces, mounts, cgroups, seccomp) and what runs in it.
+/* spawner: everything of deskgate that runs as root. The jail (namespaces,
+ * mounts, cgroups, seccomp), the desktops started in jails, `deskgate exec`,
+ * and the spawner process of `deskgate serve`, which does all of it for the
+ * gateway (spawner.c).
  *
  * One mechanism serves both code execution (`deskgate exec`, the `exec`
- * action) and, later, the desktop itself. Only a privileged process (today the
- * `deskgate exec` process itself, later the spawner) may call dg_jail_start:
- * it creates cgroups and writes uid maps.
+ * action) and the desktop itself. Only a privileged process (the spawner,
+ * or a command-line tool running as root: exec, desktop, audit) may call
+ * dg_jail_start: it creates cgroups and writes uid maps. The spawner's
+ * requests, its client side and the names it shares with the other
+ * processes are in desktop/proto/proto.h.
  */
-#ifndef DG_DESKTOP_H
-#define DG_DESKTOP_H
+#ifndef DG_SPAWNER_H
+#define DG_SPAWNER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <jansson.h>
-
+#include "base/base.h"
+#include "desktop/proto/proto.h"
 #include "policy/policy.h"
-
-/* Host uids/gids given to jails: slot N maps the jail's user to
- * DG_JAIL_ID_BASE + N on the host. The range is far above ordinary and
- * subordinate (/etc/subuid) ranges, so the ids own no files on the host. */
-#define DG_JAIL_ID_BASE 0x60000000u
-#define DG_JAIL_SLOTS 65536u
 
 /* The user the jailed program runs as, seen from inside. */
 #define DG_JAIL_INNER_UID 1000u
@@ -30,33 +29,6 @@
 /* The jail's PID 1 as seen from inside (/proc/1/cmdline and comm): nothing
  * of the host's command line. */
 #define DG_JAIL_INIT_NAME "deskgate-init"
-
-/* The instance: the name of one deskgate (a gateway, an exec, a test run) on
- * this host. Slots (and so uids) are shared by every instance on a host
- * through the slot locks; the instance says whose a jail is: its cgroups
- * live under deskgate/<instance>/, its slot lock names it, its worker
- * carries it (argv), so that instances beside each other (a user's gateway,
- * CI, a second gateway) never take each other's jails for their own.
- * Grammar: [a-z0-9][a-z0-9-]*, at most DG_INSTANCE_MAX bytes, not starting
- * with "jail-". */
-#define DG_INSTANCE_MAX 32
-#define DG_INSTANCE_ENV "DESKGATE_INSTANCE"
-#define DG_INSTANCE_FALLBACK "deskgate"
-
-bool dg_instance_valid(const char *id);
-
-/* Sets this process's instance; -EINVAL (err says why) for a bad name.
- * Call before the first jail starts. */
-int dg_instance_set(const char *id, struct dg_err *err);
-
-/* Chooses the instance from the environment: DESKGATE_INSTANCE when set
- * (-EINVAL when it is not a valid name), else the host name made valid
- * (lowercase, other bytes as '-', cut at DG_INSTANCE_MAX), else
- * DG_INSTANCE_FALLBACK. Programs call it once at start. */
-int dg_instance_init(struct dg_err *err);
-
-/* This process's instance (dg_instance_init's choice when nothing set it). */
-const char *dg_instance(void);
 
 /* Where jail slot locks live; overridable for tests with DESKGATE_RUN_DIR.
  * A held lock file's content is "<instance>\n" of its holder (after the
@@ -183,14 +155,6 @@ int dg_jail_cleanup_stale(struct dg_err *err);
 
 /* ---- Desktops: a jail running Xvnc and the profile's programs ---- */
 
-enum dg_profile { DG_PROFILE_XTERM = 0, DG_PROFILE_BROWSER = 1 };
-
-#define DG_DESKTOP_WIDTH_DEFAULT 1280
-#define DG_DESKTOP_HEIGHT_DEFAULT 800
-#define DG_DESKTOP_WIDTH_MIN 320
-#define DG_DESKTOP_HEIGHT_MIN 200
-#define DG_DESKTOP_WIDTH_MAX 3840
-#define DG_DESKTOP_HEIGHT_MAX 2160
 /* Every desktop is display :0 of its own jail: X sockets, abstract ones
  * included, are private to the jail's mount and network namespaces. */
 #define DG_DESKTOP_DISPLAY ":0"
@@ -200,7 +164,7 @@ enum dg_profile { DG_PROFILE_XTERM = 0, DG_PROFILE_BROWSER = 1 };
  * limits.exec_desktop): the X server's socket directory, the browser's
  * profile (its user data dir) and cache, and the browser's own
  * directories in /tmp and /dev/shm (its singleton socket). See
- * desktop/jail-enter.c. */
+ * desktop/spawner/jail-enter.c. */
 #define DG_DESKTOP_X11_DIR "/tmp/.X11-unix"
 #define DG_DESKTOP_BROWSER_DIR DG_JAIL_HOME "/.chromium"
 #define DG_DESKTOP_BROWSER_CACHE_DIR DG_JAIL_HOME "/.cache/chromium"
@@ -229,24 +193,14 @@ struct dg_desktop_spec {
 	bool log_to_stderr;      /* the desktop's programs log to our stderr */
 };
 
-/* A running desktop. The descriptors are the host's ends of the channels;
- * they belong to whoever drives the desktop (the worker), which is why they
- * are not close-on-exec-safe to share: hand them over, then close them. */
+/* A running desktop. The descriptors in io are the host's ends of the
+ * channels; they belong to whoever drives the desktop (the worker), which is
+ * why they are not close-on-exec-safe to share: hand them over
+ * (dg_worker_start(&d->io, ...)), then close them. */
 struct dg_desktop {
 	struct dg_jail jail;
-	enum dg_profile profile;
-	int width, height;
-	int rfb_fd;        /* RFB stream to Xvnc (inetd mode) */
-	int cdp_out_fd;    /* browser: DevTools commands to Chromium (its fd 3) */
-	int cdp_in_fd;     /* browser: DevTools replies and events (its fd 4) */
+	struct dg_desktop_io io;   /* profile, size, slot and the channels */
 };
-
-/* "xterm" or "browser". Returns 0 or -EINVAL. */
-int dg_profile_parse(const char *name, enum dg_profile *p);
-const char *dg_profile_name(enum dg_profile p);
-
-/* Parses "WxH" within the desktop bounds. */
-int dg_desktop_parse_size(const char *text, int *w, int *h, struct dg_err *err);
 
 /* Starts a desktop: a jail whose main program is Xvnc, then the profile's
  * programs once the X server is ready. Returns 0 or a negative errno. */
@@ -255,128 +209,15 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 /* Ends the desktop and everything in its jail; closes what is still open. */
 void dg_desktop_destroy(struct dg_desktop *d);
 
-/* ---- The worker: the desktop's unprivileged driver (see worker-priv.h) ---- */
-
-/* Worker uids follow the jail uids: the worker of the jail in slot N runs as
- * DG_WORKER_ID_BASE + N, neither the owner's uid nor the jail's. */
-#define DG_WORKER_ID_BASE (DG_JAIL_ID_BASE + DG_JAIL_SLOTS)
-#define DG_WORKER_READY_MS 20000
-
-struct dg_ipc_reader;
-
-/* The owner's handle on a worker. Owned by the process that started it. */
-struct dg_worker {
-	pid_t pid;
-	int pidfd;
-	int ctl;                   /* socketpair end, non-blocking */
-	struct dg_ipc_reader *rd;  /* owned */
-	long long next_id;
-	char *ready;               /* the READY message (JSON), once received */
-	/* Decides the browser's requests in the blocking helpers below
-	 * (dg_worker_wait_ready, dg_worker_act); NULL: the built-in default.
-	 * Borrowed: must outlive the worker. Set it after dg_worker_start,
-	 * which clears the struct. */
-	const struct dg_policy *policy;
-};
-
-/* The deskgate binary that runs workers: /proc/self/exe unless a program
- * that is not deskgate itself (a test) names it. Call before starting. */
-void dg_worker_set_binary(const char *path);
-
-/* Forks and executes `deskgate worker` for desktop d as its own uid, handing
- * it the desktop's RFB and DevTools descriptors (closed in d afterwards).
- * Returns 0 or a negative errno. */
-int dg_worker_start(struct dg_desktop *d, struct dg_worker *w, struct dg_err *err);
-
-/* Waits (blocking, bounded) for the worker's READY message. */
-int dg_worker_wait_ready(struct dg_worker *w, int timeout_ms, struct dg_err *err);
-
-/* Sends one action message: {"id":N,"action":ACTION_JSON,"size":[w,h]}, size
- * omitted when out_w is 0. Returns the id (> 0) or a negative errno. */
-long long dg_worker_send_action(struct dg_worker *w, const char *action_json, int out_w, int out_h,
-				struct dg_err *err);
-
-/* Receives one message if a whole one is ready: returns 1 (type, data, len
- * set; data valid until the next call), 0 when none is, or a negative errno
- * when the worker closed the channel or broke the protocol (then it must be
- * stopped). */
-int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, size_t *len,
-		   struct dg_err *err);
-
-/* Blocking convenience for command-line tools: sends an action and waits up
- * to timeout_ms for its RESULT (malloc'd JSON) and FRAME (malloc'd PNG, NULL
- * when the action shows no screen). Events that arrive meanwhile are passed
- * to on_event when it is not NULL. */
-int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int out_h,
-		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
-		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err);
-
-/* Decides a DG_MSG_REQUEST (a browser request the worker holds) under
- * policy (NULL: the built-in default) with dg_policy_decide_url, ask
- * counting as deny, and sends the verdict on ctl (the worker's channel).
- * d gets the decision; with
- * request non-NULL, *request gets the parsed message (caller frees).
- * Returns 0, -EPROTO for a malformed message, or a send error. */
-int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
-			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
-			     struct dg_err *err);
-
-/* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
-void dg_worker_stop(struct dg_worker *w);
-
 /* ---- The spawner: the privileged half of `deskgate serve` (spawner.c) ---- */
 
-#define DG_SESSION_ID_MAX 64          /* [a-z0-9-] */
-#define DG_SPAWNER_SESSIONS_MAX 256   /* sessions one spawner serves at once */
-#define DG_SPAWNER_POOL_MAX 64        /* warm desktops of one profile */
-#define DG_EXEC_ARGV_MAX 256
-#define DG_EXEC_ARG_MAX 4096
-#define DG_EXEC_STDIN_MAX (32 * 1024)
+/* Its requests, their limits and the gateway's side of its channel
+ * (dg_spawner_request, ...) are in desktop/proto/proto.h. */
 #define DG_EXEC_KILL_GRACE_MS 1000    /* after the wall clock: SIGTERM, then SIGKILL */
-
-bool dg_session_id_valid(const char *id);
-
-struct dg_spawner {
-	pid_t pid;
-	int fd;               /* SOCK_SEQPACKET, to the spawner */
-	long long next_req;
-};
 
 /* Forks the spawner, which keeps the caller's privileges; call it before
  * dropping them. The spawner dies with the caller. */
 int dg_spawner_start(struct dg_spawner *sp, bool verbose, struct dg_err *err);
-
-/* Sends a request (req is stolen; a "req" number is added and returned, > 0):
- *   {"op":"create","session":ID,"profile":P,"width":W,"height":H,"limits":{...},
- *    "strict":BOOL (optional, dg_desktop_spec.strict)}
- *      -> {"req":N,"ok":true,"session":ID,"slot":S,"start_ms":T} + two
- *         descriptors: the worker's channel (see dg_worker_*) and the egress
- *         listener in the jail's network namespace (for the egress proxy);
- *         or {"req":N,"ok":false,"error":...}
- *   {"op":"destroy","session":ID} -> {"req":N,"ok":true}
- *   {"op":"pool","xterm":N,"browser":N,"limits":{...},"strict":B} -> {"req":N,"ok":true}:
- *      keep N desktops of each profile started ahead (default size, these
- *      limits and strictness); a create that fits takes one ("warm":true in
- *      its reply) and another starts behind it; a desktop is never reused.
- *   {"op":"egress"} -> {"req":N,"ok":true,"pid":P} + one descriptor: the
- *      channel of a new egress proxy (desktop/egress-priv.h), started with
- *      the options dg_egress_configure fixed before the spawner was forked;
- *      one it started earlier is killed first. The spawner reaps it (and
- *      logs how it ended); the gateway's handle on it has pid -1.
- *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
- *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result
- *         {"ok","exit_code","stdout","stderr","stdout_truncated",
- *          "stderr_truncated","timed_out","duration_ms"} and closes.
- * Unrequested: {"event":"ended","session":ID,"reason":...}. */
-int dg_spawner_request(struct dg_spawner *sp, json_t *req, struct dg_err *err);
-
-/* Receives one message if one is waiting: 1 (msg and fds set; the caller
- * owns both), 0, or a negative errno (-EPIPE: the spawner is gone). */
-int dg_spawner_recv(struct dg_spawner *sp, json_t **msg, int *fds, int *nfds, struct dg_err *err);
-
-/* Closes the channel (the spawner then ends every session and exits) and
- * reaps it. */
-void dg_spawner_stop(struct dg_spawner *sp);
 
 /* `deskgate exec`: runs argv in a jail under the limits, relays stdin, stdout
  * and stderr (each output cut at limits->output_bytes), and returns the exit

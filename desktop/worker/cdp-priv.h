@@ -68,7 +68,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/policy.h"
+#include "base/base.h"
 
 #define DG_CDP_MSG_MAX (8u * 1024 * 1024)  /* bytes of one message, NUL excluded */
 /* JSON values in one message, counted as brackets and commas outside

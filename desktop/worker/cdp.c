@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/cdp-priv.h"
+#include "desktop/worker/cdp-priv.h"
 
 #define READ_CHUNK (64u * 1024)
 /* A message buffer grown past this is released after its message, so one

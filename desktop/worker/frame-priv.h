@@ -18,13 +18,13 @@
  * thread at a time; it runs single-threaded unless dg_png_start_helper gave
  * it a helper thread.
  */
-#ifndef DG_ACTIONS_FRAME_PRIV_H
-#define DG_ACTIONS_FRAME_PRIV_H
+#ifndef DG_WORKER_FRAME_PRIV_H
+#define DG_WORKER_FRAME_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/policy.h"
+#include "base/base.h"
 
 /* Largest accepted width or height, of a frame and of an output image. */
 #define DG_FRAME_MAX_DIM 8192

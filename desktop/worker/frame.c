@@ -6,7 +6,7 @@
  * the frame is ever made. libpng writes through png_set_write_fn into the
  * caller's growable buffer.
  */
-#include "actions/frame-priv.h"
+#include "desktop/worker/frame-priv.h"
 
 #include <errno.h>
 #include <png.h>

@@ -40,7 +40,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "desktop/cdp-priv.h"
+#include "desktop/worker/cdp-priv.h"
 
 #define DG_GUARD_TARGETS_MAX 256  /* attached sessions tracked at once */
 #define DG_GUARD_PAUSED_MAX 1024  /* requests awaiting the owner's verdict */

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desktop/guard-priv.h"
-#include "desktop/ipc-priv.h"
+#include "desktop/proto/proto.h"
+#include "desktop/worker/guard-priv.h"
 
 struct target {
 	bool used;

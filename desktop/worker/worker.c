@@ -22,13 +22,11 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "actions/frame-priv.h"
-#include "desktop/cdp-priv.h"
-#include "desktop/guard-priv.h"
-#include "desktop/desktop.h"
-#include "desktop/ipc-priv.h"
-#include "desktop/seccomp-priv.h"
-#include "desktop/worker-priv.h"
+#include "desktop/proto/proto.h"
+#include "desktop/worker/cdp-priv.h"
+#include "desktop/worker/frame-priv.h"
+#include "desktop/worker/guard-priv.h"
+#include "desktop/worker/worker.h"
 
 /* RFB button-mask bits of the wheel: 4 up, 5 down, 6 left, 7 right. */
 #define WHEEL_UP 4

@@ -1,19 +1,18 @@
-/* The worker: one unprivileged process per desktop that turns the desktop
+/* worker: one unprivileged process per desktop that turns the desktop
  * into screenshots and actions into input. It parses the hostile desktop's
  * bytes (RFB from Xvnc, DevTools JSON from Chromium) so that its owner never
  * does. Single-threaded: one poll loop over the control socket, the RFB
- * socket and the DevTools pipes.
+ * socket and the DevTools pipes (worker.c), with the DevTools client
+ * (cdp.c), the browser guard (guard.c) and the PNG encoder (frame.c).
  *
- * Descriptors it is started with (by dg_worker_start, fork + exec of
- * `deskgate worker`):
+ * It is started by dg_worker_start (fork + exec of `deskgate worker`), with
+ * the descriptors and the messages of desktop/proto/proto.h
+ * (DG_WORKER_FD_*, DG_MSG_*); its owner's side is there too.
  */
-#ifndef DG_WORKER_PRIV_H
-#define DG_WORKER_PRIV_H
+#ifndef DG_WORKER_H
+#define DG_WORKER_H
 
-#define DG_WORKER_FD_CTL 3   /* socketpair to the owner (typed messages) */
-#define DG_WORKER_FD_RFB 4   /* RFB stream to Xvnc */
-#define DG_WORKER_FD_CDP_OUT 5 /* browser: DevTools commands (Chromium's fd 3) */
-#define DG_WORKER_FD_CDP_IN 6  /* browser: DevTools replies (Chromium's fd 4) */
+#include "base/base.h"
 
 /* Settling: after an action, the screen is settled once no framebuffer
  * update arrived for QUIET ms (counted from the later of the action's end and
@@ -59,5 +58,11 @@
 
 /* `deskgate worker --profile P --size WxH`: never returns. */
 int dg_worker_main(int argc, char **argv);
+
+/* The worker's own seccomp filter (worker-seccomp.c), installed by
+ * dg_worker_main once its descriptors are open: allowlist of I/O on
+ * existing descriptors, memory, time and exit; no open, no socket, no exec,
+ * no fork. Sets no_new_privs. Returns 0 or a negative errno with err. */
+int dg_seccomp_install_worker(struct dg_err *err);
 
 #endif

@@ -61,10 +61,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actions/frame-priv.h"
-#include "desktop/cgroup-priv.h"
-#include "desktop/desktop.h"
-#include "desktop/worker-priv.h"
+#include "frame-priv.h"
+#include "cgroup-priv.h"
+#include "desktop/spawner/spawner.h"
+#include "desktop/worker/worker.h"
 
 #define W 1280
 #define H 800
@@ -701,7 +701,7 @@ static double desk_start(struct desk *k, enum dg_profile p, const char *url, dou
 	k->desktop_up = true;
 	if (launch)
 		*launch = now_ms() - t0;
-	if (dg_worker_start(&k->d, &k->w, &err))
+	if (dg_worker_start(&k->d.io, &k->w, &err))
 		fatal("%s worker: %s", dg_profile_name(p), err.msg);
 	k->worker_up = true;
 	if (dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err))
@@ -1412,7 +1412,7 @@ static void scan_pss(struct desk **desks, int nd, struct mem *dm, const pid_t *p
 				dm[i].pss_kb += kb;
 				dm[i].anon_kb += (double)anon;
 				dm[i].procs++;
-				comm_add(desks[i]->d.profile == DG_PROFILE_BROWSER, (pid_t)pid, kb);
+				comm_add(desks[i]->d.io.profile == DG_PROFILE_BROWSER, (pid_t)pid, kb);
 			}
 		}
 		for (int i = 0; i < nb; i++) {

@@ -31,7 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define MAX_SESSIONS 20

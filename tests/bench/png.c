@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "actions/frame-priv.h"
+#include "frame-priv.h"
 
 #define TARGET_MS 10.0
 

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "desktop/cdp-priv.h"
-#include "desktop/desktop.h"
+#include "cdp-priv.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define PAGE_A "data:text/html,<title>hello</title><h1>x</h1>"
@@ -137,11 +137,11 @@ static void browser_start(struct browser *b)
 	double t0 = dg_test_now();
 	cr_assert_eq(dg_desktop_start(&spec, &b->d, &err), 0, "desktop: %s", err.msg);
 	double t1 = dg_test_now();
-	cr_assert_geq(b->d.cdp_out_fd, 0);
-	cr_assert_geq(b->d.cdp_in_fd, 0);
+	cr_assert_geq(b->d.io.cdp_out_fd, 0);
+	cr_assert_geq(b->d.io.cdp_in_fd, 0);
 	/* The client owns the pipe ends from here. */
-	b->c = dg_cdp_new(b->d.cdp_out_fd, b->d.cdp_in_fd);
-	b->d.cdp_out_fd = b->d.cdp_in_fd = -1;
+	b->c = dg_cdp_new(b->d.io.cdp_out_fd, b->d.io.cdp_in_fd);
+	b->d.io.cdp_out_fd = b->d.io.cdp_in_fd = -1;
 	cr_assert(b->c);
 	dg_cdp_set_event_handler(b->c, trace_event, b);
 	struct rec started = {0};

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -81,7 +81,7 @@ static void desk_start(struct desk *k, enum dg_profile profile, int width, int h
 	struct dg_desktop_spec spec = {.profile = profile, .width = width, .height = height,
 				       .limits = &k->policy.limits};
 	cr_assert_eq(dg_desktop_start(&spec, &k->d, &err), 0, "desktop: %s", err.msg);
-	cr_assert_eq(dg_worker_start(&k->d, &k->w, &err), 0, "worker: %s", err.msg);
+	cr_assert_eq(dg_worker_start(&k->d.io, &k->w, &err), 0, "worker: %s", err.msg);
 	cr_assert_eq(dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err), 0, "ready: %s", err.msg);
 }
 

@@ -33,9 +33,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
-#include "desktop/ipc-priv.h"
-#include "desktop/worker-priv.h"
+#include "desktop/spawner/spawner.h"
+#include "desktop/proto/proto.h"
+#include "desktop/worker/worker.h"
 #include "dg_test.h"
 
 /* Slots for fake sessions: far above the slots real jails claim (lowest
@@ -255,7 +255,7 @@ static void desk_start(struct desk *k, enum dg_profile profile, int width, int h
 	struct dg_desktop_spec spec = {.profile = profile, .width = width, .height = height,
 				       .limits = &k->policy.limits};
 	cr_assert_eq(dg_desktop_start(&spec, &k->d, &err), 0, "desktop: %s", err.msg);
-	cr_assert_eq(dg_worker_start(&k->d, &k->w, &err), 0, "worker: %s", err.msg);
+	cr_assert_eq(dg_worker_start(&k->d.io, &k->w, &err), 0, "worker: %s", err.msg);
 	cr_assert_eq(dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err), 0, "ready: %s", err.msg);
 }
 
@@ -380,15 +380,16 @@ static void fake_start(struct fake *f, uint32_t slot)
 	f->d.jail.pid = -1;
 	f->d.jail.pidfd = f->d.jail.lock_fd = f->d.jail.life_fd = -1;
 	f->d.jail.slot = slot;
-	f->d.profile = DG_PROFILE_XTERM;
-	f->d.width = FAKE_W;
-	f->d.height = FAKE_H;
-	f->d.rfb_fd = sp[1];
-	f->d.cdp_out_fd = f->d.cdp_in_fd = -1;
+	f->d.io.slot = slot; /* the worker runs as DG_WORKER_ID_BASE + slot */
+	f->d.io.profile = DG_PROFILE_XTERM;
+	f->d.io.width = FAKE_W;
+	f->d.io.height = FAKE_H;
+	f->d.io.rfb_fd = sp[1];
+	f->d.io.cdp_out_fd = f->d.io.cdp_in_fd = -1;
 	struct dg_err err = {{0}};
 	dg_worker_set_binary(DG_BIN);
-	cr_assert_eq(dg_worker_start(&f->d, &f->w, &err), 0, "worker: %s", err.msg);
-	cr_assert_eq(f->d.rfb_fd, -1, "dg_worker_start handed the RFB end over");
+	cr_assert_eq(dg_worker_start(&f->d.io, &f->w, &err), 0, "worker: %s", err.msg);
+	cr_assert_eq(f->d.io.rfb_fd, -1, "dg_worker_start handed the RFB end over");
 }
 
 /* Writes all of buf within timeout_ms. Returns 0, -ETIMEDOUT, or -EPIPE

@@ -32,9 +32,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/egress-priv.h"
+#include "egress-priv.h"
 #include "dg_test.h"
-#include "gateway/server-priv.h"
+#include "server-priv.h"
 
 #define T_ACT 60.0     /* one action, at worst (ASan, a loaded machine) */
 #define T_CREATE 120.0 /* one session creation */

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define AGENT2_TOKEN "second-agent-token-0123456789abcd"

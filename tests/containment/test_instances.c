@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define T_CREATE 90.0

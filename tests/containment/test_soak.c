@@ -58,7 +58,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
 #define T_ACT 120.0    /* one action's answer, at worst (ASan, 20 sessions on 2 cores) */

@@ -42,9 +42,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "desktop/cdp-priv.h"
-#include "desktop/guard-priv.h"
-#include "desktop/ipc-priv.h"
+#include "cdp-priv.h"
+#include "guard-priv.h"
+#include "desktop/proto/proto.h"
 #include "fuzz_common.h"
 
 static bool trace;

@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <strings.h>
 
-#include "desktop/egress-priv.h"
+#include "egress-priv.h"
 #include "fuzz_common.h"
 #include "policy/policy.h"
 

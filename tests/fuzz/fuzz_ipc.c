@@ -39,11 +39,9 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "desktop/cdp-priv.h"
-#include "desktop/desktop.h"
-#include "desktop/egress-priv.h"
-#include "desktop/guard-priv.h"
-#include "desktop/ipc-priv.h"
+#include "cdp-priv.h"
+#include "guard-priv.h"
+#include "desktop/proto/proto.h"
 #include "fuzz_common.h"
 
 static struct dg_policy policy;

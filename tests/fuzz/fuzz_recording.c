@@ -43,7 +43,7 @@
 #include <openssl/evp.h>
 
 #include "fuzz_common.h"
-#include "recordings/recordings-priv.h"
+#include "recordings-priv.h"
 
 /* Frame contents; the harness names each file by SHA-256 of its key. */
 static const char frame_good[] = "\x89PNG\r\n\x1a\n deskgate fuzz frame";

@@ -19,7 +19,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 
-#include "desktop/egress-priv.h"
+#include "egress-priv.h"
 #include "fuzz_common.h"
 #include "policy/policy.h"
 

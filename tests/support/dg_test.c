@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
+#include "desktop/spawner/spawner.h"
 
 extern char **environ;
 

@@ -15,7 +15,7 @@
 #include <openssl/evp.h>
 
 #include "actions/actions.h"
-#include "actions/adapt-priv.h"
+#include "adapt-priv.h"
 
 /* The usual setup: a 1280x800 desktop, the model told about 1024x640 (a
  * factor of 1.25), the pointer at (100, 200). */

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "desktop/cdp-priv.h"
+#include "cdp-priv.h"
 #include "dg_test.h"
 
 /* ---- the fake browser ---- */

@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/cgroup-priv.h"
+#include "cgroup-priv.h"
 #include "dg_test.h"
 
 #define REAL_SLOT_BASE 65000u

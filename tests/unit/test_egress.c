@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "desktop/egress-priv.h"
+#include "egress-priv.h"
 
 /* ---- addresses ------------------------------------------------------------- */
 

@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/egress-priv.h"
-#include "desktop/ipc-priv.h"
+#include "egress-priv.h"
+#include "desktop/proto/proto.h"
 #include "dg_test.h"
 
 #define WAIT_MS 5000

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "actions/frame-priv.h"
+#include "frame-priv.h"
 
 #define FRAMES_DIR DG_SOURCE_DIR "/tests/data/frames"
 

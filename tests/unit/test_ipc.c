@@ -20,8 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "desktop/desktop.h"
-#include "desktop/ipc-priv.h"
+#include "desktop/proto/proto.h"
 #include "dg_test.h"
 
 /* An owner-side handle on a fake worker: w->ctl is the owner's end, *peer

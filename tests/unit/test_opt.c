@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/opt.h"
+#include "cli/cli.h"
 
 struct args {
 	const char *policy, *profile, *out;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "actions/actions.h"
-#include "gateway/cli-check.h"
+#include "cli/cli.h"
 #include "policy/policy.h"
 
 #define ORIGIN "/test/policy.json"

@@ -21,7 +21,7 @@
 #include <openssl/pem.h>
 
 #include "dg_test.h"
-#include "recordings/recordings-priv.h"
+#include "recordings-priv.h"
 
 static char base[64], root[128], state[128];
 static struct dg_err err;

@@ -17,7 +17,7 @@
 #include <openssl/evp.h>
 
 #include "dg_test.h"
-#include "recordings/recordings-priv.h"
+#include "recordings-priv.h"
 
 static char base[64], root[128], strict_path[128], permissive_path[128];
 static struct dg_err err;

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "recordings/recordings-priv.h"
+#include "recordings-priv.h"
 
 static char base[64], root[128], state[128];
 static struct dg_err err;

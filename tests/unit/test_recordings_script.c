@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "dg_test.h"
-#include "gateway/cli-record.h"
+#include "cli/cli.h"
 #include "recordings/recordings.h"
 
 #define SCRIPTS DG_SOURCE_DIR "/tests/scripts"

@@ -56,7 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desktop/seccomp-priv.h"
+#include "seccomp-priv.h"
 #include "dg_test.h"
 
 #ifndef __NR_memfd_secret

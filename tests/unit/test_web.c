@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dg_test.h"
-#include "gateway/web-priv.h"
+#include "web-priv.h"
 
 #define ICON_LINK "<link rel=\"icon\" href=\"" DG_WEB_FAVICON "\" type=\"image/svg+xml\">"
 
