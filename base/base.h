@@ -44,6 +44,33 @@ void dg_show_str(const char *in, size_t max, bool quoted, char *out, size_t out_
 struct json_t;
 void dg_show_value(const struct json_t *v, char *out, size_t out_len);
 
+/* ---- clocks (time.c) ----------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in ms, in us, and in ms with the fraction (for short
+ * measurements); CLOCK_REALTIME in ms since the epoch. Async-signal-safe
+ * (a forked child or a jail's init may call them). */
+long long dg_now_ms(void);
+long long dg_now_us(void);
+double dg_now_ms_exact(void);
+long long dg_wall_ms(void);
+
+/* ---- descriptors (fd.c) ---------------------------------------------------- */
+
+/* Closes *fd when it is open (>= 0) and sets it to -1: idempotent, and
+ * usable as __attribute__((cleanup(dg_close_fd))). */
+void dg_close_fd(int *fd);
+
+/* ---- hex (hex.c) ----------------------------------------------------------- */
+
+/* n bytes as 2n lowercase hex digits and a NUL into out (2n + 1 bytes). */
+void dg_hex_encode(const void *in, size_t n, char *out);
+/* The value of one hex digit (either case), or -1. */
+int dg_hex_value(char c);
+/* 2n hex digits (either case) at in into n bytes at out; -EINVAL at the
+ * first byte that is not a digit (out may then be partly written). Reads
+ * at most 2n bytes of in. */
+int dg_hex_decode(const char *in, size_t n, void *out);
+
 /* ---- bounded whole-file reads (file.c) ---------------------------------- */
 
 /* Reads a whole regular file of at most max bytes into a malloc'd buffer

@@ -191,19 +191,6 @@ struct audit {
 	char started[32];
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void hex(const unsigned char *in, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++)
-		snprintf(out + 2 * i, 3, "%02x", in[i]);
-}
-
 /* snprintf that may truncate: evidence and labels only. */
 static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
 static void fmt(char *buf, size_t len, const char *f, ...)
@@ -367,11 +354,11 @@ static int run_prepare(const char *const *args, const char **argv, int out[2], i
 static void run_collect(struct audit *au, pid_t sup, pid_t kill_target, int fo, int fe,
 			int timeout_ms, struct run *r)
 {
-	long long deadline = mono_ms() + timeout_ms;
+	long long deadline = dg_now_ms() + timeout_ms;
 	bool termed = false, reaped = false;
 	int status = 0;
 	while (!reaped || fo >= 0 || fe >= 0) {
-		long long now = mono_ms();
+		long long now = dg_now_ms();
 		if (now >= deadline && !termed) {
 			r->timed_out = termed = true;
 			kill(kill_target, SIGTERM);
@@ -1339,9 +1326,9 @@ static void exec_relay_checks(struct audit *au)
 		    strerror(errno));
 		goto out;
 	}
-	long long t0 = mono_ms();
+	long long t0 = dg_now_ms();
 	int st = dg_exec_run(&au->policy.limits, ARGS("/usr/bin/yes"), devnull, out, err);
-	long long ms = mono_ms() - t0;
+	long long ms = dg_now_ms() - t0;
 	char msg[512];
 	size_t relayed = memfd_text(out, msg, 2); /* only the size matters */
 	memfd_text(err, msg, sizeof(msg));
@@ -1368,9 +1355,9 @@ static void exec_relay_checks(struct audit *au)
 		fmt(f->evidence, sizeof(f->evidence), "ftruncate: %s", strerror(errno));
 		goto out;
 	}
-	t0 = mono_ms();
+	t0 = dg_now_ms();
 	st = dg_exec_run(&lim, ARGS("/bin/sleep", "1000"), devnull, out, err);
-	ms = mono_ms() - t0;
+	ms = dg_now_ms() - t0;
 	memfd_text(err, msg, sizeof(msg));
 	ok = st == 124 && ms < (long long)lim.exec_seconds * 1000 + 2000;
 	f->outcome = ok ? OUT_CONTAINED : st == 125 ? OUT_ERROR : OUT_LEAKED;
@@ -1583,7 +1570,7 @@ static int load_probe(struct audit *au, struct dg_err *err)
 	}
 	unsigned char h[DG_SHA256_LEN];
 	dg_sha256(buf, len, h);
-	hex(h, DG_SHA256_LEN, au->probe_hex);
+	dg_hex_encode(h, DG_SHA256_LEN, au->probe_hex);
 	int fd = memfd_create(DG_AUDIT_PROBE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
 	if (fd < 0 && errno == EINVAL) /* a kernel before MFD_EXEC (6.3) */
 		fd = memfd_create(DG_AUDIT_PROBE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -1623,7 +1610,7 @@ static int host_bait(struct audit *au, struct dg_err *err)
 	unsigned char rnd[4];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return dg_err_set(err, -EIO, "getrandom: %s", strerror(errno));
-	hex(rnd, sizeof(rnd), au->tag);
+	dg_hex_encode(rnd, sizeof(rnd), au->tag);
 	au->tcp_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t l = sizeof(in);
@@ -1802,7 +1789,7 @@ static json_t *report_json(const struct audit *au, int code)
 	return json_pack("{s:i, s:o, s:s, s:s, s:I, s:{s:s, s:s}, s:o, s:{s:i, s:i, s:i, s:i, "
 			 "s:i, s:i, s:i}, s:o, s:i}",
 			 "format", 1, "policy", policy, "profile", dg_profile_name(au->profile),
-			 "started", au->started, "duration_ms", (json_int_t)(mono_ms() - au->t0_ms),
+			 "started", au->started, "duration_ms", (json_int_t)(dg_now_ms() - au->t0_ms),
 			 "deskgate_probe", "path", au->probe_real, "sha256", au->probe_hex,
 			 "findings", findings, "summary", "probes", au->n, "contained",
 			 t.n[OUT_CONTAINED], "contained_by_kernel", t.n[OUT_KERNEL], "allowed",
@@ -1996,7 +1983,7 @@ int dg_cmd_audit(int argc, char **argv)
 		return DG_EXIT_FAILED;
 	}
 	au->probe_fd = au->tcp_fd = au->abs_fd = -1;
-	au->t0_ms = mono_ms();
+	au->t0_ms = dg_now_ms();
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
@@ -2016,7 +2003,7 @@ int dg_cmd_audit(int argc, char **argv)
 	au->policy_loaded = true;
 	unsigned char h[DG_SHA256_LEN];
 	dg_sha256(au->policy_text, au->policy_len, h);
-	hex(h, DG_SHA256_LEN, au->policy_hex);
+	dg_hex_encode(h, DG_SHA256_LEN, au->policy_hex);
 	default_dirs(au);
 	au->f = calloc(DG_AUDIT_FINDINGS_MAX, sizeof(*au->f));
 	if (!au->f) {

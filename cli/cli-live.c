@@ -30,16 +30,9 @@ struct live {
 	int n_minute;
 };
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static uint64_t last_minute(struct live *l)
 {
-	long long t = now_ms();
+	long long t = dg_now_ms();
 	int k = 0;
 	for (int i = 0; i < l->n_minute; i++)
 		if (t - l->minute_ms[i] < 60000)
@@ -175,7 +168,7 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 	}
 	l->actions++;
 	if (l->n_minute < (int)(sizeof(l->minute_ms) / sizeof(l->minute_ms[0])))
-		l->minute_ms[l->n_minute++] = now_ms();
+		l->minute_ms[l->n_minute++] = dg_now_ms();
 	char *text = json_dumps(action, JSON_COMPACT);
 	char *result = NULL;
 	uint8_t *png = NULL;

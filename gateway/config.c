@@ -352,11 +352,6 @@ static int sec_listen(const struct dg_jctx *c, json_t *v, struct dg_config *cfg)
 
 /* ---- public_url -------------------------------------------------------------- */
 
-static bool is_hex(char ch)
-{
-	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
-}
-
 /* http(s)://HOST[:PORT][/PATH]. The server appends "/v1/..." to it, so a
  * query, fragment or user part would produce broken or misleading URLs. */
 static int check_public_url(const char *s, char *out, char *why, size_t why_len)
@@ -440,7 +435,7 @@ static int check_public_url(const char *s, char *out, char *why, size_t why_len)
 		for (const char *p = path; *p; p++) {
 			bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 				  (*p >= '0' && *p <= '9') || strchr("-._~!$&'()*+,;=:/%", *p);
-			if (*p == '%' && !(is_hex(p[1]) && is_hex(p[2])))
+			if (*p == '%' && !(dg_hex_value(p[1]) >= 0 && dg_hex_value(p[2]) >= 0))
 				ok = false;
 			if (!ok) {
 				snprintf(why, why_len,
@@ -509,17 +504,6 @@ static int sec_tls(const struct dg_jctx *c, json_t *v, struct dg_config *cfg)
 }
 
 /* ---- tokens --------------------------------------------------------------------- */
-
-static int hex_nibble(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
 
 /* Wipes a JSON string's bytes in place: the parser's copy of a secret would
  * otherwise stay in freed heap memory. jansson owns the buffer; it is freed
@@ -599,14 +583,8 @@ static int parse_token(const struct dg_jctx *c, json_t *obj, const char *at,
 		return 0;
 	}
 	const char *h = json_is_string(hash) ? json_string_value(hash) : NULL;
-	bool ok = h && json_string_length(hash) == 2 * DG_SHA256_LEN;
-	for (size_t i = 0; ok && i < DG_SHA256_LEN; i++) {
-		int hi = hex_nibble(h[2 * i]), lo = hex_nibble(h[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			ok = false;
-		else
-			t->sha256[i] = (unsigned char)(hi << 4 | lo);
-	}
+	bool ok = h && json_string_length(hash) == 2 * DG_SHA256_LEN &&
+		  dg_hex_decode(h, DG_SHA256_LEN, t->sha256) == 0;
 	if (!ok) {
 		memset(t->sha256, 0, sizeof(t->sha256));
 		return dg_jfail(c,

@@ -221,7 +221,7 @@ int dg_gw_egress_start(struct gw *gw, struct dg_err *err)
 	int req = dg_spawner_request(&gw->spawner, json_pack("{s:s}", "op", "egress"), err);
 	if (req < 0)
 		return req;
-	long long deadline = dg_gw_now_ms() + DG_GW_EGRESS_START_WAIT_MS;
+	long long deadline = dg_now_ms() + DG_GW_EGRESS_START_WAIT_MS;
 	for (;;) {
 		json_t *msg = NULL;
 		int fds[DG_SEQ_FDS_MAX], nfds = 0;
@@ -240,7 +240,7 @@ int dg_gw_egress_start(struct gw *gw, struct dg_err *err)
 				return r;
 			continue;
 		}
-		long long left = deadline - dg_gw_now_ms();
+		long long left = deadline - dg_now_ms();
 		if (left <= 0)
 			return dg_err_set(err, -ETIMEDOUT, "the spawner did not start the egress proxy "
 					  "within %d ms", DG_GW_EGRESS_START_WAIT_MS);
@@ -284,7 +284,7 @@ void dg_gw_egress_lost(struct gw *gw, const char *why)
 		return; /* stopping: the proxy ends with the gateway */
 	int pid = (int)gw->egress_pid;
 	gw->egress_pid = -1;
-	int k = note_death(gw, dg_gw_now_ms());
+	int k = note_death(gw, dg_now_ms());
 	bool give_up = k >= DG_GW_EGRESS_DEATHS_MAX;
 	long long delay = DG_GW_EGRESS_BACKOFF_MS;
 	for (int i = 1; i < k && delay < DG_GW_EGRESS_BACKOFF_MAX_MS; i++)

@@ -171,10 +171,10 @@ void dg_gw_rec_event(struct gw_session *s, const json_t *ev)
 	if (!s->rec || s->rec_broken || !ev)
 		return;
 	struct dg_err err = {{0}};
-	long long t0 = dg_gw_now_us();
+	long long t0 = dg_now_us();
 	if (dg_rec_event(s->rec, ev, &err) != 0)
 		dg_gw_rec_failed(s, err.msg);
-	s->gw->m.rec_us += (unsigned long)(dg_gw_now_us() - t0);
+	s->gw->m.rec_us += (unsigned long)(dg_now_us() - t0);
 	s->gw->m.rec_events++;
 }
 
@@ -185,9 +185,9 @@ int dg_gw_rec_frame(struct gw_session *s, const unsigned char *png, size_t len,
 	if (!s->rec || s->rec_broken)
 		return -EPIPE;
 	struct dg_err err = {{0}};
-	long long t0 = dg_gw_now_us();
+	long long t0 = dg_now_us();
 	int r = dg_rec_frame(s->rec, png, len, hash, &err);
-	s->gw->m.rec_us += (unsigned long)(dg_gw_now_us() - t0);
+	s->gw->m.rec_us += (unsigned long)(dg_now_us() - t0);
 	if (r) {
 		hash[0] = '\0';
 		dg_gw_rec_failed(s, err.msg);
@@ -343,8 +343,7 @@ static json_t *last_audit(struct gw *gw, const char *text, size_t len, char hex[
 	hex[0] = '\0';
 	if (!text || EVP_Digest(text, len, h, &hl, EVP_sha256(), NULL) != 1 || hl != 32)
 		return NULL;
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	dg_hex_encode(h, sizeof(h), hex);
 	char path[DG_CONFIG_PATH_MAX + 128];
 	snprintf(path, sizeof(path), "%s/audit/%s.json", gw->cfg.state_dir, hex);
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -240,8 +240,6 @@ struct gw {
 	bool stopping;
 };
 
-long long dg_gw_now_ms(void);
-long long dg_gw_now_us(void);
 json_t *dg_gw_limits_json(const struct dg_limits *l); /* as the spawner reads them */
 
 /* server.c */

@@ -27,20 +27,6 @@
 
 static struct gw *G;
 
-long long dg_gw_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long dg_gw_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* ---- outgoing messages ---------------------------------------------------- */
 
 static struct outmsg *outmsg_new(bool binary, const void *data, size_t len)
@@ -1212,7 +1198,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 				"the gateway is stopping: its spawner died" : "the gateway is stopping");
 	}
 	/* Let the agents and observers read why (bounded). */
-	for (long long end = dg_gw_now_ms() + DG_GW_STOP_FLUSH_MS; dg_gw_now_ms() < end;)
+	for (long long end = dg_now_ms() + DG_GW_STOP_FLUSH_MS; dg_now_ms() < end;)
 		lws_service(gw.ctx, 20);
 	dg_gw_rec_stop(&gw); /* every recording is sealed by now */
 	lws_context_destroy(gw.ctx);

@@ -38,12 +38,6 @@ struct gw_session *dg_gw_session_find(struct gw *gw, const char *id)
 	return NULL;
 }
 
-static void hex(const unsigned char *b, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", b[i]);
-}
-
 json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 {
 	(void)with_token;
@@ -55,7 +49,7 @@ json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 			      dg_profile_name(s->profile), "size", s->width, s->height, "display",
 			      s->model_w, s->model_h, "agent", s->owner, "policy",
 			      s->policy_name[0] ? s->policy_name : "default", "age_s",
-			      (json_int_t)((dg_gw_now_ms() - s->created_ms) / 1000), "actions",
+			      (json_int_t)((dg_now_ms() - s->created_ms) / 1000), "actions",
 			      (json_int_t)s->n_actions, "errors", (json_int_t)s->n_errors);
 	char url[700];
 	snprintf(url, sizeof(url), "%s/v1/sessions/%s/ws", ws, s->id);
@@ -111,7 +105,7 @@ static void on_create_timeout(lws_sorted_usec_list_t *sul)
 
 static void touch(struct gw_session *s)
 {
-	s->last_activity_ms = dg_gw_now_ms();
+	s->last_activity_ms = dg_now_ms();
 	lws_sul_schedule(s->gw->ctx, 0, &s->sul_idle, on_idle,
 			 (lws_usec_t)s->gw->cfg.limits.idle_seconds * US);
 }
@@ -230,7 +224,7 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 		snprintf(err, errlen, "no memory or randomness for a session");
 		return -1;
 	}
-	hex(rnd, sizeof(rnd), s->id);
+	dg_hex_encode(rnd, sizeof(rnd), s->id);
 	s->used = true;
 	s->gw = gw;
 	s->state = S_STARTING;
@@ -246,7 +240,7 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
 	snprintf(s->owner, sizeof(s->owner), "%s", creator->who.name);
 	s->creator = creator;
-	s->created_ms = s->last_activity_ms = dg_gw_now_ms();
+	s->created_ms = s->last_activity_ms = dg_now_ms();
 	/* Every session is recorded, from before its desktop exists. */
 	struct dg_err rerr = {{0}};
 	if (dg_gw_rec_open(s, &rerr) != 0) {
@@ -295,7 +289,7 @@ static void became_ready(struct gw_session *s)
 	lws_sul_cancel(&s->sul_create);
 	touch(s);
 	json_t *lc = json_pack("{s:s, s:s, s:I, s:b}", "type", "lifecycle", "state", "ready",
-			       "start_ms", (json_int_t)(dg_gw_now_ms() - s->created_ms), "warm",
+			       "start_ms", (json_int_t)(dg_now_ms() - s->created_ms), "warm",
 			       s->warm);
 	if (s->url)
 		json_object_set_new(lc, "url", json_string(s->url));
@@ -306,7 +300,7 @@ static void became_ready(struct gw_session *s)
 	unsigned char tok[DG_SESSION_TOKEN_BYTES];
 	char token[2 * DG_SESSION_TOKEN_BYTES + 1];
 	RAND_bytes(tok, sizeof(tok));
-	hex(tok, sizeof(tok), token);
+	dg_hex_encode(tok, sizeof(tok), token);
 	SHA256((const unsigned char *)token, strlen(token), s->token_hash);
 	json_t *j = dg_gw_session_json(s, true);
 	json_object_set_new(j, "session_token", json_string(token));
@@ -525,7 +519,7 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 			       "verdict", dg_verdict_name(r->decision.verdict), "rule", r->decision.rule,
 			       "reason", r->decision.reason, "screen", s->width, s->height, "pointer",
 			       r->b_px, r->b_py, "duration_ms",
-			       (json_int_t)(dg_gw_now_ms() - r->t_step));
+			       (json_int_t)(dg_now_ms() - r->t_step));
 	if (!ev)
 		return;
 	if (r->index == 0 && r->raw) {
@@ -611,7 +605,7 @@ static void record_timing(struct gw *gw, double ms)
 static void answer(struct gw_session *s, struct request *r)
 {
 	struct conn *c = r->agent;
-	double ms = (double)(dg_gw_now_ms() - r->t0);
+	double ms = (double)(dg_now_ms() - r->t0);
 	record_timing(s->gw, ms);
 	json_t *res = r->last_result;
 	if (r->ad.wire == DG_WIRE_CANONICAL || r->ad.wire == DG_WIRE_UNKNOWN) {
@@ -764,7 +758,7 @@ static uint64_t actions_last_minute(struct gw_session *s, long long now_s)
 /* Counts an action that will run, for the actions_per_minute budget. */
 static void count_action(struct gw_session *s)
 {
-	long long now_s = dg_gw_now_ms() / 1000;
+	long long now_s = dg_now_ms() / 1000;
 	int slot = (int)(now_s % 60);
 	if (s->minute_stamp[slot] != now_s) {
 		s->minute_stamp[slot] = now_s;
@@ -783,10 +777,10 @@ static void decide(struct gw_session *s, struct request *r, json_t *action)
 		r->decision.verdict = DG_VERDICT_DENY;
 		snprintf(r->decision.rule, sizeof(r->decision.rule), "schema");
 		snprintf(r->decision.reason, sizeof(r->decision.reason), "%s", err.msg);
-		r->t_step = dg_gw_now_ms();
+		r->t_step = dg_now_ms();
 		return;
 	}
-	long long now_s = dg_gw_now_ms() / 1000;
+	long long now_s = dg_now_ms() / 1000;
 	struct dg_decide_ctx ctx = {
 		.url = s->url && s->url[0] ? s->url : NULL,
 		.screen_w = s->width,
@@ -806,7 +800,7 @@ static void decide(struct gw_session *s, struct request *r, json_t *action)
 	snprintf(r->b_frame, sizeof(r->b_frame), "%s", s->frame_hash);
 	r->b_px = s->cursor_x;
 	r->b_py = s->cursor_y;
-	r->t_step = dg_gw_now_ms();
+	r->t_step = dg_now_ms();
 }
 
 /* The binding of an approval: SHA-256 over the session id, a NUL and the
@@ -865,9 +859,9 @@ static void ask(struct gw_session *s, struct request *r, json_t *action)
 		refuse_current(s);
 		return;
 	}
-	hex(rnd, sizeof(rnd), s->appr.id);
+	dg_hex_encode(rnd, sizeof(rnd), s->appr.id);
 	s->appr.pending = true;
-	s->appr.created_ms = dg_gw_now_ms();
+	s->appr.created_ms = dg_now_ms();
 	s->appr.expires_ms = s->appr.created_ms + (long long)s->gw->cfg.limits.approval_seconds * 1000;
 	if (s->png) {
 		s->appr.png = malloc(s->png_len);
@@ -879,7 +873,7 @@ static void ask(struct gw_session *s, struct request *r, json_t *action)
 	lws_sul_schedule(s->gw->ctx, 0, &s->sul_approval, on_approval_timeout,
 			 (lws_usec_t)s->gw->cfg.limits.approval_seconds * US);
 	char ah[2 * DG_SHA256_LEN + 1];
-	hex(s->appr.hash, DG_SHA256_LEN, ah);
+	dg_hex_encode(s->appr.hash, DG_SHA256_LEN, ah);
 	json_t *ev = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:i}", "type", "approval", "state",
 			       "pending", "id", s->appr.id, "action", action, "rule", r->decision.rule,
 			       "reason", r->decision.reason, "action_sha256", ah, "expires_in_s",
@@ -947,7 +941,7 @@ static void run_step(struct gw_session *s)
 json_t *dg_gw_approvals_json(struct gw *gw)
 {
 	json_t *list = json_array();
-	long long now = dg_gw_now_ms();
+	long long now = dg_now_ms();
 	for (int i = 0; i < gw->n_sessions; i++) {
 		struct gw_session *s = &gw->sessions[i];
 		if (!s->used || !s->appr.pending || !s->cur)
@@ -1020,7 +1014,7 @@ static void run_next(struct gw_session *s)
 		s->queue_tail = NULL;
 	s->queued--;
 	s->cur->next = NULL;
-	s->cur->t0 = dg_gw_now_ms();
+	s->cur->t0 = dg_now_ms();
 	run_step(s);
 }
 
@@ -1066,7 +1060,7 @@ static void step_done(struct gw_session *s, json_t *res)
 void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len)
 {
 	struct gw *gw = s->gw;
-	long long now = dg_gw_now_ms();
+	long long now = dg_now_ms();
 	if (now - c->window_start >= 1000) {
 		c->window_start = now;
 		c->window_count = 0;

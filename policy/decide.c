@@ -52,23 +52,12 @@ bool dg_host_match(bool wild, const char *pat, size_t pat_len, const char *host,
 	       memcmp(host + host_len - pat_len, pat, pat_len) == 0;
 }
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 size_t dg_path_decode(const char *path, size_t len, char *out)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		if (path[i] == '%' && i + 2 < len) {
-			int hi = hexval(path[i + 1]), lo = hexval(path[i + 2]);
+			int hi = dg_hex_value(path[i + 1]), lo = dg_hex_value(path[i + 2]);
 			char ch = (char)(hi << 4 | lo);
 			if (hi >= 0 && lo >= 0 && ch != '/' && ch != '%' && ch != '?' && ch != '#' &&
 			    ch != '\0') {

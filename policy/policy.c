@@ -374,10 +374,11 @@ void dg_policy_free(struct dg_policy *p)
 	p->rules = NULL;
 }
 
-/* Reads at most DG_POLICY_FILE_MAX + 1 bytes: one more than allowed is
- * enough to know the file is too large without trusting st_size, which can
- * change between fstat and read. Only regular files are accepted, so a path
- * naming a FIFO or device can neither block startup nor stream forever. */
+/* dg_read_file reads at most DG_POLICY_FILE_MAX + 1 bytes: one more than
+ * allowed is enough to know the file is too large without trusting st_size,
+ * which can change between fstat and read. Only regular files are accepted,
+ * so a path naming a FIFO or device can neither block startup nor stream
+ * forever. */
 int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err)
 {
 	return dg_policy_load_text(path, p, NULL, NULL, err);
@@ -386,63 +387,15 @@ int dg_policy_load(const char *path, struct dg_policy *p, struct dg_err *err)
 int dg_policy_load_text(const char *path, struct dg_policy *p, char **text, size_t *text_len,
 			struct dg_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		int e = errno;
-		return dg_err_set(err, -e, "policy %s: %s", path, strerror(e));
-	}
+	char *buf;
+	size_t len;
 	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return dg_err_set(err, -e, "policy %s: fstat: %s", path, strerror(e));
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return dg_err_set(err, -EISDIR, "policy %s: %s", path, strerror(EISDIR));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return dg_err_set(err, -EINVAL, "policy %s: not a regular file", path);
-	}
-	if (st.st_size > DG_POLICY_FILE_MAX) {
-		close(fd);
-		return dg_err_set(err, -E2BIG, "policy %s: %lld bytes is more than the limit of %d",
-				  path, (long long)st.st_size, DG_POLICY_FILE_MAX);
-	}
-
-	const size_t cap = (size_t)DG_POLICY_FILE_MAX + 1;
-	char *buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return dg_err_set(err, -ENOMEM, "policy %s: %s", path, strerror(ENOMEM));
-	}
-	size_t len = 0;
-	while (len < cap) {
-		ssize_t n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			free(buf);
-			close(fd);
-			return dg_err_set(err, -e, "policy %s: read: %s", path, strerror(e));
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-
-	int rc;
-	if (len > DG_POLICY_FILE_MAX)
-		rc = dg_err_set(err, -E2BIG, "policy %s: more than the limit of %d bytes", path,
-				DG_POLICY_FILE_MAX);
-	else
-		rc = dg_policy_parse(buf, len, path, p, err);
+	int rc = dg_read_file("policy", path, DG_POLICY_FILE_MAX, false, &buf, &len, &st, err);
+	if (rc)
+		return rc;
+	rc = dg_policy_parse(buf, len, path, p, err);
 	if (rc == 0 && text) {
-		/* The very bytes that were parsed (cap > len: room for a NUL). */
-		buf[len] = '\0';
+		/* The very bytes that were parsed, NUL-terminated. */
 		char *fit = realloc(buf, len + 1); /* kept per session: not the 1 MiB cap */
 		*text = fit ? fit : buf;
 		*text_len = len;

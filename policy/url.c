@@ -88,11 +88,6 @@ static bool is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-static bool is_hex(char c)
-{
-	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
 /* RFC 3986 pchar minus '%' (escapes are checked by the caller): the
  * characters no WHATWG percent-encode set contains, so a browser leaves
  * them as they are in path, query and fragment alike. */
@@ -144,7 +139,7 @@ static bool label_numeric(const char *s, size_t n)
 {
 	size_t i = 0;
 	if (n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-		for (i = 2; i < n && is_hex(s[i]); i++)
+		for (i = 2; i < n && dg_hex_value(s[i]) >= 0; i++)
 			;
 		return i == n;
 	}
@@ -319,7 +314,7 @@ static int check_chars(const char *s, size_t n, const char *what, bool query, si
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i], b[8];
 		if (c == '%') {
-			if (!(i + 2 < n && is_hex(s[i + 1]) && is_hex(s[i + 2])))
+			if (!(i + 2 < n && dg_hex_value(s[i + 1]) >= 0 && dg_hex_value(s[i + 2]) >= 0))
 				return refuse(err, "%s: '%%' at offset %zu is not followed by two "
 					      "hex digits", what, base + i);
 			i += 2;

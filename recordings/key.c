@@ -87,7 +87,7 @@ static int wrap(EVP_PKEY *pkey, bool priv, const char *what, struct dg_rec_key *
 		free(k);
 		return dg_err_set(err, -ENOMEM, "%s: out of memory", what);
 	}
-	dg_rec_hex(h, sizeof(h), k->id);
+	dg_hex_encode(h, sizeof(h), k->id);
 	k->pkey = pkey;
 	k->priv = priv;
 	*out = k;

@@ -67,7 +67,7 @@ int dg_rec_seal_orphan(const char *dir, const struct dg_rec_key *k, struct dg_re
 		goto done;
 	}
 	char torn_hex[DG_REC_HEX_LEN + 1];
-	dg_rec_hex(s.torn_sha, DG_REC_SHA_LEN, torn_hex);
+	dg_hex_encode(s.torn_sha, DG_REC_SHA_LEN, torn_hex);
 	if (s.torn_bytes) {
 		if (ftruncate(fd, s.good_end) != 0 || fdatasync(fd) != 0) {
 			rc = dg_err_set(err, -errno, "%s: cutting the torn last line: %s", dir,

@@ -166,7 +166,7 @@ static int check_line(struct dg_rec_scan *s, const char *line, size_t len, int64
 	const char *hash = exact(j, "hash");
 	const char *sig = exact(j, "sig");
 	char hex[DG_REC_HEX_LEN + 1];
-	dg_rec_hex(s->last_hash, DG_REC_SHA_LEN, hex);
+	dg_hex_encode(s->last_hash, DG_REC_SHA_LEN, hex);
 	if (!json_is_integer(jseq)) {
 		rc = bad(s, seq, err, "the line has no integer \"seq\"");
 		goto out;
@@ -209,7 +209,7 @@ static int check_line(struct dg_rec_scan *s, const char *line, size_t len, int64
 		rc = dg_err_set(err, -ENOMEM, "seq %llu: out of memory", (unsigned long long)seq);
 		goto out;
 	}
-	dg_rec_hex(h, sizeof(h), hex);
+	dg_hex_encode(h, sizeof(h), hex);
 	if (strcmp(hex, hash) != 0) {
 		rc = bad(s, seq, err, "hash does not match the event's bytes (the event was changed)");
 		goto out;

@@ -67,11 +67,8 @@ int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o
 /* SHA-256 of len bytes (the one-shot EVP call; aborts never: a failure of a
  * built-in digest is an allocation failure and gives -ENOMEM). */
 int dg_rec_sha256(const void *data, size_t len, uint8_t out[DG_REC_SHA_LEN]);
-void dg_rec_hex(const uint8_t *in, size_t len, char *out); /* 2*len digits and NUL */
 /* 64 lowercase hex digits into 32 bytes; -EINVAL otherwise. */
 int dg_rec_unhex(const char *hex, uint8_t out[DG_REC_SHA_LEN]);
-int64_t dg_rec_mono_ms(void);
-int64_t dg_rec_wall_ms(void);
 void dg_rec_wall_str(int64_t ms, char out[DG_REC_WALL_BUF]);
 
 /* Reads name under dirfd whole: O_NOFOLLOW, a regular file of at most max

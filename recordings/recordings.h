@@ -26,7 +26,7 @@
  * the writer adds to every event:
  *   "seq"      1, 2, 3, ... without gaps
  *   "wall"     UTC wall-clock time, "2025-05-01T12:34:56.789Z"
- *   "mono_ms"  CLOCK_MONOTONIC in ms (the gateway's dg_gw_now_ms clock)
+ *   "mono_ms"  CLOCK_MONOTONIC in ms (dg_now_ms, base/base.h)
  *   "prev"     the previous event's "hash" (seq 1: SHA-256 of session.json)
  *   "hash"     SHA-256 over the 32 bytes of prev and the event's canonical
  *              bytes (below)

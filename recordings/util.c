@@ -1,5 +1,5 @@
-/* recordings: hashing, hex, clocks and careful file access shared by the
- * writer and the readers. */
+/* recordings: hashing, hash names, wall-clock text and careful file access
+ * shared by the writer and the readers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,41 +29,22 @@ int dg_rec_sha256(const void *data, size_t len, uint8_t out[DG_REC_SHA_LEN])
 	return 0;
 }
 
-void dg_rec_hex(const uint8_t *in, size_t len, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < len; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 15];
-	}
-	out[2 * len] = '\0';
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1; /* uppercase is not a frame name: one spelling per hash */
-}
-
 int dg_rec_unhex(const char *hex, uint8_t out[DG_REC_SHA_LEN])
 {
 	if (!dg_rec_hash_valid(hex))
 		return -EINVAL;
-	for (int i = 0; i < DG_REC_SHA_LEN; i++)
-		out[i] = (uint8_t)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
-	return 0;
+	return dg_hex_decode(hex, DG_REC_SHA_LEN, out);
 }
 
 bool dg_rec_hash_valid(const char *s)
 {
 	if (!s)
 		return false;
+	/* Lowercase only: uppercase is not a frame name, one spelling per hash.
+	 * A short string stops at its NUL, which is no digit. */
 	for (int i = 0; i < DG_REC_HEX_LEN; i++)
-		if (hexval(s[i]) < 0)
-			return false; /* also stops at the NUL of a short string */
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
 	return s[DG_REC_HEX_LEN] == '\0';
 }
 
@@ -80,20 +61,6 @@ bool dg_rec_id_valid(const char *id)
 			return false;
 	}
 	return true;
-}
-
-int64_t dg_rec_mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t dg_rec_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void dg_rec_wall_str(int64_t ms, char out[DG_REC_WALL_BUF])

@@ -158,7 +158,7 @@ static int check_frame(struct dg_rec_scan *s, struct vctx *v, const char *field,
 	if (!ok)
 		return dg_err_set(err, -ENOMEM, "%s: out of memory", what);
 	char got[DG_REC_HEX_LEN + 1];
-	dg_rec_hex(h, sizeof(h), got);
+	dg_hex_encode(h, sizeof(h), got);
 	if (strcmp(got, hex) != 0)
 		return dg_err_set(err, -EBADMSG, "%s: %s does not hash to its name (the frame was "
 				  "changed or swapped)", field, what);

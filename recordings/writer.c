@@ -89,7 +89,7 @@ static struct dg_rec *new_rec(const char *dir)
 		return NULL;
 	}
 	r->lim = dg_rec_limits_default;
-	r->last_sync_ms = dg_rec_mono_ms();
+	r->last_sync_ms = dg_now_ms();
 	return r;
 }
 
@@ -131,12 +131,12 @@ static char *session_text(const struct dg_rec_meta *m, const struct dg_rec *r, s
 {
 	uint8_t ph[DG_REC_SHA_LEN];
 	char phex[DG_REC_HEX_LEN + 1], start[DG_REC_WALL_BUF];
-	int64_t start_ms = m->start_ms ? m->start_ms : dg_rec_wall_ms();
+	int64_t start_ms = m->start_ms ? m->start_ms : dg_wall_ms();
 	if (dg_rec_sha256(m->policy_text, m->policy_len, ph) != 0) {
 		dg_err_set(err, -ENOMEM, "recording %s: out of memory", m->id);
 		return NULL;
 	}
-	dg_rec_hex(ph, sizeof(ph), phex);
+	dg_hex_encode(ph, sizeof(ph), phex);
 	dg_rec_wall_str(start_ms, start);
 	json_t *policy = json_stringn(m->policy_text, m->policy_len);
 	json_t *prof = json_string(m->profile);
@@ -156,7 +156,7 @@ static char *session_text(const struct dg_rec_meta *m, const struct dg_rec *r, s
 			      "redact_text", r->o.redact_text);
 	if (j && r->o.redact_text) {
 		char salt[2 * DG_REC_SALT_LEN + 1];
-		dg_rec_hex(r->salt, sizeof(r->salt), salt);
+		dg_hex_encode(r->salt, sizeof(r->salt), salt);
 		json_object_set_new(j, "redaction_salt", json_string(salt));
 	}
 	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
@@ -307,7 +307,7 @@ int dg_rec_frame(struct dg_rec *r, const uint8_t *png, size_t len, char hash_hex
 	uint8_t h[DG_REC_SHA_LEN];
 	if (dg_rec_sha256(png, len, h) != 0)
 		return dg_err_set(err, -ENOMEM, "recording %s: out of memory", r->dir);
-	dg_rec_hex(h, sizeof(h), hash_hex);
+	dg_hex_encode(h, sizeof(h), hash_hex);
 	char name[DG_REC_HEX_LEN + 8];
 	snprintf(name, sizeof(name), "%s.png", hash_hex);
 	struct stat st;
@@ -373,7 +373,7 @@ static int redact_in_place(const struct dg_rec *r, json_t *v)
 			EVP_MD_CTX_free(md);
 			if (!ok)
 				return -ENOMEM;
-			dg_rec_hex(h, sizeof(h), hex);
+			dg_hex_encode(h, sizeof(h), hex);
 			json_t *stub = json_pack("{s:b, s:I, s:I, s:s}", "redacted", 1, "length",
 						 (json_int_t)dg_rec_utf8_len(s, n), "bytes", (json_int_t)n,
 						 "sha256", hex);
@@ -465,7 +465,7 @@ static int omit_largest(json_t *e)
 	free(text);
 	if (rc)
 		return rc;
-	dg_rec_hex(h, sizeof(h), hex);
+	dg_hex_encode(h, sizeof(h), hex);
 	json_t *stub = json_pack("{s:b, s:I, s:s}", "omitted", 1, "bytes", (json_int_t)best_n,
 				 "sha256", hex);
 	char *k = strdup(best); /* best points into the key being replaced */
@@ -485,7 +485,7 @@ static int sync_now(struct dg_rec *r, struct dg_err *err)
 	if (fdatasync(r->fd) != 0)
 		return dg_err_set(err, -errno, "recording %s: fdatasync: %s", r->dir, strerror(errno));
 	r->dirty = false;
-	r->last_sync_ms = dg_rec_mono_ms();
+	r->last_sync_ms = dg_now_ms();
 	return 0;
 }
 
@@ -503,11 +503,11 @@ static int append(struct dg_rec *r, json_t *e, const struct dg_rec_key *k, struc
 		goto out;
 	}
 	char prev[DG_REC_HEX_LEN + 1], wall[DG_REC_WALL_BUF];
-	dg_rec_hex(r->hash, DG_REC_SHA_LEN, prev);
-	dg_rec_wall_str(dg_rec_wall_ms(), wall);
+	dg_hex_encode(r->hash, DG_REC_SHA_LEN, prev);
+	dg_rec_wall_str(dg_wall_ms(), wall);
 	if (json_object_set_new(e, "seq", json_integer((json_int_t)seq)) ||
 	    json_object_set_new(e, "wall", json_string(wall)) ||
-	    json_object_set_new(e, "mono_ms", json_integer((json_int_t)dg_rec_mono_ms())) ||
+	    json_object_set_new(e, "mono_ms", json_integer((json_int_t)dg_now_ms())) ||
 	    json_object_set_new(e, "prev", json_string(prev))) {
 		rc = dg_err_set(err, -ENOMEM, "recording %s: out of memory", r->dir);
 		goto out;
@@ -543,7 +543,7 @@ static int append(struct dg_rec *r, json_t *e, const struct dg_rec_key *k, struc
 		goto out;
 	}
 	char hex[DG_REC_HEX_LEN + 1];
-	dg_rec_hex(h, sizeof(h), hex);
+	dg_hex_encode(h, sizeof(h), hex);
 	size_t len = n - 1;
 	len += (size_t)sprintf(r->buf + len, ",\"hash\":\"%s\"", hex);
 	if (seal) {
@@ -590,7 +590,7 @@ static int append(struct dg_rec *r, json_t *e, const struct dg_rec_key *k, struc
 	rc = 0;
 	if (seal || r->o.fsync == DG_REC_FSYNC_EVERY ||
 	    (r->o.fsync == DG_REC_FSYNC_INTERVAL &&
-	     dg_rec_mono_ms() - r->last_sync_ms >= (int64_t)r->o.fsync_interval_ms))
+	     dg_now_ms() - r->last_sync_ms >= (int64_t)r->o.fsync_interval_ms))
 		rc = sync_now(r, err);
 out:
 	json_decref(e);

@@ -51,13 +51,6 @@ _Static_assert(DG_EGRESS_NOFILE > 2 * DG_EGRESS_CONNS_MAX + DG_EGRESS_SESSIONS_M
  * asks for the leak check itself. */
 extern void __lsan_do_leak_check(void) __attribute__((weak));
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the proxy's state ---------------------------------------------------- */
 
 enum ep_kind { EP_CTL, EP_SIG, EP_LISTEN, EP_CLIENT, EP_ORIGIN };
@@ -398,9 +391,7 @@ static void interest(int fd, struct ep *ep, uint32_t *cur, uint32_t want)
 
 static void close_fd(int *fd, uint32_t *ev)
 {
-	if (*fd >= 0)
-		close(*fd); /* also leaves the epoll set: no descriptor is ever duplicated */
-	*fd = -1;
+	dg_close_fd(fd); /* also leaves the epoll set: no descriptor is ever duplicated */
 	*ev = 0;
 }
 
@@ -477,7 +468,7 @@ static void conn_close(struct conn *c, const char *error)
 		return;
 	struct session *s = c->s;
 	if (c->evented)
-		emit_closed(s, c->n, c->d[0].bytes, c->d[1].bytes, now_ms() - c->t0,
+		emit_closed(s, c->n, c->d[0].bytes, c->d[1].bytes, dg_now_ms() - c->t0,
 			    error ? error : c->err);
 	close_fd(&c->cfd, &c->cev);
 	bool had_lookup = drop_origin(c);
@@ -543,7 +534,7 @@ static void refuse(struct conn *c, int status, const char *rule, const char *rea
 	}
 	c->resp_off = 0;
 	c->st = ST_REFUSE;
-	c->deadline = now_ms() + DG_EGRESS_LINGER_MS;
+	c->deadline = dg_now_ms() + DG_EGRESS_LINGER_MS;
 	if (had_lookup)
 		lookup_release(c->s);
 	refuse_pump(c);
@@ -600,7 +591,7 @@ static struct conn *conn_new(struct session *s, int fd)
 	c->cfd = fd;
 	c->ofd = -1;
 	c->n = ++s->next_conn;
-	c->t0 = now_ms();
+	c->t0 = dg_now_ms();
 	c->sprev = s->tail;
 	if (s->tail)
 		s->tail->snext = c;
@@ -670,7 +661,7 @@ static void relay_read(struct conn *c, int i)
 	if (!charge(c, i, (size_t)k))
 		return;
 	d->len += (size_t)k;
-	c->deadline = now_ms() + G.idle_ms;
+	c->deadline = dg_now_ms() + G.idle_ms;
 }
 
 static void relay_write(struct conn *c, int i)
@@ -693,7 +684,7 @@ static void relay_write(struct conn *c, int i)
 	d->len -= (size_t)k;
 	if (d->len == 0)
 		d->off = 0;
-	c->deadline = now_ms() + G.idle_ms;
+	c->deadline = dg_now_ms() + G.idle_ms;
 }
 
 /* Passes FINs on, ends a finished relay, sets what to wait for. */
@@ -738,7 +729,7 @@ static void connected(struct conn *c)
 {
 	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	c->st = ST_RELAY;
-	c->deadline = now_ms() + G.idle_ms;
+	c->deadline = dg_now_ms() + G.idle_ms;
 	for (int i = 0; i < 2; i++) {
 		c->d[i].buf = malloc(DG_EGRESS_BUF);
 		if (!c->d[i].buf) {
@@ -799,7 +790,7 @@ static void connect_start(struct conn *c)
 		return;
 	}
 	c->st = ST_CONNECT;
-	c->deadline = now_ms() + G.connect_ms;
+	c->deadline = dg_now_ms() + G.connect_ms;
 	interest(c->ofd, &c->oep, &c->oev, EPOLLOUT);
 }
 
@@ -976,7 +967,7 @@ static void proceed(struct conn *c)
 		return;
 	}
 	c->st = ST_LOOKUP;
-	c->deadline = now_ms() + DG_EGRESS_RESOLVE_TIMEOUT_MS;
+	c->deadline = dg_now_ms() + DG_EGRESS_RESOLVE_TIMEOUT_MS;
 	if (c->s->lookups >= DG_EGRESS_SESSION_LOOKUPS_MAX)
 		c->lookup_wait = true;
 	else
@@ -1057,7 +1048,7 @@ static void socks_open(struct conn *c)
 		return;
 	c->socks_replied = true;
 	c->st = ST_TUNNEL;
-	c->deadline = now_ms() + G.head_ms;
+	c->deadline = dg_now_ms() + G.head_ms;
 	if (c->head_got > 0)
 		tunnel_advance(c);
 }
@@ -1577,7 +1568,7 @@ static void loop(void)
 {
 	struct epoll_event evs[DG_EGRESS_EPOLL_BATCH];
 	for (;;) {
-		int n = epoll_wait(G.ep, evs, DG_EGRESS_EPOLL_BATCH, next_timeout(now_ms()));
+		int n = epoll_wait(G.ep, evs, DG_EGRESS_EPOLL_BATCH, next_timeout(dg_now_ms()));
 		if (n < 0 && errno != EINTR) {
 			logmsg("epoll_wait: %s", strerror(errno));
 			proxy_exit(1);
@@ -1612,7 +1603,7 @@ static void loop(void)
 			}
 			}
 		}
-		sweep(now_ms());
+		sweep(dg_now_ms());
 		bury();
 	}
 }
@@ -1788,7 +1779,7 @@ static int start_checked(struct dg_egress *e, const struct dg_policy *p,
 	fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) | O_NONBLOCK);
 
 	/* Wait for the child's word that it dropped its privileges. */
-	long long deadline = now_ms() + DG_EGRESS_START_MS;
+	long long deadline = dg_now_ms() + DG_EGRESS_START_MS;
 	for (;;) {
 		json_t *ev = NULL;
 		int r = dg_egress_recv(e, &ev, err);
@@ -1809,7 +1800,7 @@ static int start_checked(struct dg_egress *e, const struct dg_policy *p,
 			dg_egress_stop(e);
 			return rc;
 		}
-		long long left = deadline - now_ms();
+		long long left = deadline - dg_now_ms();
 		if (left <= 0) {
 			dg_egress_stop(e);
 			return dg_err_set(err, -ETIMEDOUT, "egress: the proxy did not start within %d ms",

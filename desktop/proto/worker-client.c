@@ -24,13 +24,6 @@
 
 #include "desktop/proto/proto.h"
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static const char *worker_binary = "/proc/self/exe";
 
 void dg_worker_set_binary(const char *path)
@@ -179,7 +172,7 @@ static int recv_wait(struct dg_worker *w, long long deadline, uint32_t *type, co
 		}
 		if (r != 0)
 			return r;
-		long long left = deadline - now_ms();
+		long long left = deadline - dg_now_ms();
 		if (left <= 0)
 			return dg_err_set(err, -ETIMEDOUT, "worker: no answer in time");
 		struct pollfd p = {w->ctl, POLLIN, 0};
@@ -196,7 +189,7 @@ static int worker_error(const uint8_t *data, size_t len, struct dg_err *err)
 
 int dg_worker_wait_ready(struct dg_worker *w, int timeout_ms, struct dg_err *err)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = dg_now_ms() + timeout_ms;
 	for (;;) {
 		uint32_t type;
 		const uint8_t *data;
@@ -250,7 +243,7 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 	long long id = dg_worker_send_action(w, action_json, out_w, out_h, err);
 	if (id < 0)
 		return (int)id;
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = dg_now_ms() + timeout_ms;
 	for (;;) {
 		uint32_t type;
 		const uint8_t *data;

@@ -145,13 +145,6 @@ static int write_file(const char *dir, const char *name, const char *value, enum
 
 /* ---- waiting ---- */
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 struct backoff {
 	uint64_t deadline_us;
 	uint64_t step_us;
@@ -160,7 +153,7 @@ struct backoff {
 
 static void backoff_start(struct backoff *b, unsigned timeout_ms)
 {
-	b->deadline_us = now_us() + (uint64_t)timeout_ms * 1000u;
+	b->deadline_us = (uint64_t)dg_now_us() + (uint64_t)timeout_ms * 1000u;
 	b->step_us = WAIT_FIRST_US;
 	b->exited = 0;
 }
@@ -171,7 +164,7 @@ static void backoff_start(struct backoff *b, unsigned timeout_ms)
  * (without waiting) once the deadline has passed. */
 static bool backoff_wait(struct backoff *b, pid_t pid)
 {
-	uint64_t now = now_us();
+	uint64_t now = (uint64_t)dg_now_us();
 	if (now >= b->deadline_us)
 		return false;
 	uint64_t us = b->step_us < b->deadline_us - now ? b->step_us : b->deadline_us - now;

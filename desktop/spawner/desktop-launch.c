@@ -249,13 +249,6 @@ static const struct dg_jail_file chromium_files[] = {
 	{"chromium/policies/managed/deskgate.json", chromium_policy_strict},
 };
 
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 /* The launch state: everything the jail spec points at. Heap-allocated
  * (the argument stores are large) and freed once the jail has started. */
 struct launch {
@@ -348,9 +341,9 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 	}
 out:
 	for (int i = 0; i < 2; i++) {
-		close_fd(&l->rfb[i]);
-		close_fd(&l->cmd[i]);
-		close_fd(&l->reply[i]);
+		dg_close_fd(&l->rfb[i]);
+		dg_close_fd(&l->cmd[i]);
+		dg_close_fd(&l->reply[i]);
 	}
 	free(l);
 	return r;
@@ -358,9 +351,9 @@ out:
 
 void dg_desktop_destroy(struct dg_desktop *d)
 {
-	close_fd(&d->io.rfb_fd);
-	close_fd(&d->io.cdp_out_fd);
-	close_fd(&d->io.cdp_in_fd);
+	dg_close_fd(&d->io.rfb_fd);
+	dg_close_fd(&d->io.cdp_out_fd);
+	dg_close_fd(&d->io.cdp_in_fd);
 	if (d->jail.pid > 0 || d->jail.cgroup)
 		dg_jail_destroy(&d->jail);
 }

@@ -38,20 +38,6 @@ struct input {
 	size_t len, off;
 };
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 static int write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
@@ -73,7 +59,7 @@ static void pump_output(struct stream *s, uint64_t cap)
 	if (k < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
 	if (k <= 0) {
-		close_fd(&s->fd);
+		dg_close_fd(&s->fd);
 		return;
 	}
 	size_t n = (size_t)k;
@@ -86,7 +72,7 @@ static void pump_output(struct stream *s, uint64_t cap)
 		write_all(s->out, buf, n);
 	s->relayed += n;
 	if (s->cut)
-		close_fd(&s->fd);
+		dg_close_fd(&s->fd);
 }
 
 static void pump_input(struct input *in, short src_ev, short dst_ev)
@@ -105,10 +91,10 @@ static void pump_input(struct input *in, short src_ev, short dst_ev)
 		if (k > 0)
 			in->off += (size_t)k;
 		else if (k < 0 && errno != EINTR && errno != EAGAIN)
-			close_fd(&in->dst); /* the command closed its stdin */
+			dg_close_fd(&in->dst); /* the command closed its stdin */
 	}
 	if (in->dst >= 0 && in->src < 0 && in->len == in->off)
-		close_fd(&in->dst);
+		dg_close_fd(&in->dst);
 }
 
 /* Runs the relay until init has exited and both outputs reached EOF (or were
@@ -119,7 +105,7 @@ static bool relay(struct dg_jail *j, struct input *in, struct stream out[2], uin
 	for (;;) {
 		if (j->reaped && out[0].fd < 0 && out[1].fd < 0)
 			return false;
-		long long left = deadline - now_ms();
+		long long left = deadline - dg_now_ms();
 		if (left <= 0)
 			return true;
 		bool want_src = in->src >= 0 && in->len == in->off;
@@ -211,15 +197,15 @@ int dg_exec_run(const struct dg_limits *lim, const char *const *argv, int stdin_
 	};
 	struct dg_jail_spec spec = {.limits = lim, .progs = &prog, .n_progs = 1};
 	struct dg_jail j;
-	long long deadline = now_ms() + (long long)lim->exec_seconds * 1000;
+	long long deadline = dg_now_ms() + (long long)lim->exec_seconds * 1000;
 	int r = dg_jail_start(&spec, &j, &err);
-	close_fd(&in[0]);
-	close_fd(&o[1]);
-	close_fd(&e[1]);
+	dg_close_fd(&in[0]);
+	dg_close_fd(&o[1]);
+	dg_close_fd(&e[1]);
 	if (r) {
-		close_fd(&in[1]);
-		close_fd(&o[0]);
-		close_fd(&e[0]);
+		dg_close_fd(&in[1]);
+		dg_close_fd(&o[0]);
+		dg_close_fd(&e[0]);
 		say(stderr_fd, "deskgate: exec: %s\n", err.msg);
 		return j.start_exit ? j.start_exit : DG_EXEC_STATUS_FAILED;
 	}
@@ -232,9 +218,9 @@ int dg_exec_run(const struct dg_limits *lim, const char *const *argv, int stdin_
 	bool timed_out = relay(&j, &input, out, lim->output_bytes, deadline);
 	if (timed_out)
 		dg_jail_kill(&j);
-	close_fd(&input.dst);
-	close_fd(&out[0].fd);
-	close_fd(&out[1].fd);
+	dg_close_fd(&input.dst);
+	dg_close_fd(&out[0].fd);
+	dg_close_fd(&out[1].fd);
 	/* The cgroup's counters go with it: read them before teardown. */
 	struct dg_jail_verdict verdict;
 	dg_jail_verdict(&j, &verdict);

@@ -281,11 +281,9 @@ static int wait_ready(int fd, struct dg_err *err)
 {
 	char buf[32];
 	size_t got = 0;
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long long t0 = dg_now_ms();
 	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		long ms = (long)(dg_now_ms() - t0);
 		if (ms >= DG_JAIL_READY_TIMEOUT_MS)
 			return dg_err_set(err, -ETIMEDOUT,
 					  "jail: the main program was not ready after %d ms",

@@ -527,12 +527,6 @@ static struct {
 	struct sock_filter insns[BPF_MAXINSNS];
 } prog = { .once = PTHREAD_ONCE_INIT };
 
-static void fd_close(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-}
-
 static int build(struct dg_err *err)
 {
 	__attribute__((cleanup(ctx_release))) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
@@ -568,7 +562,7 @@ static int build(struct dg_err *err)
 		return r;
 
 	/* libseccomp 2.5 exports only to a descriptor. */
-	__attribute__((cleanup(fd_close))) int fd = memfd_create("dg-seccomp", MFD_CLOEXEC);
+	__attribute__((cleanup(dg_close_fd))) int fd = memfd_create("dg-seccomp", MFD_CLOEXEC);
 	if (fd < 0)
 		return dg_err_set(err, -errno, "memfd_create for the seccomp program: %s",
 				  strerror(errno));

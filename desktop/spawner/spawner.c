@@ -65,13 +65,6 @@ struct spawner {
 	struct dg_egress egress;
 };
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void session_end(struct session *s);
 
 /* Ends every session (their jails would die with the spawner anyway; this
@@ -188,7 +181,7 @@ static int pool_count(struct spawner *sp, enum dg_profile prof)
 static bool pool_refill(struct spawner *sp)
 {
 	struct pool *pl = &sp->pool;
-	if (now_ms() < pl->retry_at)
+	if (dg_now_ms() < pl->retry_at)
 		return false;
 	for (int prof = 0; prof < 2; prof++) {
 		if (pool_count(sp, (enum dg_profile)prof) >= pl->want[prof])
@@ -218,7 +211,7 @@ static bool pool_refill(struct spawner *sp)
 			/* Back off: a machine that cannot start desktops must not
 			 * spin on it. */
 			pl->failures++;
-			pl->retry_at = now_ms() + (pl->failures < 6 ? 250LL << pl->failures : 16000);
+			pl->retry_at = dg_now_ms() + (pl->failures < 6 ? 250LL << pl->failures : 16000);
 			return false;
 		}
 		pl->failures = 0;
@@ -298,7 +291,7 @@ static void op_create(struct spawner *sp, json_t *req)
 		.strict = json_is_true(json_object_get(req, "strict")),
 		.egress = true,
 	};
-	long long t0 = now_ms();
+	long long t0 = dg_now_ms();
 	if (dg_desktop_start(&spec, &s->desktop, &err) != 0)
 		return reply_error(sp, req, "create: starting the desktop: %s", err.msg);
 	if (dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
@@ -308,7 +301,7 @@ static void op_create(struct spawner *sp, json_t *req)
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->used = true;
 	s->strict = strict;
-	hand_over(sp, req, s, id, now_ms() - t0, false);
+	hand_over(sp, req, s, id, dg_now_ms() - t0, false);
 }
 
 static void op_destroy(struct spawner *sp, json_t *req)
@@ -459,7 +452,7 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 		"https_proxy=" DG_JAIL_EGRESS_URL, "HTTPS_PROXY=" DG_JAIL_EGRESS_URL, NULL};
 	struct dg_jail_prog prog = {.argv = argv, .stdin_fd = in[0], .stdout_fd = out[1],
 				    .stderr_fd = errp[1], .env_extra = proxy_env};
-	long long t0 = now_ms();
+	long long t0 = dg_now_ms();
 	pid_t sup;
 	int r = dg_jail_enter(&s->desktop.jail, &prog, lim, &sup, &err);
 	close(in[0]);
@@ -483,7 +476,7 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 		int status = 0;
 		int pidfd = (int)syscall(SYS_pidfd_open, sup, 0);
 		while (!reaped || o.fd >= 0 || e.fd >= 0) {
-			long long left = t0 + timeout - now_ms();
+			long long left = t0 + timeout - dg_now_ms();
 			if (left <= 0 && !timed_out) {
 				timed_out = true;
 				kill(sup, SIGTERM);
@@ -506,7 +499,7 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 			}
 			if (!reaped && waitpid(sup, &status, WNOHANG) == sup)
 				reaped = true;
-			if (timed_out && now_ms() - (t0 + timeout) > DG_EXEC_KILL_GRACE_MS) {
+			if (timed_out && dg_now_ms() - (t0 + timeout) > DG_EXEC_KILL_GRACE_MS) {
 				kill(sup, SIGKILL);
 				if (o.fd >= 0)
 					close(o.fd);
@@ -520,7 +513,7 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 				timed_out ? 124 : code, "stdout", text_json(o.buf, o.len), "stderr",
 				text_json(e.buf, e.len), "stdout_truncated", o.truncated,
 				"stderr_truncated", e.truncated, "timed_out", timed_out, "duration_ms",
-				(json_int_t)(now_ms() - t0));
+				(json_int_t)(dg_now_ms() - t0));
 	}
 	char *text = json_dumps(res, JSON_COMPACT);
 	if (text) {
@@ -730,8 +723,8 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 		long long wait = -1;
 		if (more)
 			wait = 0;
-		else if (sp.pool.retry_at > now_ms())
-			wait = sp.pool.retry_at - now_ms();
+		else if (sp.pool.retry_at > dg_now_ms())
+			wait = sp.pool.retry_at - dg_now_ms();
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR)
 			_exit(1);
 		if (p[1].revents)

@@ -179,13 +179,6 @@ static bool valid_id(const json_t *v)
 	return true;
 }
 
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 /* write() without SIGPIPE: the signal is blocked around the call and, when
  * the call raised it, consumed before the mask is restored (unless one was
  * already pending, which belongs to someone else). */
@@ -280,8 +273,8 @@ static int close_all(struct dg_cdp *c, struct dg_err *err, const char *fmt, ...)
 		c->frame_loading = false;
 		c->nav_inflight = 0;
 		c->info_inflight = c->info_again = c->load_refresh = false;
-		close_fd(&c->in_fd);
-		close_fd(&c->out_fd);
+		dg_close_fd(&c->in_fd);
+		dg_close_fd(&c->out_fd);
 		free(c->msg);
 		c->msg = NULL;
 		c->msg_len = c->msg_cap = 0;
@@ -1062,8 +1055,8 @@ struct dg_cdp *dg_cdp_new(int out_fd, int in_fd)
 	    fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK) != 0) {
 		free(c);
 		free(rbuf);
-		close_fd(&out_fd);
-		close_fd(&in_fd);
+		dg_close_fd(&out_fd);
+		dg_close_fd(&in_fd);
 		return NULL;
 	}
 	c->out_fd = out_fd;
@@ -1082,8 +1075,8 @@ void dg_cdp_free(struct dg_cdp *c)
 	c->closed = true; /* completions below must not send anything */
 	fail_pending(c, INT64_MAX, 0, true, -ECANCELED, "the DevTools client was freed");
 	call_start_done(c, -ECANCELED, "the DevTools client was freed");
-	close_fd(&c->in_fd);
-	close_fd(&c->out_fd);
+	dg_close_fd(&c->in_fd);
+	dg_close_fd(&c->out_fd);
 	for (int i = 0; i < DG_CDP_TARGETS_MAX; i++)
 		target_clear(&c->targets[i]);
 	free(c->rbuf);

@@ -89,20 +89,6 @@ struct worker {
 
 static struct worker *W; /* libvncclient callbacks carry no user pointer we need */
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static double now_exact_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
 	char line[DG_ERR_MAX];
@@ -148,7 +134,7 @@ static void on_update(rfbClient *c, int x, int y, int w, int h)
 	if (w > 0 && h > 0)
 		W->area += (uint64_t)w * (uint64_t)h;
 	W->updates++;
-	W->last_update = now_ms();
+	W->last_update = dg_now_ms();
 }
 
 /* ---- RFB input ---------------------------------------------------------- */
@@ -200,11 +186,11 @@ static void gap(struct worker *w, int ms)
 	uint64_t before = w->updates;
 	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, FALSE))
 		die("the desktop is gone");
-	long long deadline = now_ms() + DG_WORKER_SYNC_MAX_MS;
-	while (w->updates == before && now_ms() < deadline) {
+	long long deadline = dg_now_ms() + DG_WORKER_SYNC_MAX_MS;
+	while (w->updates == before && dg_now_ms() < deadline) {
 		if (w->vnc->buffered == 0) {
 			struct pollfd p = {w->vnc->sock, POLLIN, 0};
-			if (poll(&p, 1, (int)(deadline - now_ms())) <= 0)
+			if (poll(&p, 1, (int)(deadline - dg_now_ms())) <= 0)
 				continue;
 		}
 		pump_rfb(w);
@@ -366,7 +352,7 @@ static void add_page(struct worker *w, json_t *res)
  * when the same pixels and region were encoded last time. */
 static double encode(struct worker *w, const int region[4], int out_w, int out_h)
 {
-	double t0 = now_exact_ms();
+	double t0 = dg_now_ms_exact();
 	struct dg_frame f = {w->vnc->frameBuffer, w->width, w->height, (size_t)w->width * 4};
 	uint64_t h = 0;
 	/* The screen's key has region -1s, which no zoom's key has. */
@@ -385,18 +371,18 @@ static double encode(struct worker *w, const int region[4], int out_w, int out_h
 	if (r) {
 		w->png_valid = false;
 		set_error(w, "encoding the screenshot failed: %s", err.msg);
-		return now_exact_ms() - t0;
+		return dg_now_ms_exact() - t0;
 	}
 	w->png_hash = h;
 	memcpy(w->png_key, key, sizeof(key));
 	w->png_valid = true;
 	w->png_area = w->area;
-	return now_exact_ms() - t0;
+	return dg_now_ms_exact() - t0;
 }
 
 static void finish(struct worker *w)
 {
-	long long t_end = now_ms();
+	long long t_end = dg_now_ms();
 	double encode_ms = 0;
 	bool frame = w->want_frame && !w->error;
 	int out_w = w->out_w, out_h = w->out_h;
@@ -458,7 +444,7 @@ static void refresh(struct worker *w)
 	struct dg_err err = {{0}};
 	if (w->cdp && dg_cdp_ready(w->cdp)) {
 		w->phase = PHASE_REFRESH;
-		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		w->nav_deadline = dg_now_ms() + DG_WORKER_REFRESH_MAX_MS;
 		if (dg_cdp_refresh(w->cdp, refresh_done, w, &err) == 0)
 			return;
 	}
@@ -490,7 +476,7 @@ static void tabs_done(void *arg, const char *front)
 {
 	struct worker *w = arg;
 	w->probing = false;
-	w->next_probe = now_ms() + DG_WORKER_TAB_PROBE_MS;
+	w->next_probe = dg_now_ms() + DG_WORKER_TAB_PROBE_MS;
 	if (w->probe_again) {
 		w->probe_again = false;
 		if (probe_tabs(w))
@@ -503,7 +489,7 @@ static void tabs_done(void *arg, const char *front)
 	if (w->phase == PHASE_PRECHECK) {
 		if (follow_front(w, front) && !dg_cdp_ready(w->cdp)) {
 			w->phase = PHASE_PRESWITCH;
-			w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+			w->nav_deadline = dg_now_ms() + DG_WORKER_REFRESH_MAX_MS;
 			return;
 		}
 		precheck_done(w);
@@ -513,7 +499,7 @@ static void tabs_done(void *arg, const char *front)
 		return;
 	if (follow_front(w, front) && !dg_cdp_ready(w->cdp)) {
 		w->phase = PHASE_SWITCH;
-		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		w->nav_deadline = dg_now_ms() + DG_WORKER_REFRESH_MAX_MS;
 		return;
 	}
 	refresh(w);
@@ -538,7 +524,7 @@ static void settled(struct worker *w)
 {
 	if (w->cdp) {
 		w->phase = PHASE_TABS;
-		w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+		w->nav_deadline = dg_now_ms() + DG_WORKER_REFRESH_MAX_MS;
 		if (w->probing) { /* an idle probe, older than the input: ask again */
 			w->probe_again = true;
 			return;
@@ -551,7 +537,7 @@ static void settled(struct worker *w)
 
 static void settle(struct worker *w)
 {
-	w->t_injected = now_ms();
+	w->t_injected = dg_now_ms();
 	w->settle_from = w->t_injected;
 	w->phase = PHASE_SETTLE;
 	w->await_paint = false;
@@ -585,7 +571,7 @@ static void barrier(struct worker *w)
 				   "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
 				   "awaitPromise", 1, "returnByValue", 1);
 	w->phase = PHASE_BARRIER;
-	w->t_injected = now_ms();
+	w->t_injected = dg_now_ms();
 	w->nav_deadline = w->t_injected + DG_WORKER_BARRIER_MAX_MS;
 	struct dg_err err = {{0}};
 	if (dg_cdp_send(w->cdp, "Runtime.evaluate", params, sid, barrier_done, w, &err) != 0)
@@ -619,8 +605,8 @@ static void browser_action(struct worker *w)
 	struct dg_err err = {{0}};
 	/* Set first: the callback may run before the command returns. */
 	w->phase = PHASE_BROWSER;
-	w->nav_deadline = now_ms() + DG_WORKER_NAV_MAX_MS;
-	w->t_injected = now_ms();
+	w->nav_deadline = dg_now_ms() + DG_WORKER_NAV_MAX_MS;
+	w->t_injected = dg_now_ms();
 	switch (w->act.type) {
 	case DG_ACTION_NAVIGATE:
 		r = dg_cdp_navigate(w->cdp, w->act.url, browser_done, w, &err);
@@ -674,7 +660,7 @@ static void precheck_done(struct worker *w)
 	if (strcmp(now, w->page_url) != 0) {
 		set_error(w, "not performed: the action was decided at %.300s, but the page in front "
 			     "is now %.300s", w->page_url, now[0] ? now : "unknown");
-		w->t_injected = now_ms();
+		w->t_injected = dg_now_ms();
 		finish(w);
 		return;
 	}
@@ -683,14 +669,14 @@ static void precheck_done(struct worker *w)
 
 static void start_action(struct worker *w)
 {
-	w->t_start = now_ms();
+	w->t_start = dg_now_ms();
 	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION;
 	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
 		run_action(w);
 		return;
 	}
 	w->phase = PHASE_PRECHECK;
-	w->nav_deadline = now_ms() + DG_WORKER_REFRESH_MAX_MS;
+	w->nav_deadline = dg_now_ms() + DG_WORKER_REFRESH_MAX_MS;
 	if (w->probing) { /* an idle probe, maybe older than what the page did */
 		w->probe_again = true;
 		return;
@@ -738,11 +724,11 @@ static void run_action(struct worker *w)
 		break;
 	case DG_ACTION_HOLD_KEY:
 		chord(w, &a->chords[0], true);
-		w->hold_until = now_ms() + a->ms;
+		w->hold_until = dg_now_ms() + a->ms;
 		w->phase = PHASE_HOLD;
 		return;
 	case DG_ACTION_WAIT:
-		w->hold_until = now_ms() + a->ms;
+		w->hold_until = dg_now_ms() + a->ms;
 		w->phase = PHASE_WAIT;
 		return;
 	case DG_ACTION_NAVIGATE:
@@ -758,18 +744,18 @@ static void run_action(struct worker *w)
 		w->settle_from = 0;
 		return;
 	case DG_ACTION_CURSOR_POSITION:
-		w->t_injected = now_ms();
+		w->t_injected = dg_now_ms();
 		settled(w);
 		return;
 	case DG_ACTION_EXEC:
 	default:
 		set_error(w, "%s is not run by the desktop's worker", dg_action_type_name(a->type));
-		w->t_injected = now_ms();
+		w->t_injected = dg_now_ms();
 		finish(w);
 		return;
 	}
 	if (w->error) {
-		w->t_injected = now_ms();
+		w->t_injected = dg_now_ms();
 		finish(w);
 		return;
 	}
@@ -818,7 +804,7 @@ static void on_action(struct worker *w, const char *text, size_t len)
 	json_decref(msg);
 	if (r) {
 		/* The owner validates first; a refusal here is reported, not fatal. */
-		w->t_start = w->t_injected = now_ms();
+		w->t_start = w->t_injected = dg_now_ms();
 		w->want_frame = false;
 		w->act.type = DG_ACTION_SCREENSHOT;
 		set_error(w, "%s", err.msg);
@@ -831,7 +817,7 @@ static void on_action(struct worker *w, const char *text, size_t len)
 /* Advances the action in progress; returns the poll timeout in ms. */
 static int advance(struct worker *w)
 {
-	long long t = now_ms();
+	long long t = dg_now_ms();
 	switch (w->phase) {
 	case PHASE_HOLD:
 		if (t < w->hold_until)
@@ -972,9 +958,9 @@ static void connect_rfb(struct worker *w)
 		die("the desktop is %dx%d, expected %dx%d", c->width, c->height, w->width, w->height);
 	/* The first update may be only a zero-area pseudo-rectangle: count
 	 * pixels until a whole screen arrived. */
-	long long deadline = now_ms() + DG_WORKER_FIRST_FRAME_MS;
+	long long deadline = dg_now_ms() + DG_WORKER_FIRST_FRAME_MS;
 	while (w->area < (uint64_t)w->width * (uint64_t)w->height) {
-		long long left = deadline - now_ms();
+		long long left = deadline - dg_now_ms();
 		if (left <= 0)
 			die("no first frame from the desktop after %d ms", DG_WORKER_FIRST_FRAME_MS);
 		if (c->buffered == 0) {
@@ -997,9 +983,9 @@ static void connect_rfb(struct worker *w)
 static void wait_content(struct worker *w)
 {
 	uint64_t first = w->area, half = (uint64_t)w->width * (uint64_t)w->height / 2;
-	long long t0 = now_ms();
+	long long t0 = dg_now_ms();
 	for (;;) {
-		long long t = now_ms();
+		long long t = dg_now_ms();
 		bool shown = w->area - first >= half;
 		if (t - t0 >= DG_WORKER_CONTENT_MS || (shown && t - w->last_update >= DG_SETTLE_QUIET_MS))
 			return;
@@ -1055,7 +1041,7 @@ static void cdp_event(void *arg, const char *method, const char *session, json_t
 	 * changed (a new tab comes to the front a little after it is
 	 * announced). */
 	if (!session && strncmp(method, "Target.target", 13) == 0) {
-		long long soon = now_ms() + DG_WORKER_TAB_SOON_MS;
+		long long soon = dg_now_ms() + DG_WORKER_TAB_SOON_MS;
 		if (w->next_probe > soon)
 			w->next_probe = soon;
 	}
@@ -1071,10 +1057,10 @@ static void browser_start(struct worker *w)
 	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
 	if (dg_cdp_start(w->cdp, NULL, NULL, &err) || dg_guard_start(w->guard, &err))
 		die("DevTools: %s", err.msg);
-	long long deadline = now_ms() + DG_WORKER_FIRST_FRAME_MS;
+	long long deadline = dg_now_ms() + DG_WORKER_FIRST_FRAME_MS;
 	/* READY only once the first page is guarded: attached, Fetch on. */
 	while (!dg_cdp_ready(w->cdp) || dg_guard_pending_setups(w->guard) > 0) {
-		long long left = deadline - now_ms();
+		long long left = deadline - dg_now_ms();
 		if (left <= 0)
 			die("the browser did not answer DevTools within %d ms", DG_WORKER_FIRST_FRAME_MS);
 		struct pollfd p[2];
@@ -1117,9 +1103,9 @@ static void loop(struct worker *w)
 	for (;;) {
 		int timeout = advance(w);
 		if (w->phase == PHASE_IDLE && w->cdp && !w->probing) {
-			long long left = w->next_probe - now_ms();
+			long long left = w->next_probe - dg_now_ms();
 			if (left <= 0) {
-				w->next_probe = now_ms() + DG_WORKER_TAB_PROBE_MS;
+				w->next_probe = dg_now_ms() + DG_WORKER_TAB_PROBE_MS;
 				probe_tabs(w);
 				left = DG_WORKER_TAB_PROBE_MS;
 			}

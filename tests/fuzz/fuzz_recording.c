@@ -71,7 +71,7 @@ static void hex_of(const void *p, size_t n, char out[DG_REC_HEX_LEN + 1])
 	uint8_t h[DG_REC_SHA_LEN];
 	if (dg_rec_sha256(p, n, h) != 0)
 		die("sha256 failed");
-	dg_rec_hex(h, sizeof(h), out);
+	dg_hex_encode(h, sizeof(h), out);
 }
 
 static void write_file(int at, const char *name, const void *p, size_t n)
@@ -245,7 +245,7 @@ static void repair(char *ev, size_t n, const char *session, size_t session_len, 
 			break; /* a torn last line stays as it is */
 		size_t len = (size_t)(nl - line);
 		char hex[DG_REC_HEX_LEN + 1];
-		dg_rec_hex(last, sizeof(last), hex);
+		dg_hex_encode(last, sizeof(last), hex);
 		patch_after(line, len, "\"prev\":\"", hex);
 		bool seal = tail_at(line, len, true);
 		if (seal && sign)
@@ -261,7 +261,7 @@ static void repair(char *ev, size_t n, const char *session, size_t session_len, 
 			    !EVP_DigestFinal_ex(md, h, &hl))
 				die("sha256 failed");
 			EVP_MD_CTX_free(md);
-			dg_rec_hex(h, sizeof(h), hex);
+			dg_hex_encode(h, sizeof(h), hex);
 			memcpy(line + len - tl + 9, hex, DG_REC_HEX_LEN);
 			if (seal && sign) {
 				uint8_t sig[DG_REC_SIG_LEN];

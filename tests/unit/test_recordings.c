@@ -227,7 +227,7 @@ static char *craft(json_t *obj, uint8_t prev[32], const struct dg_rec_key *k)
 	EVP_DigestFinal_ex(md, h, &hl);
 	EVP_MD_CTX_free(md);
 	char hex[65];
-	dg_rec_hex(h, 32, hex);
+	dg_hex_encode(h, 32, hex);
 	char *line = malloc(n + 300);
 	memcpy(line, c, n - 1);
 	size_t len = n - 1 + (size_t)sprintf(line + n - 1, ",\"hash\":\"%s\"", hex);
@@ -309,7 +309,7 @@ Test(recordings, roundtrip_sealed_and_format)
 		cr_assert_not_null(o);
 		cr_assert_eq(json_integer_value(json_object_get(o, "seq")), i + 1);
 		char ph[65];
-		dg_rec_hex(prev, 32, ph);
+		dg_hex_encode(prev, 32, ph);
 		cr_assert_str_eq(json_string_value(json_object_get(o, "prev")), ph);
 		cr_assert(json_is_integer(json_object_get(o, "mono_ms")));
 		const char *wall = json_string_value(json_object_get(o, "wall"));
@@ -351,7 +351,7 @@ Test(recordings, roundtrip_sealed_and_format)
 	uint8_t ph[32];
 	char phex[65];
 	dg_rec_sha256(policy_text, strlen(policy_text), ph);
-	dg_rec_hex(ph, 32, phex);
+	dg_hex_encode(ph, 32, phex);
 	cr_assert_str_eq(json_string_value(json_object_get(j, "policy_sha256")), phex);
 	json_decref(j);
 
@@ -363,7 +363,7 @@ Test(recordings, roundtrip_sealed_and_format)
 	uint8_t h[32];
 	char hx[65];
 	dg_rec_sha256(png, len, h);
-	dg_rec_hex(h, 32, hx);
+	dg_hex_encode(h, 32, hx);
 	free(png);
 	snprintf(f, sizeof(f), "%s/s1/frames/%s.png", root, hx);
 	cr_assert_eq(stat(f, &st), 0);
@@ -651,7 +651,7 @@ Test(recordings, deleted_inserted_reordered_lines_are_caught)
 	json_t *fo = json_pack("{s:s, s:i, s:s, s:i, s:s}", "type", "error", "seq", 1, "wall",
 			       "2020-01-01T00:00:00.000Z", "mono_ms", 1, "prev", "");
 	char ph[65];
-	dg_rec_hex(prev, 32, ph);
+	dg_hex_encode(prev, 32, ph);
 	json_object_set_new(fo, "prev", json_string(ph));
 	char *forged = craft(fo, prev, NULL);
 	json_decref(fo);
@@ -681,11 +681,11 @@ Test(recordings, frames_edited_swapped_or_missing_are_caught)
 	uint8_t h[32];
 	uint8_t *png = fake_png(1, 100, &len);
 	dg_rec_sha256(png, len, h);
-	dg_rec_hex(h, 32, f1);
+	dg_hex_encode(h, 32, f1);
 	free(png);
 	png = fake_png(2, 100, &len);
 	dg_rec_sha256(png, len, h);
-	dg_rec_hex(h, 32, f2);
+	dg_hex_encode(h, 32, f2);
 	free(png);
 	snprintf(p1, sizeof(p1), "%s/s1/frames/%s.png", root, f1);
 	snprintf(p2, sizeof(p2), "%s/s1/frames/%s.png", root, f2);
@@ -760,7 +760,7 @@ Test(recordings, forged_seals_are_caught_at_the_seal)
 		json_object_del(o, "hash");
 		json_object_del(o, "sig");
 		char ph[65];
-		dg_rec_hex(prev, 32, ph);
+		dg_hex_encode(prev, 32, ph);
 		json_object_set_new(o, "prev", json_string(ph));
 		if (i == 2)
 			json_object_set_new(o, "verdict", json_string("deny"));
@@ -795,7 +795,7 @@ Test(recordings, forged_seals_are_caught_at_the_seal)
 		json_object_del(o, "hash");
 		json_object_del(o, "sig");
 		char ph[65];
-		dg_rec_hex(prev, 32, ph);
+		dg_hex_encode(prev, 32, ph);
 		json_object_set_new(o, "prev", json_string(ph));
 		if (seal)
 			json_object_set_new(o, "key_id", json_string(oid));
@@ -895,7 +895,7 @@ Test(recordings, torn_last_line_is_reported_and_ignored_then_orphan_sealed)
 	uint8_t th[32];
 	char thx[65];
 	dg_rec_sha256(last, 40, th);
-	dg_rec_hex(th, 32, thx);
+	dg_hex_encode(th, 32, thx);
 	cr_assert_str_eq(json_string_value(json_object_get(orph, "torn_sha256")), thx);
 	json_decref(orph);
 	free_lines(&ls);
@@ -1099,7 +1099,7 @@ Test(recordings, redaction_stores_length_and_salted_hash_only)
 	uint8_t h[32];
 	char hx[65];
 	dg_rec_sha256(buf, 16 + strlen(secret), h);
-	dg_rec_hex(h, 32, hx);
+	dg_hex_encode(h, 32, hx);
 	json_decref(sj);
 	struct lines ls;
 	read_lines(events_path("red"), &ls);
@@ -1149,7 +1149,7 @@ static void crafted(const char *id, json_t **events, int n)
 	for (int i = 0; i < n; i++) {
 		json_t *o = events[i];
 		char ph[65];
-		dg_rec_hex(prev, 32, ph);
+		dg_hex_encode(prev, 32, ph);
 		if (!json_object_get(o, "seq"))
 			json_object_set_new(o, "seq", json_integer(i + 1));
 		json_object_set_new(o, "wall", json_string("2025-01-01T00:00:00.000Z"));

@@ -308,7 +308,7 @@ static char *craft(json_t *obj, uint8_t prev[32])
 	EVP_DigestFinal_ex(md, h, &hl);
 	EVP_MD_CTX_free(md);
 	char hex[65];
-	dg_rec_hex(h, 32, hex);
+	dg_hex_encode(h, 32, hex);
 	char *line = malloc(n + 100);
 	memcpy(line, c, n - 1);
 	sprintf(line + n - 1, ",\"hash\":\"%s\"}\n", hex);
@@ -349,7 +349,7 @@ static void crafted(const char *id, json_t **evs, int n)
 	f = fopen(p, "w");
 	for (int i = 0; i < n; i++) {
 		char ph[65];
-		dg_rec_hex(prev, 32, ph);
+		dg_hex_encode(prev, 32, ph);
 		json_object_set_new(evs[i], "seq", json_integer(i + 1));
 		json_object_set_new(evs[i], "wall", json_string("2025-01-01T00:00:00.000Z"));
 		json_object_set_new(evs[i], "prev", json_string(ph));
