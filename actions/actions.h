@@ -12,7 +12,7 @@
  * non-ASCII as \xNN, quotes and backslashes with a backslash) and cut after
  * 64 bytes, so a message can neither forge a log line nor grow unbounded.
  *
- * Error convention (as in policy/policy.h): 0 or a negative errno; the
+ * Error convention (as in base/base.h): 0 or a negative errno; the
  * message goes to the caller's struct dg_err.
  *
  * ---- The schema: one JSON object per action --------------------------------

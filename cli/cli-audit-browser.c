@@ -7,7 +7,7 @@
  * path, and a denied URL typed into the omnibox and opened in a new tab
  * with alt+Enter. The bait's log says what arrived. The same run under a
  * policy without the deny is the control: there /secret/ must arrive, or
- * the probe proves nothing. See cli-audit.h. */
+ * the probe proves nothing. See cli-priv.h. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>

@@ -1,7 +1,7 @@
-/* `deskgate audit`: see gateway/cli-audit.h for the contract.
+/* `deskgate audit`: see cli/cli.h for the contract.
  *
  * The session is started in-process as `deskgate test --live` starts one
- * (gateway/cli-live.c): an egress proxy, the desktop with its egress
+ * (cli/cli-live.c): an egress proxy, the desktop with its egress
  * listener handed to the proxy, its worker; plus the other session.
  *
  * How the probe gets into the jail. The jail sees no host file but the
@@ -12,7 +12,7 @@
  * memfd itself, which lives on the kernel's internal shm mount (so the
  * noexec of the jail's /proc does not apply); execve is in the jail's
  * seccomp allowlist; and the probe closes the descriptor before probing
- * (dg_probe.c, close_own_image), so it is not mistaken for a leaked one.
+ * (probe.c, close_own_image), so it is not mistaken for a leaked one.
  * Nothing is written to a filesystem the jail could see, and the seals keep
  * one probe run from changing what the next run executes. The memfd is
  * close-on-exec here, so no other child of the audit inherits it.
@@ -20,7 +20,7 @@
  * Each probe runs as an exec action would: joined to the jail's namespaces,
  * cgroup, user, rlimits and seccomp filter, with the proxy variables the
  * spawner gives exec'd programs. Its verdict line (CONTAINED/LEAKED/ERROR/
- * KERNEL, tests/probes/dg_probe.c) becomes the finding. Some probes have a
+ * KERNEL, cli/probe.c) becomes the finding. Some probes have a
  * control run in the other session, where they must see what they look for
  * (its X server, its processes, its files): a probe that could not see a
  * leak there proves nothing here, and its finding becomes an error. The
@@ -651,7 +651,7 @@ static void host_results_of(const char *out, struct host_results *h)
 	}
 }
 
-/* Runs one probe whose calls depend on the host's kernel (dg_probe.c,
+/* Runs one probe whose calls depend on the host's kernel (probe.c,
  * "Kernel refusals": kexec, modules, x32, int 0x80, bpf, socket families,
  * procfs knobs...): first on the host (run_host: the control, where the
  * kernel alone answers each call, as root with no filter), then in the
@@ -726,7 +726,7 @@ static struct finding *probe_kernel(struct audit *au, const char *edge, const ch
 	return f;
 }
 
-/* FNV-1a, 64 bits, as dg_probe.c computes it: values are compared here, on
+/* FNV-1a, 64 bits, as probe.c computes it: values are compared here, on
  * the host; the host's values never enter the jail, not even hashed. */
 static uint64_t fnv1a64(const char *p, size_t n)
 {
@@ -1841,7 +1841,7 @@ static void report_text(const struct audit *au, FILE *out)
 }
 
 /* Writes the report to STATE_DIR/audit/<policy sha256>.json (see
- * cli-audit.h), owned by STATE_DIR's owner. The gateway's user owns that
+ * cli.h), owned by STATE_DIR's owner. The gateway's user owns that
  * directory and is less trusted than root: everything below STATE_DIR is
  * reached through descriptors, never by following a name it could have
  * swapped for a symlink (the audit directory is opened O_NOFOLLOW, changed

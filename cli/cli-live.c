@@ -1,5 +1,5 @@
 /* `deskgate test --live`: scripted steps on a real desktop. See
- * gateway/cli-record.h for the contract. */
+ * cli/cli-priv.h for the contract. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* deskgate: the one binary. Each subcommand parses its flags with the one
- * table-driven parser (gateway/opt.h), strictly: an unknown flag or a
+ * table-driven parser (cli/opt.h), strictly: an unknown flag or a
  * missing argument is a usage error (exit 2), never a guess; the same
  * tables give `deskgate help` and `deskgate CMD --help`. */
 #include <errno.h>

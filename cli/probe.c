@@ -88,7 +88,7 @@
  * no dynamic loading.
  *
  * It is also a product binary: the build installs it beside deskgate as
- * `deskgate-probe`, and `deskgate audit` (gateway/cli-audit.c) runs it in a
+ * `deskgate-probe`, and `deskgate audit` (cli/cli-audit.c) runs it in a
  * live session's jail from a memfd, comparing what it sees with facts only
  * the host knows (the probes after p_hello take those as arguments).
  */
@@ -2327,7 +2327,7 @@ static int p_hello(int argc, char **argv)
  *
  * These compare what the jail sees with facts only the host knows (file
  * identities, namespace inodes, the other desktop's screen size), passed as
- * arguments by `deskgate audit` (gateway/cli-audit.c). Each is harmless on
+ * arguments by `deskgate audit` (cli/cli-audit.c). Each is harmless on
  * the host too, where it must report LEAKED (the control).
  */
 

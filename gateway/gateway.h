@@ -65,7 +65,7 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
 /* ======================================================================== *
  * Configuration and authentication (gateway/config.c, gateway/auth.c)
  *
- * Conventions are the project's (policy/policy.h): functions return 0 or a
+ * Conventions are the project's (base/base.h): functions return 0 or a
  * negative errno; on error a message naming the file and the key is written
  * to a struct dg_err. Loading is strict: an unknown key or a bad value is an
  * error, never ignored, so a typo cannot silently weaken the gateway.
@@ -135,7 +135,7 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
  *         last audit of each policy). Flag: --state-dir.
  *     "instance": "gw-1",
  *         This gateway's name on the host (see dg_instance in
- *         desktop/desktop.h: 1-32 of [a-z0-9-]): its jails' cgroups and slot
+ *         desktop/proto/proto.h: 1-32 of [a-z0-9-]): its jails' cgroups and slot
  *         locks carry it, so gateways beside each other keep apart. Default:
  *         DESKGATE_INSTANCE from the environment, else the host name.
  *     "limits": {

@@ -114,7 +114,7 @@
  * are built only from validated hex, and every failure is an error naming
  * the file or the sequence number, never a crash.
  *
- * Error convention (policy/policy.h): 0 or a negative errno, the message in
+ * Error convention (base/base.h): 0 or a negative errno, the message in
  * the caller's struct dg_err. The writer is single-threaded: one struct
  * dg_rec belongs to one thread at a time.
  */

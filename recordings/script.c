@@ -4,7 +4,7 @@
  * read into a bounded buffer (a longer line is a failed step, its rest
  * skipped), steps are counted, every field is checked, and nothing a line
  * holds can crash the runner or stop the steps after it. Offline, the
- * session is simulated as `deskgate check` does (gateway/cli-check.c), with
+ * session is simulated as `deskgate check` does (cli/cli-check.c), with
  * declared state on top: "url", "size", "pointer", "time_ms". */
 #include <errno.h>
 #include <stdarg.h>

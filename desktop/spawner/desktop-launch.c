@@ -81,7 +81,7 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "-nolisten");
 	arg(b, "tcp");
 	/* No abstract socket: X clients use the path socket in /tmp/.X11-unix,
-	 * which programs run by exec cannot see (desktop/jail-enter.c). */
+	 * which programs run by exec cannot see (jail-enter.c). */
 	arg(b, "-nolisten");
 	arg(b, "local");
 	arg(b, "-NeverShared=0");
@@ -149,7 +149,7 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	/* WebSockets take the "socks" entry (Chromium uses it for ws:// and
 	 * wss:// when the per-scheme rules name no proxy for them), everything
 	 * else the HTTP proxy: the proxy tells a WebSocket by its first byte
-	 * and decides its URL (egress-priv.h, "SOCKS5"). */
+	 * and decides its URL (desktop/egress/egress-priv.h, "SOCKS5"). */
 	arg(b, "--proxy-server=http=" EGRESS_HOSTPORT ";https=" EGRESS_HOSTPORT
 	       ";socks=socks5://" EGRESS_HOSTPORT);
 	arg(b, "--proxy-bypass-list=<-loopback>");

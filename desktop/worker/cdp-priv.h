@@ -2,7 +2,7 @@
  * (--remote-debugging-pipe: we write commands to its fd 3, it writes replies
  * and events to its fd 4; every message is one JSON object ended by a NUL).
  *
- * Internal to desktop/: used by the per-session worker, which runs one poll()
+ * Internal to desktop/worker/: used by the worker, which runs one poll()
  * loop over the RFB socket, these pipes and its control socket. The client
  * therefore never blocks and never runs threads: it says which descriptors it
  * wants polled (dg_cdp_pollfds) and does its work in the handlers the owner

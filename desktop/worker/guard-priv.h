@@ -25,7 +25,7 @@
  * WebSocket handshakes pass through neither Fetch nor Network.setBlockedURLs
  * (measured with Chromium 156, in pages, iframes and every kind of worker):
  * Chromium sends them to the egress proxy's SOCKS5 front, which decides
- * their URL with the same "urls" rules (egress-priv.h, "SOCKS5").
+ * their URL with the same "urls" rules (desktop/egress/egress-priv.h, "SOCKS5").
  *
  * Everything here is driven by hostile DevTools messages: each string is
  * bounded and checked before it is kept or forwarded; a request whose URL is

@@ -1,4 +1,4 @@
-/* The worker process (see worker-priv.h for its descriptors and limits).
+/* The worker process (see worker.h for its limits, desktop/proto/proto.h for its descriptors and messages).
  *
  * Life: connect libvncclient to the RFB socket it inherited, wait for a
  * first full frame, confine itself (seccomp: no filesystem, no new sockets,

@@ -1,6 +1,6 @@
 /* Shared by the containment tests (issue #2, "What it must show").
  *
- * Every probe of tests/probes/dg_probe.c runs twice:
+ * Every probe of cli/probe.c runs twice:
  *  - in a jail (`deskgate exec`, the probe's bytes on stdin): the test
  *    asserts CONTAINED and that the jail left nothing behind;
  *  - as the CONTROL, on the host as root (sometimes inside the probe's own
@@ -11,7 +11,7 @@
  *    says so: such a control proves nothing, and that must not pass quietly.
  *
  * The probes whose calls depend on the kernel's build or configuration
- * (dg_probe.c, "Kernel refusals": kexec, modules, x32, int 0x80, bpf, ...)
+ * (cli/probe.c, "Kernel refusals": kexec, modules, x32, int 0x80, bpf, ...)
  * use the kernel-aware pair instead: control_leaked_or_kernel accepts the
  * host control's KERNEL (the kernel refuses the call to root too, with the
  * reason), and jail_contained_or_kernel runs that control first and hands
@@ -160,7 +160,7 @@ static inline void control_argv(const char *ns, const char *const *argv, const c
  * verdict (1 LEAKED, 3 KERNEL) and verdict line; when results is not NULL,
  * its RESULT lines as "KEY=TOKEN" (at most HOST_RESULTS_MAX). The run is
  * freed before any assertion fails. */
-#define HOST_RESULTS_MAX 32 /* dg_probe.c's DG_PROBE_HOST_MAX */
+#define HOST_RESULTS_MAX 32 /* cli/probe.c's DG_PROBE_HOST_MAX */
 struct host_results {
 	char kv[HOST_RESULTS_MAX][128];
 	int n;

@@ -1,4 +1,4 @@
-/* `deskgate audit` (gateway/cli-audit.c): the probe battery run from inside
+/* `deskgate audit` (cli/cli-audit.c): the probe battery run from inside
  * a live session.
  *
  *  - Under the built-in default policy and under the README's full example
@@ -8,7 +8,7 @@
  *    the example policy, what its egress allows is reported as allowed.
  *  - It can fail: given a probe that reports a leak everywhere (--probe, a
  *    product option), it says leaked and exits 1; and the probes it added
- *    to dg_probe.c report LEAKED when run on the host (the controls), where
+ *    to cli/probe.c report LEAKED when run on the host (the controls), where
  *    what they look for is there, and CONTAINED where it is not.
  *  - What the host's kernel refuses by itself (int 0x80 without IA32
  *    emulation, /proc/sysrq-trigger without magic SysRq...) is reported as
@@ -241,7 +241,7 @@ static const char *outcome_of(json_t *report, const char *id)
 	return json_string_value(json_object_get(f, "outcome"));
 }
 
-/* The TOKEN of the host control's RESULT line for key (dg_probe.c, "Kernel
+/* The TOKEN of the host control's RESULT line for key (cli/probe.c, "Kernel
  * refusals"), measured here with the tests' own probe (the same source as
  * deskgate-probe): "ok" where the host's kernel runs the call, an errno or
  * a signal where it refuses it. */

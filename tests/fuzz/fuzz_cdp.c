@@ -1,5 +1,5 @@
-/* fuzz_cdp: the worker's DevTools client (desktop/cdp-priv.h) and the
- * browser layer of the policy it feeds (desktop/guard-priv.h), driven by
+/* fuzz_cdp: the worker's DevTools client (desktop/worker/cdp-priv.h) and the
+ * browser layer of the policy it feeds (desktop/worker/guard-priv.h), driven by
  * hostile bytes on Chromium's side of --remote-debugging-pipe.
  *
  * Per input, as the worker sets them up: a client over two pipes,

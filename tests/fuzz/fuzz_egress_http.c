@@ -1,5 +1,5 @@
 /* fuzz_egress_http: the egress proxy's request-head parser and rewriter
- * (desktop/egress-priv.h), fed what a jailed client sends to the proxy.
+ * (desktop/egress/egress-priv.h), fed what a jailed client sends to the proxy.
  *
  * Input: the bytes the proxy has read from a connection (a request head,
  * possibly followed by body or tunnel bytes, possibly incomplete).

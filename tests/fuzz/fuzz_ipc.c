@@ -1,5 +1,5 @@
-/* fuzz_ipc: the messages between deskgate's processes (desktop/ipc-priv.h,
- * desktop/desktop.h, desktop/egress-priv.h, desktop/guard-priv.h), fed
+/* fuzz_ipc: the messages between deskgate's processes
+ * (desktop/proto/proto.h, desktop/worker/guard-priv.h), fed
  * through real socketpairs as a hostile or broken peer would send them.
  *
  * Input: one selector byte (its value modulo 5), one parameter byte, then

@@ -55,7 +55,7 @@ int dg_test_slot_cgroups(uint32_t slot, char *what, size_t what_len);
 /* Monotonic seconds. */
 double dg_test_now(void);
 
-/* ---- Containment probe battery (tests/probes/dg_probe.c) ---- */
+/* ---- Containment probe battery (cli/probe.c) ---- */
 
 /* The shell line that carries the probe into a jail: the jail cannot see the
  * build directory, so the probe's bytes arrive on stdin, are written to the
@@ -82,7 +82,7 @@ int dg_test_probe_host(const char *const *envp, int extra_fd, double timeout_s,
 
 /* Finds the probe's final line (CONTAINED/LEAKED/ERROR/KERNEL ...) in text
  * and copies it into line. Returns 0 CONTAINED, 1 LEAKED, 2 ERROR, 3 KERNEL
- * (contained by the kernel itself: tests/probes/dg_probe.c), -1 none. */
+ * (contained by the kernel itself: cli/probe.c), -1 none. */
 int dg_test_verdict(const char *text, char *line, size_t len);
 
 /* A program started in the background, for tests that act while it runs

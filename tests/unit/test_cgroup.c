@@ -719,7 +719,7 @@ static void real_sys(struct dg_cgroup_sys *sys)
 		cr_skip_test("no usable cgroup hierarchy: %s", err.msg);
 }
 
-/* Takes the slot lock the way desktop/jail.c does (<run dir>/slots/N.lock,
+/* Takes the slot lock the way desktop/spawner/jail.c does (<run dir>/slots/N.lock,
  * flock), waiting at most SLOT_LOCK_WAIT_S; held until the test process
  * exits. */
 static void hold_slot(uint32_t slot)

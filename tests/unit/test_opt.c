@@ -1,4 +1,4 @@
-/* The command-line parser (gateway/opt.h) at its edges: every kind of
+/* The command-line parser (cli/opt.h) at its edges: every kind of
  * option, values with and without '=', positionals, --, --help, limits, and
  * the help text built from the same table. */
 #include <criterion/criterion.h>

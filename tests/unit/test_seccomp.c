@@ -1,4 +1,4 @@
-/* The jail's capability drop and seccomp filter (desktop/seccomp.c).
+/* The jail's capability drop and seccomp filter (desktop/spawner/seccomp.c).
  *
  * Every check runs in a forked child that drops capabilities and/or installs
  * the filter and then makes the call; the result comes back through a pipe,
