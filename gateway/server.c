@@ -954,8 +954,10 @@ static int own_dir(const char *dir, struct dg_err *err)
 	return 0;
 }
 
-/* What the gateway needs of a directory once it runs as DG_GATEWAY_UID. */
-enum dir_need { DIR_READ, DIR_WRITE };
+/* What the gateway needs of a path once it runs as DG_GATEWAY_UID: a
+ * directory to list, one to write in, or a file to read (the named
+ * policies, read at each session's creation). */
+enum dir_need { DIR_READ, DIR_WRITE, FILE_READ };
 
 /* In a child that has become DG_GATEWAY_UID: 0 when dir can be listed (and
  * with DIR_WRITE, a file created in it and removed), else the errno. */
@@ -969,7 +971,7 @@ static int probe_dir_as_gateway(const char *dir, enum dir_need need)
 		if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 ||
 		    setresuid(id, id, id) != 0)
 			_exit(EPERM);
-		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int fd = open(dir, O_RDONLY | O_CLOEXEC | (need == FILE_READ ? 0 : O_DIRECTORY));
 		if (fd < 0)
 			_exit(errno);
 		if (need == DIR_WRITE) {
@@ -1002,6 +1004,27 @@ static int check_dir_for_gateway(const char *what, const char *dir, enum dir_nee
 			  "%s %s: the gateway, which drops to uid %u, cannot %s it: %s (every "
 			  "directory above it must be searchable by that uid)",
 			  what, dir, DG_GATEWAY_UID, need == DIR_WRITE ? "write in" : "read", strerror(e));
+}
+
+/* The named policies are read again at each session's creation, by the
+ * dropped gateway: each must load now, and be readable by that uid. */
+static int check_named_policies(const struct dg_config *cfg, struct dg_err *err)
+{
+	for (size_t i = 0; i < cfg->n_policies; i++) {
+		const struct dg_config_policy *cp = &cfg->policies[i];
+		struct dg_policy p;
+		char *text = NULL, what[96];
+		size_t len = 0;
+		int r = dg_gw_policy_load(cp->path, &p, &text, &len, err);
+		if (r)
+			return r;
+		dg_policy_free(&p);
+		free(text);
+		snprintf(what, sizeof(what), "policies.%s", cp->name);
+		if ((r = check_dir_for_gateway(what, cp->path, FILE_READ, err)))
+			return r;
+	}
+	return 0;
 }
 
 static volatile sig_atomic_t interrupted;
@@ -1082,6 +1105,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	if (own_dir(gw.cfg.state_dir, &err) || own_dir(gw.cfg.recordings, &err) ||
 	    check_dir_for_gateway("state_dir", gw.cfg.state_dir, DIR_READ, &err) ||
 	    check_dir_for_gateway("recordings", gw.cfg.recordings, DIR_WRITE, &err) ||
+	    check_named_policies(&gw.cfg, &err) ||
 	    (o->new_tokens && forget_generated_tokens(&gw.cfg, &err)) ||
 	    dg_auth_init(&gw.auth, &gw.cfg, (const char *const *)environ, &gen, &err)) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);

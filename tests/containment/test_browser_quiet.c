@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dg_test.h"
@@ -49,27 +50,28 @@ static void handle(struct dg_site *s, int c, const char *path)
 		dg_site_reply(c, "404 Not Found", "text/plain", "", "no");
 }
 
-static void serve(bool strict)
+/* One gateway for both cases: the built-in default policy, and the strict
+ * policy under the name "strict" for the loopback page's session. */
+static void serve(void)
 {
-	char extra[1024] = "", err[1024];
-	const char *args[4] = {NULL};
-	char map[64];
-	if (strict) {
-		dg_site_start(&site, handle);
-		site_on = true;
-		char policy[1024];
-		snprintf(policy, sizeof(policy),
-			 "{\"version\": 1, \"default\": \"deny\",\n"
-			 " \"actions\": {\"allow\": [\"screenshot\", \"navigate\", \"wait\", \"type\", \"click\"]},\n"
-			 " \"urls\": {\"allow\": [\"http://localhost:%d/**\"]},\n"
-			 " \"egress\": {\"allow\": [\"localhost:%d\"]}}\n",
-			 site.port, site.port);
-		policy_path = dg_test_write_tmp("policy-quiet.json", policy);
-		snprintf(extra, sizeof(extra), "\"policy\": \"%s\"", policy_path);
-		snprintf(map, sizeof(map), "localhost:%d=127.0.0.1:%d", site.port, site.port);
-		args[0] = "--test-resolve";
-		args[1] = map;
-	}
+	char extra[1024] = "", err[1024], map[64], policy[1024];
+	dg_site_start(&site, handle);
+	site_on = true;
+	snprintf(policy, sizeof(policy),
+		 "{\"version\": 1, \"default\": \"deny\",\n"
+		 " \"actions\": {\"allow\": [\"screenshot\", \"navigate\", \"wait\", \"type\", \"click\"]},\n"
+		 " \"urls\": {\"allow\": [\"http://localhost:%d/**\"]},\n"
+		 " \"egress\": {\"allow\": [\"localhost:%d\"]}}\n",
+		 site.port, site.port);
+	policy_path = dg_test_write_tmp("policy-quiet.json", policy);
+	/* A named policy is read again by the dropped gateway at each creation. */
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s", policy_path);
+	*strrchr(dir, '/') = '\0';
+	cr_assert_eq(chmod(dir, 0755), 0);
+	snprintf(extra, sizeof(extra), "\"policies\": {\"strict\": \"%s\"}", policy_path);
+	snprintf(map, sizeof(map), "localhost:%d=127.0.0.1:%d", site.port, site.port);
+	const char *args[] = {"--test-resolve", map, NULL};
 	cr_assert_eq(dg_test_serve_start_args(&srv, extra, args, 30, err, sizeof(err)), 0, "%s", err);
 }
 
@@ -204,92 +206,122 @@ static void recording_scan(const char *id, struct seen *s, const char *own_host,
 	free(text);
 }
 
-/* Starts a browser session, leaves it idle (after navigating to url when
- * given) and checks that nothing but the page made a request. */
-static void idle_session(const char *url, const char *own_host, const char *own_url)
+/* A browser session being watched: its agent and observer connections,
+ * and what is the page's own (own_host: an egress prefix, own_url: a URL
+ * prefix; NULL: nothing is). */
+struct quiet {
+	const char *label, *url, *own_host, *own_url;
+	char id[64];
+	struct dg_ws *ws, *obs;
+	struct seen live;
+};
+
+/* Starts a browser session under the named policy (NULL: the default),
+ * navigates to q->url when given and types into its field, and opens an
+ * observer. */
+static void open_session(struct quiet *q, const char *policy)
 {
-	unsigned long egress0 = egress_total();
+	char body[128];
+	snprintf(body, sizeof(body), "{\"profile\":\"browser\"%s%s%s}", policy ? ",\"policy\":\"" : "",
+		 policy ? policy : "", policy ? "\"" : "");
 	struct dg_http r;
-	cr_assert_eq(dg_test_http(srv.port, "POST", "/v1/sessions", DG_TEST_AGENT_TOKEN,
-				  "{\"profile\":\"browser\"}", 90, &r), 0);
+	cr_assert_eq(dg_test_http(srv.port, "POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, body, 90, &r), 0);
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	json_t *j = json_loads(r.body, 0, NULL);
 	dg_http_free(&r);
-	char id[64], path[128], proto[300], err[256];
-	snprintf(id, sizeof(id), "%s", str(j, "id"));
-	snprintf(path, sizeof(path), "/v1/sessions/%s/ws", id);
+	char path[128], proto[300], err[256];
+	snprintf(q->id, sizeof(q->id), "%s", str(j, "id"));
+	snprintf(path, sizeof(path), "/v1/sessions/%s/ws", q->id);
 	snprintf(proto, sizeof(proto), "deskgate.v1, bearer.%s", str(j, "session_token"));
 	json_decref(j);
 	int status;
-	struct dg_ws *ws = dg_ws_connect(srv.port, path, NULL, proto, 30, &status, err, sizeof(err));
-	cr_assert(ws, "connect: %d %s", status, err);
-	json_decref(recv_json(ws, 10)); /* hello */
-	snprintf(path, sizeof(path), "/v1/sessions/%s/watch", id);
-	struct dg_ws *obs = dg_ws_connect(srv.port, path, DG_TEST_VIEWER_TOKEN, NULL, 30, &status, err,
-					  sizeof(err));
-	cr_assert(obs, "watch: %d %s", status, err);
-	if (url) {
-		char nav[256];
-		snprintf(nav, sizeof(nav), "{\"type\":\"navigate\",\"url\":\"%s\"}", url);
-		cr_assert_eq(dg_ws_send_text(ws, nav), 0);
-		json_t *res = recv_json(ws, T_ACT);
-		cr_assert(json_is_true(json_object_get(res, "ok")), "navigate: %s", json_dumps(res, 0));
-		cr_assert_str_eq(str(res, "title"), "quiet");
-		json_decref(res);
-		/* Into the text field (it fills the page), with a misspelling. */
-		cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"click\",\"x\":640,\"y\":500}"), 0);
-		res = recv_json(ws, T_ACT);
-		cr_assert(json_is_true(json_object_get(res, "ok")), "click: %s", json_dumps(res, 0));
-		json_decref(res);
-		cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"type\",\"text\":\"Bonjour le mnode\"}"), 0);
-		res = recv_json(ws, T_ACT);
-		cr_assert(json_is_true(json_object_get(res, "ok")), "type: %s", json_dumps(res, 0));
-		cr_assert_str_eq(str(res, "title"), "typed 16", "the text did not reach the field: title \"%s\"", str(res, "title"));
-		json_decref(res);
-	}
-	struct seen live = {0};
-	double t0 = dg_test_now();
-	watch_for(obs, DG_QUIET_IDLE_S, &live, own_host, own_url);
-	double idle = dg_test_now() - t0;
-	unsigned long egress1 = egress_total();
-	dg_ws_close(obs);
-	dg_ws_close(ws);
-	snprintf(path, sizeof(path), "/v1/sessions/%s", id);
+	q->ws = dg_ws_connect(srv.port, path, NULL, proto, 30, &status, err, sizeof(err));
+	cr_assert(q->ws, "connect: %d %s", status, err);
+	json_decref(recv_json(q->ws, 10)); /* hello */
+	snprintf(path, sizeof(path), "/v1/sessions/%s/watch", q->id);
+	q->obs = dg_ws_connect(srv.port, path, DG_TEST_VIEWER_TOKEN, NULL, 30, &status, err, sizeof(err));
+	cr_assert(q->obs, "watch: %d %s", status, err);
+	if (!q->url)
+		return;
+	char nav[256];
+	snprintf(nav, sizeof(nav), "{\"type\":\"navigate\",\"url\":\"%s\"}", q->url);
+	cr_assert_eq(dg_ws_send_text(q->ws, nav), 0);
+	json_t *res = recv_json(q->ws, T_ACT);
+	cr_assert(json_is_true(json_object_get(res, "ok")), "navigate: %s", json_dumps(res, 0));
+	cr_assert_str_eq(str(res, "title"), "quiet");
+	json_decref(res);
+	/* Into the text field (it fills the page), with a misspelling. */
+	cr_assert_eq(dg_ws_send_text(q->ws, "{\"type\":\"click\",\"x\":640,\"y\":500}"), 0);
+	res = recv_json(q->ws, T_ACT);
+	cr_assert(json_is_true(json_object_get(res, "ok")), "click: %s", json_dumps(res, 0));
+	json_decref(res);
+	cr_assert_eq(dg_ws_send_text(q->ws, "{\"type\":\"type\",\"text\":\"Bonjour le mnode\"}"), 0);
+	res = recv_json(q->ws, T_ACT);
+	cr_assert(json_is_true(json_object_get(res, "ok")), "type: %s", json_dumps(res, 0));
+	cr_assert_str_eq(str(res, "title"), "typed 16", "the text did not reach the field: title \"%s\"",
+			 str(res, "title"));
+	json_decref(res);
+}
+
+/* Ends the session and checks its live and recorded decisions. */
+static int close_and_check(struct quiet *q)
+{
+	dg_ws_close(q->obs);
+	dg_ws_close(q->ws);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sessions/%s", q->id);
+	struct dg_http r;
 	cr_assert_eq(dg_test_http(srv.port, "DELETE", path, DG_TEST_AGENT_TOKEN, NULL, 30, &r), 0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dg_http_free(&r);
-
 	struct seen rec = {0};
-	recording_scan(id, &rec, own_host, own_url);
-	fprintf(stderr, "browser_quiet: %s, idle %.1f s: recording: %d foreign egress, %d foreign "
-		"browser, %d own egress, %d own browser decisions; /metrics egress %lu -> %lu; %s\n",
-		url ? url : "about:blank", idle, rec.egress, rec.browser, rec.own_egress,
-		rec.own_browser, egress0, egress1, rec.what);
-	cr_assert_geq(idle, DG_QUIET_IDLE_S - 0.5);
-	cr_assert_eq(live.egress + live.browser, 0,
-		     "the observer saw requests the page did not make while idle: %s", live.what);
+	recording_scan(q->id, &rec, q->own_host, q->own_url);
+	fprintf(stderr, "browser_quiet: %s: recording: %d foreign egress, %d foreign browser, %d own "
+		"egress, %d own browser decisions; %s\n", q->label, rec.egress, rec.browser,
+		rec.own_egress, rec.own_browser, rec.what);
+	cr_assert_eq(q->live.egress + q->live.browser, 0,
+		     "%s: the observer saw requests the page did not make while idle: %s", q->label,
+		     q->live.what);
 	cr_assert_eq(rec.egress + rec.browser, 0,
-		     "the recording holds requests the page did not make: %s", rec.what);
-	cr_assert_eq(egress1 - egress0, (unsigned long)rec.own_egress,
-		     "/metrics counted %lu egress decisions, the page made %d", egress1 - egress0,
-		     rec.own_egress);
-	if (url) {
-		cr_assert_gt(rec.own_browser, 0, "the page's own request is not in the recording");
-		cr_assert_gt(rec.own_egress, 0, "the page's own connection is not in the recording");
+		     "%s: the recording holds requests the page did not make: %s", q->label, rec.what);
+	if (q->url) {
+		cr_assert_gt(rec.own_browser, 0, "%s: the page's own request is not in the recording",
+			     q->label);
+		cr_assert_gt(rec.own_egress, 0, "%s: the page's own connection is not in the recording",
+			     q->label);
 	}
+	return rec.own_egress;
 }
 
-Test(browser_quiet, default_policy_about_blank_makes_no_request)
+/* Two browser sessions of one gateway, left idle together for
+ * DG_QUIET_IDLE_S once both are ready (the strict one after its page loaded
+ * and text was typed): nothing but that page makes a request, live (the
+ * observers), in the recordings, or in /metrics. */
+Test(browser_quiet, idle_browsers_make_no_request_of_their_own)
 {
-	serve(false);
-	idle_session(NULL, NULL, NULL);
-}
-
-Test(browser_quiet, strict_policy_loopback_page_makes_only_its_own)
-{
-	serve(true);
+	serve();
 	char url[128], host[64];
 	snprintf(url, sizeof(url), "http://localhost:%d/", site.port);
 	snprintf(host, sizeof(host), "localhost:%d", site.port);
-	idle_session(url, host, url);
+	struct quiet q[2] = {
+		{.label = "default policy, about:blank"},
+		{.label = "strict policy, a French page typed into", .url = url, .own_host = host,
+		 .own_url = url},
+	};
+	unsigned long egress0 = egress_total();
+	open_session(&q[0], NULL);
+	open_session(&q[1], "strict");
+	double t0 = dg_test_now();
+	while (dg_test_now() - t0 < DG_QUIET_IDLE_S)
+		for (int i = 0; i < 2; i++)
+			watch_for(q[i].obs, 0.1, &q[i].live, q[i].own_host, q[i].own_url);
+	double idle = dg_test_now() - t0;
+	unsigned long egress1 = egress_total();
+	cr_assert_geq(idle, DG_QUIET_IDLE_S - 0.5);
+	int own = close_and_check(&q[0]);
+	own += close_and_check(&q[1]);
+	fprintf(stderr, "browser_quiet: idle %.1f s; /metrics egress %lu -> %lu\n", idle, egress0,
+		egress1);
+	cr_assert_eq(egress1 - egress0, (unsigned long)own,
+		     "/metrics counted %lu egress decisions, the pages made %d", egress1 - egress0, own);
 }

@@ -99,6 +99,36 @@ Test(serve_start, state_dir_below_a_private_dir_refused, .timeout = 60)
 	rm_dir(dir);
 }
 
+/* A named policy the dropped gateway could not read at a session's
+ * creation (it reads them there) is refused at start. */
+Test(serve_start, unreadable_named_policy_refused, .timeout = 60)
+{
+	char *dir = private_dir();
+	char pol[512], cfg[512], text[1200];
+	snprintf(pol, sizeof(pol), "%s/strict.json", dir);
+	write_file(pol, "{\"version\": 1, \"default\": \"deny\"}\n");
+	snprintf(cfg, sizeof(cfg), "%s/config.json", dir);
+	int port = dg_test_free_port();
+	snprintf(text, sizeof(text),
+		 "{\"listen\": \"127.0.0.1:%d\", \"state_dir\": \"/tmp/dg-unused-state\", "
+		 "\"recordings\": \"/tmp/dg-unused-rec\", \"policies\": {\"strict\": \"%s\"}}",
+		 port, pol);
+	write_file(cfg, text);
+	struct dg_run r;
+	const char *env[] = {"DESKGATE_AGENT_TOKEN=" DG_TEST_AGENT_TOKEN, "PATH=/usr/bin:/bin", NULL};
+	cr_assert_eq(dg_test_run((const char *const[]){DG_BIN, "serve", "--config", cfg, NULL}, env,
+				 NULL, 0, 30, -1, &r),
+		     0);
+	cr_assert_eq(r.exit_code, 125, "exit %d: %s%s", r.exit_code, r.out, r.err);
+	char want[700];
+	snprintf(want, sizeof(want), "policies.strict %s: the gateway, which drops to uid %u, "
+		 "cannot read it", pol, GATEWAY_UID);
+	cr_assert(strstr(r.err, want), "want \"%s\" in: %s", want, r.err);
+	cr_assert_lt(dg_test_tcp_connect(port), 0, "port %d is open", port);
+	dg_run_free(&r);
+	rm_dir(dir);
+}
+
 static struct dg_server srv;
 
 static void fini(void)
