@@ -46,6 +46,10 @@
 /* Longest wait for the page's two animation frames after keyboard input
  * (see barrier() in worker.c) before settling anyway. */
 #define DG_WORKER_BARRIER_MAX_MS 500
+/* After keyboard input in the browser, the quiet period settling waits for
+ * (instead of DG_SETTLE_QUIET_MS): the renderer paints typed text in bursts
+ * whose gaps under load exceed 30 ms ("hi openai" answered as "hi open"). */
+#define DG_WORKER_KEYS_QUIET_MS 120
 /* Which tab is in front (the browser announces no activation): with more
  * than one page the worker asks the pages (dg_guard_probe_tabs) after
  * every action, before its result, and while idle every TAB_PROBE ms, and
