@@ -233,14 +233,17 @@ static int omnibox(struct dg_rec_live *live, int port, const char *path, struct 
 	return r;
 }
 
-/* Waits (bounded) until the bait saw needle; true when it did. */
-static bool bait_wait(struct bait *b, const char *needle, int ms)
+/* Waits (bounded) until the bait saw needle; true when it did. The wait
+ * is the worker's "wait" action, not a sleep: the browser's requests are
+ * held until the worker's owner decides them, and the owner (this process)
+ * decides only while a step runs. A sleep left the page's worker script
+ * and a new tab's first request unanswered under load. */
+static bool bait_wait(struct bait *b, struct dg_rec_live *live, const char *needle, int ms)
 {
-	for (int waited = 0; waited < ms; waited += 50) {
-		if (bait_saw(b, needle))
-			return true;
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
+	struct dg_err err = {{0}};
+	for (long long end = bait_now_ms() + ms; !bait_saw(b, needle) && bait_now_ms() < end;) {
+		if (live_step(live, "{\"type\":\"wait\",\"ms\":" DG_AUDIT_BAIT_POLL_MS "}", &err))
+			break;
 	}
 	return bait_saw(b, needle);
 }
@@ -284,21 +287,21 @@ int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, struct dg_aud
 			 ":%d/page.html?try=%d\"}", b->port, i);
 		if ((r = live_step(&live, act, err)))
 			goto out_live;
-		seen->ok_page = bait_wait(b, "GET /ok/page ", DG_AUDIT_BAIT_WAIT_MS);
-		seen->ok_worker = bait_wait(b, "GET /ok/worker ", DG_AUDIT_BAIT_WAIT_MS);
+		seen->ok_page = bait_wait(b, &live, "GET /ok/page ", DG_AUDIT_BAIT_WAIT_MS);
+		seen->ok_worker = bait_wait(b, &live, "GET /ok/worker ", DG_AUDIT_BAIT_WAIT_MS);
 	}
-	seen->secret_page = bait_wait(b, "GET /secret/page ", DG_AUDIT_BAIT_AFTER_MS);
-	seen->secret_worker = bait_wait(b, "GET /secret/worker ", DG_AUDIT_BAIT_AFTER_MS);
+	seen->secret_page = bait_wait(b, &live, "GET /secret/page ", DG_AUDIT_BAIT_AFTER_MS);
+	seen->secret_worker = bait_wait(b, &live, "GET /secret/worker ", DG_AUDIT_BAIT_AFTER_MS);
 	/* The denied URL first, then an allowed one the same way: its arrival
 	 * shows the keys did open a tab, so a missing denied one means held. */
 	for (int i = 0; i < DG_AUDIT_OMNIBOX_TRIES && !seen->ok_omnibox; i++) {
 		if ((r = omnibox(&live, b->port, "/secret/omnibox.html", err)) ||
 		    (r = omnibox(&live, b->port, "/ok/omnibox.html", err)))
 			goto out_live;
-		seen->ok_omnibox = bait_wait(b, "GET /ok/omnibox.html ", DG_AUDIT_BAIT_WAIT_MS);
+		seen->ok_omnibox = bait_wait(b, &live, "GET /ok/omnibox.html ", DG_AUDIT_BAIT_WAIT_MS);
 	}
 	/* Late arrivals count: what the bait saw by the end decides. */
-	seen->secret_omnibox = bait_wait(b, "GET /secret/omnibox.html ", DG_AUDIT_BAIT_AFTER_MS);
+	seen->secret_omnibox = bait_wait(b, &live, "GET /secret/omnibox.html ", DG_AUDIT_BAIT_AFTER_MS);
 	seen->ok_page = bait_saw(b, "GET /ok/page ");
 	seen->ok_worker = bait_saw(b, "GET /ok/worker ");
 	seen->secret_page = bait_saw(b, "GET /secret/page ");

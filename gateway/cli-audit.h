@@ -74,6 +74,7 @@ int dg_cmd_audit(int argc, char **argv);
 #define DG_AUDIT_BAIT_WAIT_MS 15000  /* for a request the page or the omnibox makes (it
 				      * returns as soon as it arrived: long only for a
 				      * slow machine or one that never arrives) */
+#define DG_AUDIT_BAIT_POLL_MS "250"  /* one wait step while the bait is watched */
 #define DG_AUDIT_BAIT_AFTER_MS 1000  /* for a denied request once its allowed twin,
 				      * made at the same moment, has arrived */
 #define DG_AUDIT_PAGE_TRIES 3           /* loads of the bait page, until both allowed
