@@ -25,6 +25,11 @@
 #define DG_WORKER_CONTENT_MS 5000
 /* The first full frame must arrive within this after connecting. */
 #define DG_WORKER_FIRST_FRAME_MS 10000
+/* The browser must answer DevTools and guard its first page within this
+ * after the first frame: Chromium's start under a loaded host (two cores,
+ * other desktops starting) took over 10 s. The gateway's create timeout
+ * (DG_CREATE_TIMEOUT_S) bounds the whole start above it. */
+#define DG_WORKER_DEVTOOLS_MS 30000
 /* A blocked read of one RFB message gives up after this (libvncclient). */
 #define DG_WORKER_RFB_READ_TIMEOUT_S 5
 /* Pause between the clicks of a double or triple click: well inside every

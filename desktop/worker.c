@@ -1079,12 +1079,12 @@ static void browser_start(struct worker *w)
 	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
 	if (dg_cdp_start(w->cdp, NULL, NULL, &err) || dg_guard_start(w->guard, &err))
 		die("DevTools: %s", err.msg);
-	long long deadline = now_ms() + DG_WORKER_FIRST_FRAME_MS;
+	long long deadline = now_ms() + DG_WORKER_DEVTOOLS_MS;
 	/* READY only once the first page is guarded: attached, Fetch on. */
 	while (!dg_cdp_ready(w->cdp) || dg_guard_pending_setups(w->guard) > 0) {
 		long long left = deadline - now_ms();
 		if (left <= 0)
-			die("the browser did not answer DevTools within %d ms", DG_WORKER_FIRST_FRAME_MS);
+			die("the browser did not answer DevTools within %d ms", DG_WORKER_DEVTOOLS_MS);
 		struct pollfd p[2];
 		dg_cdp_pollfds(w->cdp, p);
 		if (poll(p, 2, (int)left) > 0)
