@@ -16,11 +16,17 @@
  * egress proxy only (a test-only override, as --test-resolve). */
 #define DG_AUDIT_BAIT_HOST "bait.deskgate-audit.test"
 #define DG_AUDIT_BAIT_LOG_MAX 8192   /* bytes of request lines kept */
+#define DG_AUDIT_BAIT_CONNS 32       /* connections the bait serves at once */
+#define DG_AUDIT_BAIT_HEAD_MAX 4096  /* bytes of a request head it reads */
+#define DG_AUDIT_BAIT_HEAD_MS 5000   /* for a connection to send its head */
 #define DG_AUDIT_BAIT_WAIT_MS 15000  /* for a request the page or the omnibox makes (it
 				      * returns as soon as it arrived: long only for a
 				      * slow machine or one that never arrives) */
+#define DG_AUDIT_BAIT_POLL_MS "250"  /* one wait step while the bait is watched */
 #define DG_AUDIT_BAIT_AFTER_MS 1000  /* for a denied request once its allowed twin,
 				      * made at the same moment, has arrived */
+#define DG_AUDIT_PAGE_TRIES 3           /* loads of the bait page, until both allowed
+					 * WebSockets arrived */
 #define DG_AUDIT_OMNIBOX_PAUSE_MS "1000" /* between the omnibox's keys (a wait action) */
 #define DG_AUDIT_OMNIBOX_TRIES 3        /* the denied-then-allowed sequence, until the
 					 * allowed URL shows the keys opened a tab */

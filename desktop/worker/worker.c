@@ -60,6 +60,7 @@ struct worker {
 	bool probe_again;        /* ... and its answer is older than what follows it */
 	long long next_probe;    /* ms: the next idle tab probe, with more than one page */
 	bool await_paint;        /* settling after a page load: see advance() */
+	int quiet_ms;            /* the quiet period this settling waits for */
 	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
 	int n_primed;
 	enum dg_profile profile;
@@ -541,6 +542,7 @@ static void settle(struct worker *w)
 	w->settle_from = w->t_injected;
 	w->phase = PHASE_SETTLE;
 	w->await_paint = false;
+	w->quiet_ms = DG_SETTLE_QUIET_MS;
 }
 
 /* Keyboard input in the browser: keys travel X -> browser process ->
@@ -557,6 +559,7 @@ static void barrier_done(void *arg, int status, json_t *result, const char *erro
 		long long t = w->t_injected;
 		settle(w);
 		w->t_injected = t; /* the settle bound still counts from the input */
+		w->quiet_ms = DG_WORKER_KEYS_QUIET_MS;
 	}
 }
 
@@ -570,6 +573,9 @@ static void barrier(struct worker *w)
 	json_t *params = json_pack("{s:s, s:b, s:b}", "expression",
 				   "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
 				   "awaitPromise", 1, "returnByValue", 1);
+	/* The keys are in the browser's X queue once Xvnc has answered a
+	 * request sent after them: only then is the page asked for frames. */
+	gap(w, 0);
 	w->phase = PHASE_BARRIER;
 	w->t_injected = dg_now_ms();
 	w->nav_deadline = w->t_injected + DG_WORKER_BARRIER_MAX_MS;
@@ -848,12 +854,12 @@ static int advance(struct worker *w)
 		 * page: after a load, wait (bounded) for a first update. */
 		bool painted = !w->await_paint || w->last_update > w->settle_from ||
 			       t - w->settle_from >= DG_WORKER_PAINT_WAIT_MS;
-		if ((painted && t - quiet_from >= DG_SETTLE_QUIET_MS) ||
+		if ((painted && t - quiet_from >= w->quiet_ms) ||
 		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
 			settled(w);
 			return 0;
 		}
-		long long a = painted ? quiet_from + DG_SETTLE_QUIET_MS - t
+		long long a = painted ? quiet_from + w->quiet_ms - t
 				      : w->settle_from + DG_WORKER_PAINT_WAIT_MS - t;
 		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;
 		long long next = a < b ? a : b;
@@ -1057,12 +1063,12 @@ static void browser_start(struct worker *w)
 	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
 	if (dg_cdp_start(w->cdp, NULL, NULL, &err) || dg_guard_start(w->guard, &err))
 		die("DevTools: %s", err.msg);
-	long long deadline = dg_now_ms() + DG_WORKER_FIRST_FRAME_MS;
+	long long deadline = dg_now_ms() + DG_WORKER_DEVTOOLS_MS;
 	/* READY only once the first page is guarded: attached, Fetch on. */
 	while (!dg_cdp_ready(w->cdp) || dg_guard_pending_setups(w->guard) > 0) {
 		long long left = deadline - dg_now_ms();
 		if (left <= 0)
-			die("the browser did not answer DevTools within %d ms", DG_WORKER_FIRST_FRAME_MS);
+			die("the browser did not answer DevTools within %d ms", DG_WORKER_DEVTOOLS_MS);
 		struct pollfd p[2];
 		dg_cdp_pollfds(w->cdp, p);
 		if (poll(p, 2, (int)left) > 0)

@@ -24,6 +24,11 @@
 #define DG_WORKER_CONTENT_MS 5000
 /* The first full frame must arrive within this after connecting. */
 #define DG_WORKER_FIRST_FRAME_MS 10000
+/* The browser must answer DevTools and guard its first page within this
+ * after the first frame: Chromium's start under a loaded host (two cores,
+ * other desktops starting) took over 10 s. The gateway's create timeout
+ * (DG_CREATE_TIMEOUT_S) bounds the whole start above it. */
+#define DG_WORKER_DEVTOOLS_MS 30000
 /* A blocked read of one RFB message gives up after this (libvncclient). */
 #define DG_WORKER_RFB_READ_TIMEOUT_S 5
 /* Pause between the clicks of a double or triple click: well inside every
@@ -45,6 +50,10 @@
 /* Longest wait for the page's two animation frames after keyboard input
  * (see barrier() in worker.c) before settling anyway. */
 #define DG_WORKER_BARRIER_MAX_MS 500
+/* After keyboard input in the browser, the quiet period settling waits for
+ * (instead of DG_SETTLE_QUIET_MS): the renderer paints typed text in bursts
+ * whose gaps under load exceed 30 ms ("hi openai" answered as "hi open"). */
+#define DG_WORKER_KEYS_QUIET_MS 120
 /* Which tab is in front (the browser announces no activation): with more
  * than one page the worker asks the pages (dg_guard_probe_tabs) after
  * every action, before its result, and while idle every TAB_PROBE ms, and

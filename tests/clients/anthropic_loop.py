@@ -6,7 +6,7 @@ and appends each tool_result deskgate answers to the conversation as-is.
 usage: anthropic_loop.py BASE_URL TOKEN [--profile xterm|browser]
 Prints one JSON line per step with what came back (image sizes, errors).
 """
-import asyncio, base64, json, sys, urllib.request
+import asyncio, base64, json, sys, urllib.error, urllib.request
 
 import websockets
 
@@ -18,8 +18,11 @@ def create_session(base, token, profile, display=None):
     req = urllib.request.Request(base + "/v1/sessions", data=json.dumps(body).encode(),
                                  headers={"Authorization": "Bearer " + token,
                                           "Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.load(r)
+    except urllib.error.HTTPError as e:
+        raise SystemExit("POST /v1/sessions: %d %s" % (e.code, e.read().decode(errors="replace")))
 
 
 def delete_session(base, token, sid):

@@ -12,7 +12,7 @@ title; the client reads the title back with deskgate's own cursor_position
 action (canonical actions and computer_call items share the socket), so a
 test can tell that each input arrived.
 """
-import asyncio, base64, json, struct, sys, urllib.request
+import asyncio, base64, json, struct, sys, urllib.error, urllib.request
 
 import websockets
 
@@ -43,8 +43,11 @@ def create_session(base, token, profile):
     req = urllib.request.Request(base + "/v1/sessions", data=json.dumps({"profile": profile}).encode(),
                                  headers={"Authorization": "Bearer " + token,
                                           "Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=90) as r:
-        return json.load(r)
+    try:
+        with urllib.request.urlopen(req, timeout=90) as r:
+            return json.load(r)
+    except urllib.error.HTTPError as e:
+        raise SystemExit("POST /v1/sessions: %d %s" % (e.code, e.read().decode(errors="replace")))
 
 
 def delete_session(base, token, sid):

@@ -207,26 +207,16 @@ static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 }
 
 /* The agent's side of a session the POST created (its answer: created),
- * slots_before: the jail slots under the gateway before the POST. */
-static void open_session(struct sess *s, json_t *created, const uint32_t *before, int nb)
+ * before: the jail processes under the gateway before the POST. */
+static void open_session(struct sess *s, json_t *created, const struct dg_test_procs *before)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->id, sizeof(s->id), "%s", str(created, "id"));
 	snprintf(s->token, sizeof(s->token), "%s", str(created, "session_token"));
 	cr_assert(s->id[0] && s->token[0], "not a created session: %s", json_dumps(created, 0));
-	uint32_t now[64];
-	int n = dg_test_slots_under(srv.pid, now, 64);
-	bool found = false;
-	for (int i = 0; i < n && !found; i++) {
-		bool old = false;
-		for (int k = 0; k < nb; k++)
-			old |= before[k] == now[i];
-		if (!old) {
-			s->slot = now[i];
-			found = true;
-		}
-	}
-	cr_assert(found, "no new jail slot for session %s", s->id);
+	char why[256];
+	cr_assert_eq(dg_test_new_slot(srv.pid, before, 3, &s->slot, why, sizeof(why)), 0,
+		     "session %s: %s", s->id, why);
 	char path[128], proto[300], err[256];
 	int status;
 	snprintf(path, sizeof(path), "/v1/sessions/%s/ws", s->id);
@@ -240,10 +230,10 @@ static void open_session(struct sess *s, json_t *created, const uint32_t *before
 
 static void create(struct sess *s)
 {
-	uint32_t before[64];
-	int nb = dg_test_slots_under(srv.pid, before, 64);
+	static struct dg_test_procs before;
+	dg_test_procs_under(srv.pid, &before);
 	json_t *j = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}", 201);
-	open_session(s, j, before, nb);
+	open_session(s, j, &before);
 	json_decref(j);
 }
 
@@ -576,8 +566,8 @@ Test(egress_restart, a_session_created_without_a_proxy_waits_for_the_next)
 	pid_t p1 = proxy();
 	cr_assert_gt(p1, 0);
 
-	uint32_t before[64];
-	int nb = dg_test_slots_under(srv.pid, before, 64);
+	static struct dg_test_procs before;
+	dg_test_procs_under(srv.pid, &before);
 	cr_assert_eq(kill(spawner, SIGSTOP), 0);
 	int fd = dg_test_tcp_connect(srv.port);
 	cr_assert_geq(fd, 0);
@@ -624,7 +614,7 @@ Test(egress_restart, a_session_created_without_a_proxy_waits_for_the_next)
 	json_t *created = json ? json_loads(json + 4, 0, NULL) : NULL;
 	cr_assert(created, "no JSON in %.500s", resp);
 	struct sess b;
-	open_session(&b, created, before, nb);
+	open_session(&b, created, &before);
 	json_decref(created);
 
 	next_proxy(p1, 1, T_RESTART);

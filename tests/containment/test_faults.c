@@ -210,8 +210,8 @@ static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 static void create(struct sess *s, const char *profile)
 {
 	memset(s, 0, sizeof(*s));
-	uint32_t before[256];
-	int nb = dg_test_slots_under(srv.pid, before, 256);
+	static struct dg_test_procs before;
+	dg_test_procs_under(srv.pid, &before);
 	char body[64];
 	snprintf(body, sizeof(body), "{\"profile\":\"%s\"}", profile);
 	json_t *j = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, body, 201);
@@ -222,19 +222,9 @@ static void create(struct sess *s, const char *profile)
 	cr_assert(s->id[0] && s->token[0]);
 	snprintf(s->ws_path, sizeof(s->ws_path), "/v1/sessions/%s/ws", s->id);
 	snprintf(s->path, sizeof(s->path), "/v1/sessions/%s", s->id);
-	uint32_t now[256];
-	int n = dg_test_slots_under(srv.pid, now, 256);
-	bool found = false;
-	for (int i = 0; i < n && !found; i++) {
-		bool old = false;
-		for (int k = 0; k < nb; k++)
-			old |= before[k] == now[i];
-		if (!old) {
-			s->slot = now[i];
-			found = true;
-		}
-	}
-	cr_assert(found, "no new jail slot under the server for session %s", s->id);
+	char why[256];
+	cr_assert_eq(dg_test_new_slot(srv.pid, &before, 3, &s->slot, why, sizeof(why)), 0,
+		     "session %s: %s", s->id, why);
 	s->ws = agent_connect(s);
 	json_t *hello = recv_json(s->ws, 10);
 	cr_assert_str_eq(str(hello, "type"), "hello");

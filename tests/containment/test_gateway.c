@@ -176,22 +176,6 @@ static void http_error(const char *method, const char *path, const char *token,
 	json_decref(j);
 }
 
-/* The jail slot that is under the server now and was not in before. */
-static uint32_t newest_slot(const uint32_t *before, int n_before)
-{
-	uint32_t now[256];
-	int n = dg_test_slots_under(srv.pid, now, 256);
-	for (int i = 0; i < n; i++) {
-		bool old = false;
-		for (int j = 0; j < n_before; j++)
-			old |= before[j] == now[i];
-		if (!old)
-			return now[i];
-	}
-	cr_assert_fail("no new jail slot under the server");
-	return 0;
-}
-
 struct sess {
 	uint32_t slot;   /* its jail slot */
 	char id[64];
@@ -204,10 +188,11 @@ struct sess {
 /* POST /v1/sessions with body; the session's JSON is kept in s->j. */
 static void create(struct sess *s, const char *token, const char *body)
 {
-	uint32_t before[256];
-	int n_before = dg_test_slots_under(srv.pid, before, 256);
+	static struct dg_test_procs before;
+	dg_test_procs_under(srv.pid, &before);
 	json_t *j = http("POST", "/v1/sessions", token, body, 201);
-	s->slot = newest_slot(before, n_before);
+	char why[256];
+	cr_assert_eq(dg_test_new_slot(srv.pid, &before, 3, &s->slot, why, sizeof(why)), 0, "%s", why);
 	cr_assert(j, "the created session is not JSON");
 	const char *id = json_string_value(json_object_get(j, "id"));
 	const char *tok = json_string_value(json_object_get(j, "session_token"));

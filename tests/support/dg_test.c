@@ -704,6 +704,78 @@ int dg_test_slots_under(pid_t root, uint32_t *slots, int max)
 	return n;
 }
 
+void dg_test_procs_under(pid_t root, struct dg_test_procs *out)
+{
+	out->n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d)) && out->n < DG_TEST_PROCS_MAX) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		pid_t p = (pid_t)atoi(e->d_name);
+		uint32_t slot;
+		if (!slot_of_uid(real_uid(p), &slot))
+			continue;
+		bool under = false;
+		pid_t a = p;
+		for (int depth = 0; depth < 64 && a > 1 && !under; depth++) {
+			a = ppid_of(a);
+			under = a == root;
+		}
+		if (under) {
+			out->pid[out->n] = p;
+			out->slot[out->n++] = slot;
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+/* A new process of a slot that had none before is the new session's at
+ * once. A new process of a slot that had some is taken only once it has
+ * been the only kind for DG_TEST_REUSED_SLOT_S: an ended session's slot
+ * reused while its last processes go, not a running session's child. */
+#define DG_TEST_REUSED_SLOT_S 1.0
+int dg_test_new_slot(pid_t root, const struct dg_test_procs *before, double timeout_s,
+		     uint32_t *slot, char *err, size_t errlen)
+{
+	static struct dg_test_procs now; /* large: not on the stack */
+	double end = dg_test_now() + timeout_s, reused_since = 0;
+	uint32_t reused = 0;
+	for (;;) {
+		dg_test_procs_under(root, &now);
+		bool any_reused = false;
+		for (int i = 0; i < now.n; i++) {
+			bool old_pid = false, old_slot = false;
+			for (int k = 0; k < before->n; k++) {
+				old_pid |= before->pid[k] == now.pid[i];
+				old_slot |= before->slot[k] == now.slot[i];
+			}
+			if (old_pid)
+				continue;
+			if (!old_slot) {
+				*slot = now.slot[i];
+				return 0;
+			}
+			if (!any_reused && reused_since == 0)
+				reused_since = dg_test_now(), reused = now.slot[i];
+			any_reused = true;
+		}
+		if (!any_reused)
+			reused_since = 0;
+		else if (dg_test_now() - reused_since >= DG_TEST_REUSED_SLOT_S) {
+			*slot = reused;
+			return 0;
+		}
+		if (dg_test_now() >= end)
+			break;
+		usleep(50000);
+	}
+	snprintf(err, errlen, "no new jail process under pid %d: %d processes of slots under it, "
+			      "%d before", (int)root, now.n, before->n);
+	return -1;
+}
+
 /* The pid holding the flock of a jail slot (from /proc/locks, which reads
  * without touching the lock), 0 when free, -1 when unknown. */
 static pid_t slot_lock_holder(uint32_t slot)

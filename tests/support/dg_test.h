@@ -173,6 +173,23 @@ int dg_test_children(pid_t pid, pid_t *out, int max);
  * Returns how many distinct slots were written (at most max). */
 int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
 
+/* The processes of jail slots descending from root, as (pid, slot) pairs:
+ * taken before a session is created, they tell its slot afterwards even
+ * when a session that just ended had the same slot and is still going. */
+#define DG_TEST_PROCS_MAX 1024
+struct dg_test_procs {
+	int n;
+	pid_t pid[DG_TEST_PROCS_MAX];
+	uint32_t slot[DG_TEST_PROCS_MAX];
+};
+void dg_test_procs_under(pid_t root, struct dg_test_procs *out);
+
+/* The slot of a process under root that was not in before, polled up to
+ * timeout_s; 0 and *slot set, or -1 when none appeared (the message says
+ * what was seen). */
+int dg_test_new_slot(pid_t root, const struct dg_test_procs *before, double timeout_s,
+		     uint32_t *slot, char *err, size_t errlen);
+
 /* Like dg_test_leftovers, for one jail slot only: processes of its jail or
  * worker uid, its cgroups. When the slot's lock is held by a process that
  * is neither ours nor a descendant of it (ours <= 0: by anyone), another
