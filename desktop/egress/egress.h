@@ -42,9 +42,13 @@
  * dg_egress_add, ..., its control messages and events) is in
  * desktop/proto/proto.h.
  *
- * Files: egress.c (process, loop, relay, start-up), egress-http.c (request
- * heads), egress-addr.c (address ranges, resolver overrides),
- * egress-seccomp.c (the filter); egress-priv.h (their internals).
+ * Files: egress.c (start-up, the loop), egress-sessions.c (control
+ * messages, sessions), egress-front.c (a connection's request: HTTP head,
+ * SOCKS5, WebSocket tunnel), egress-conn.c (admission, lookups, connect,
+ * relay, timeouts), egress-events.c (events to the gateway), with the
+ * loop's state in egress-proxy-priv.h; egress-http.c (request heads),
+ * egress-addr.c (address ranges, resolver overrides), egress-seccomp.c
+ * (the filter); egress-priv.h (their internals, for tests and fuzzers).
  */
 #ifndef DG_EGRESS_H
 #define DG_EGRESS_H
