@@ -333,10 +333,13 @@ static void datagrams(const uint8_t *data, size_t size, uint8_t param)
 					DG_FUZZ_CHECK(nfds == 0, "%d fds handed over with %d", nfds, r);
 				}
 			} else if (which == 1) {
-				r = dg_spawner_recv(&spawner, &msg, fds, &nfds, &err);
+				struct dg_spawn_msg sm;
+				r = dg_spawner_recv(&spawner, &sm, fds, &nfds, &err);
 				if (r == 1) {
-					DG_FUZZ_CHECK(msg != NULL, "a reply without its message");
-					DG_FUZZ_CHECK(nfds >= 0 && nfds <= DG_SEQ_FDS_MAX, "%d fds", nfds);
+					DG_FUZZ_CHECK(sm.type >= DG_SPAWN_CREATED &&
+						      dg_spawn_fds(sm.type) == nfds,
+						      "a reply of type %u with %d fds", (unsigned)sm.type,
+						      nfds);
 					for (int i = 0; i < nfds; i++)
 						close(fds[i]);
 				}
