@@ -174,9 +174,11 @@ static json_t *text_json(const char *p, size_t n)
 
 json_t *dg_exec_result_json(const struct dg_exec_result *r)
 {
+	/* The error text, like the output, may hold what the program named
+	 * (a path): bytes, not necessarily UTF-8. */
 	if (!r->ok)
-		return json_pack("{s:b, s:i, s:s}", "ok", 0, "exit_code", (int)r->exit_code, "error",
-				 r->error);
+		return json_pack("{s:b, s:i, s:o}", "ok", 0, "exit_code", (int)r->exit_code, "error",
+				 text_json(r->error, strlen(r->error)));
 	return json_pack("{s:b, s:i, s:o, s:o, s:b, s:b, s:b, s:I}", "ok", 1, "exit_code",
 			 (int)r->exit_code, "stdout", text_json(r->out, r->out_len), "stderr",
 			 text_json(r->errout, r->errout_len), "stdout_truncated",

@@ -42,6 +42,7 @@
 #include "cdp-priv.h"
 #include "guard-priv.h"
 #include "desktop/proto/proto.h"
+#include "policy/policy.h"
 #include "fuzz_common.h"
 
 static struct dg_policy policy;

@@ -468,6 +468,19 @@ Test(proto, exec_results_round_trip_and_lie_about_nothing)
 	free(text);
 	json_decref(j);
 
+	/* An error text that is not UTF-8 (a path it names) still makes a
+	 * JSON result (found by fuzz_spawner: json_pack refused it). */
+	snprintf(bad.error, sizeof(bad.error), "no such \xe0\x8f");
+	uint8_t s3[DG_EXEC_RESULT_HEADER + 10];
+	cr_assert_eq(dg_exec_result_header(&bad, s3, NULL), 0);
+	memcpy(s3 + DG_EXEC_RESULT_HEADER, "no such \xe0\x8f", 10);
+	cr_assert_eq(dg_exec_result_decode(s3, sizeof(s3), &d, NULL), 0);
+	j = dg_exec_result_json(&d);
+	cr_assert(j, "no JSON for an error text that is not UTF-8");
+	cr_assert_str_eq(json_string_value(json_object_get(j, "error")),
+			 "no such \xef\xbf\xbd\xef\xbf\xbd");
+	json_decref(j);
+
 	bad.out = "x";
 	bad.out_len = 1;
 	cr_assert_eq(dg_exec_result_header(&bad, s2, NULL), -EINVAL, "output without ok");
