@@ -34,6 +34,7 @@
 #include "desktop/egress/egress.h"
 #include "desktop/proto/proto.h"
 #include "desktop/spawner/seccomp-priv.h"
+#include "desktop/spawner/spawner-priv.h"
 #include "desktop/spawner/spawner.h"
 
 struct session {
@@ -61,6 +62,8 @@ struct spawner {
 	int fd;
 	int sigfd;
 	bool verbose;
+	bool broken;               /* a reply could not be sent */
+	const struct dg_spawner_fx *fx;
 	struct pool pool;
 	struct session sessions[DG_SPAWNER_SESSIONS_MAX];
 	/* The egress proxy it started last: pid only (its channel is the
@@ -68,7 +71,11 @@ struct spawner {
 	struct dg_egress egress;
 };
 
-static void session_end(struct session *s);
+static void session_end(struct spawner *sp, struct session *s);
+
+struct dg_spawner_state {
+	struct spawner sp;
+};
 
 /* Ends every session (their jails would die with the spawner anyway; this
  * also removes their cgroups) and exits. */
@@ -76,7 +83,7 @@ __attribute__((noreturn)) static void end_all_and_exit(struct spawner *sp, int s
 {
 	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
 		if (sp->sessions[i].used)
-			session_end(&sp->sessions[i]);
+			session_end(sp, &sp->sessions[i]);
 	}
 	dg_egress_stop(&sp->egress); /* its channel closed with the gateway: it is ending */
 	_exit(status);
@@ -90,14 +97,14 @@ static void reply(struct spawner *sp, const struct dg_spawn_msg *m, const int *f
 	if (dg_spawn_encode(m, buf, sizeof(buf), &len, &err) != 0) {
 		/* Only what this process wrote: a bug, not the gateway's doing. */
 		fprintf(stderr, "deskgate spawner: cannot encode a reply: %s\n", err.msg);
-		end_all_and_exit(sp, 1);
+		sp->broken = true;
+		return;
 	}
-	if (dg_seq_send(sp->fd, (const char *)buf, len, fds, nfds) != 0) {
-		/* The gateway is gone or the channel broke: nothing to serve. The
-		 * gateway closes the channel when it stops, possibly right after
-		 * asking for destroys: the sessions still here must end too. */
-		end_all_and_exit(sp, 1);
-	}
+	/* The gateway is gone or the channel broke: nothing to serve. The
+	 * gateway closes the channel when it stops, possibly right after asking
+	 * for destroys: the caller ends the sessions still here. */
+	if (!sp->broken && sp->fx->send(sp->fd, (const char *)buf, len, fds, nfds) != 0)
+		sp->broken = true;
 }
 
 static void reply_ok(struct spawner *sp, const struct dg_spawn_msg *req)
@@ -127,10 +134,10 @@ static struct session *find(struct spawner *sp, const char *id)
 	return NULL;
 }
 
-static void session_end(struct session *s)
+static void session_end(struct spawner *sp, struct session *s)
 {
-	dg_worker_stop(&s->worker);
-	dg_desktop_destroy(&s->desktop);
+	sp->fx->worker_stop(&s->worker);
+	sp->fx->desktop_destroy(&s->desktop);
 	s->used = false;
 }
 
@@ -202,10 +209,10 @@ static bool pool_refill(struct spawner *sp)
 					       .strict = pl->strict,
 					       .egress = true};
 		struct dg_err err = {{0}};
-		if (dg_desktop_start(&spec, &s->desktop, &err) != 0 ||
-		    dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
+		if (sp->fx->desktop_start(&spec, &s->desktop, &err) != 0 ||
+		    sp->fx->worker_start(&s->desktop.io, &s->worker, &err) != 0) {
 			if (s->desktop.jail.pid > 0 || s->desktop.jail.cgroup)
-				dg_desktop_destroy(&s->desktop);
+				sp->fx->desktop_destroy(&s->desktop);
 			fprintf(stderr, "deskgate spawner: warm %s desktop: %s\n",
 				dg_profile_name((enum dg_profile)prof), err.msg);
 			/* Back off: a machine that cannot start desktops must not
@@ -271,10 +278,10 @@ static void op_create(struct spawner *sp, const struct dg_spawn_msg *req)
 	};
 	struct dg_err err = {{0}};
 	long long t0 = dg_now_ms();
-	if (dg_desktop_start(&spec, &s->desktop, &err) != 0)
+	if (sp->fx->desktop_start(&spec, &s->desktop, &err) != 0)
 		return reply_error(sp, req, "create: starting the desktop: %s", err.msg);
-	if (dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
-		dg_desktop_destroy(&s->desktop);
+	if (sp->fx->worker_start(&s->desktop.io, &s->worker, &err) != 0) {
+		sp->fx->desktop_destroy(&s->desktop);
 		return reply_error(sp, req, "create: starting the worker: %s", err.msg);
 	}
 	snprintf(s->id, sizeof(s->id), "%s", id);
@@ -288,7 +295,7 @@ static void op_destroy(struct spawner *sp, const struct dg_spawn_msg *req)
 	struct session *s = find(sp, req->session);
 	if (!s)
 		return reply_error(sp, req, "destroy: no such session");
-	session_end(s);
+	session_end(sp, s);
 	reply_ok(sp, req);
 }
 
@@ -299,16 +306,11 @@ static void op_destroy(struct spawner *sp, const struct dg_spawn_msg *req)
  * channel, and two proxies must never serve the same listeners. */
 static void op_egress(struct spawner *sp, const struct dg_spawn_msg *req)
 {
-	if (sp->egress.pid > 0) {
-		kill(sp->egress.pid, SIGKILL);
-		waitpid(sp->egress.pid, NULL, 0);
-		fprintf(stderr, "deskgate spawner: killed the previous egress proxy (pid %d)\n",
-			(int)sp->egress.pid);
-		sp->egress.pid = -1;
-	}
 	struct dg_err err = {{0}};
 	struct dg_egress e;
-	if (dg_egress_spawn(&e, &err) != 0)
+	pid_t previous = sp->egress.pid;
+	sp->egress.pid = -1;
+	if (sp->fx->egress_spawn(previous, &e, &err) != 0)
 		return reply_error(sp, req, "egress: %s", err.msg);
 	sp->egress.pid = e.pid;
 	sp->egress.fd = -1;
@@ -384,14 +386,14 @@ static void write_all(int fd, const void *p, size_t n)
  * program in the session's jail, feeds stdin, collects output (each stream
  * capped), enforces the wall clock and writes one typed result
  * (struct dg_exec_result) to result_fd. */
-__attribute__((noreturn)) static void run_exec(struct session *s, const struct dg_spawn_msg *req,
-					       int result_fd)
+__attribute__((noreturn)) static void run_exec(const struct dg_jail *jail,
+					       const struct dg_limits *lim,
+					       const struct dg_spawn_msg *req, int result_fd)
 {
 	struct dg_err err = {{0}};
 	const char *stdin_data = req->u.exec.stdin_data;
 	size_t stdin_len = req->u.exec.stdin_len;
 	long long timeout = req->u.exec.timeout_ms;
-	const struct dg_limits *lim = &s->limits;
 	long long cap_ms = (long long)lim->exec_seconds * 1000;
 	if (timeout <= 0 || timeout > cap_ms)
 		timeout = cap_ms;
@@ -408,7 +410,7 @@ __attribute__((noreturn)) static void run_exec(struct session *s, const struct d
 				    .stderr_fd = errp[1], .env_extra = proxy_env};
 	long long t0 = dg_now_ms();
 	pid_t sup;
-	int r = dg_jail_enter(&s->desktop.jail, &prog, lim, &sup, &err);
+	int r = dg_jail_enter(jail, &prog, lim, &sup, &err);
 	close(in[0]);
 	close(out[1]);
 	close(errp[1]);
@@ -496,23 +498,24 @@ __attribute__((noreturn)) static void run_exec(struct session *s, const struct d
 	_exit(0);
 }
 
-static void op_exec(struct spawner *sp, const struct dg_spawn_msg *req)
+/* The real exec_start: forks the runner. */
+static int real_exec_start(const struct dg_jail *jail, const struct dg_limits *limits,
+			   const struct dg_spawn_msg *req, int channel_fd, pid_t *pid, int *fd,
+			   struct dg_err *err)
 {
-	struct session *s = find(sp, req->session);
-	if (!s)
-		return reply_error(sp, req, "exec: no such session");
 	int res[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, res) != 0)
-		return reply_error(sp, req, "exec: socketpair: %s", strerror(errno));
+		return dg_err_set(err, -errno, "socketpair: %s", strerror(errno));
 	pid_t p = fork();
 	if (p < 0) {
+		int e = errno;
 		close(res[0]);
 		close(res[1]);
-		return reply_error(sp, req, "exec: fork: %s", strerror(errno));
+		return dg_err_set(err, -e, "fork: %s", strerror(e));
 	}
 	if (p == 0) {
 		close(res[0]);
-		close(sp->fd);
+		close(channel_fd);
 		/* The program runs in the jail's pid namespace as a child of the
 		 * supervisor, which is outside it. When both are killed at once (the
 		 * session ends during the exec), the program's zombie is reparented
@@ -525,13 +528,28 @@ static void op_exec(struct spawner *sp, const struct dg_spawn_msg *req)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		run_exec(s, req, res[1]);
+		run_exec(jail, limits, req, res[1]);
 	}
 	close(res[1]);
+	*pid = p;
+	*fd = res[0];
+	return 0;
+}
+
+static void op_exec(struct spawner *sp, const struct dg_spawn_msg *req)
+{
+	struct session *s = find(sp, req->session);
+	if (!s)
+		return reply_error(sp, req, "exec: no such session");
+	struct dg_err err = {{0}};
+	pid_t p;
+	int fd;
+	if (sp->fx->exec_start(&s->desktop.jail, &s->limits, req, sp->fd, &p, &fd, &err) != 0)
+		return reply_error(sp, req, "exec: %s", err.msg);
 	struct dg_spawn_msg r = {.type = DG_SPAWN_CHANNEL, .req = req->req};
 	r.u.channel.pid = (int32_t)p;
-	reply(sp, &r, &res[0], 1);
-	close(res[0]);
+	reply(sp, &r, &fd, 1);
+	close(fd);
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -580,7 +598,7 @@ static void reap(struct spawner *sp)
 			snprintf(ev.session, sizeof(ev.session), "%s", s->id);
 			snprintf(ev.u.text, sizeof(ev.u.text), "%s", what);
 			bool warm = s->warm;
-			session_end(s);
+			session_end(sp, s);
 			if (warm) /* nobody's yet: the pool starts another */
 				break;
 			reply(sp, &ev, NULL, 0);
@@ -589,12 +607,33 @@ static void reap(struct spawner *sp)
 	}
 }
 
-/* Serves one request. The decoded message points into buf, which stays
- * until the next request (an exec runner forked meanwhile has its copy). */
-static void handle(struct spawner *sp)
+int dg_spawner_serve(struct dg_spawner_state *st, const uint8_t *buf, size_t len, int nfds,
+		     struct dg_err *err)
 {
-	static char buf[DG_SEQ_MAX + 1];
+	/* The decoded message points into buf; an exec runner forked while
+	 * serving it has its own copy of both. */
 	static struct dg_spawn_msg req;
+	struct spawner *sp = &st->sp;
+	if (dg_spawn_decode(buf, len, nfds, &req, err) != 0)
+		return -EPROTO;
+	if (req.type > DG_SPAWN_EXEC)
+		return dg_err_set(err, -EPROTO, "spawner channel: a %u message where a request was "
+				  "due", (unsigned)req.type);
+	switch (req.type) {
+	case DG_SPAWN_CREATE: op_create(sp, &req); break;
+	case DG_SPAWN_DESTROY: op_destroy(sp, &req); break;
+	case DG_SPAWN_EXEC: op_exec(sp, &req); break;
+	case DG_SPAWN_POOL: op_pool(sp, &req); break;
+	case DG_SPAWN_EGRESS: op_egress(sp, &req); break;
+	default: return dg_err_set(err, -EPROTO, "not reached"); /* decoding refused it */
+	}
+	return sp->broken ? dg_err_set(err, -EPIPE, "spawner channel: a reply was not sent") : 0;
+}
+
+static void handle(struct dg_spawner_state *st)
+{
+	struct spawner *sp = &st->sp;
+	static char buf[DG_SEQ_MAX + 1];
 	int fds[DG_SEQ_FDS_MAX], nfds;
 	size_t len;
 	struct dg_err err = {{0}};
@@ -609,57 +648,96 @@ static void handle(struct spawner *sp)
 	}
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]); /* no request carries descriptors: decoding refuses any */
-	if (dg_spawn_decode((const uint8_t *)buf, len, nfds, &req, &err) != 0) {
+	r = dg_spawner_serve(st, (const uint8_t *)buf, len, nfds, &err);
+	if (r == -EPROTO)
 		fprintf(stderr, "deskgate spawner: %s; ending every session\n", err.msg);
+	if (r != 0)
 		end_all_and_exit(sp, 1);
+}
+
+static int real_egress_spawn(pid_t previous, struct dg_egress *e, struct dg_err *err)
+{
+	if (previous > 0) {
+		kill(previous, SIGKILL);
+		waitpid(previous, NULL, 0);
+		fprintf(stderr, "deskgate spawner: killed the previous egress proxy (pid %d)\n",
+			(int)previous);
 	}
-	if (req.type > DG_SPAWN_EXEC) {
-		fprintf(stderr, "deskgate spawner: a %u message where a request was due; ending "
-			"every session\n", (unsigned)req.type);
-		end_all_and_exit(sp, 1);
+	return dg_egress_spawn(e, err);
+}
+
+static const struct dg_spawner_fx real_fx = {
+	.send = dg_seq_send,
+	.desktop_start = dg_desktop_start,
+	.desktop_destroy = dg_desktop_destroy,
+	.worker_start = dg_worker_start,
+	.worker_stop = dg_worker_stop,
+	.egress_spawn = real_egress_spawn,
+	.exec_start = real_exec_start,
+};
+
+struct dg_spawner_state *dg_spawner_state_new(int fd, bool verbose, const struct dg_spawner_fx *fx)
+{
+	struct dg_spawner_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->sp.fd = fd;
+	st->sp.sigfd = -1;
+	st->sp.verbose = verbose;
+	st->sp.fx = fx;
+	st->sp.egress.pid = -1;
+	st->sp.egress.fd = -1;
+	return st;
+}
+
+void dg_spawner_state_free(struct dg_spawner_state *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		if (st->sp.sessions[i].used)
+			session_end(&st->sp, &st->sp.sessions[i]);
 	}
-	switch (req.type) {
-	case DG_SPAWN_CREATE: op_create(sp, &req); break;
-	case DG_SPAWN_DESTROY: op_destroy(sp, &req); break;
-	case DG_SPAWN_EXEC: op_exec(sp, &req); break;
-	case DG_SPAWN_POOL: op_pool(sp, &req); break;
-	case DG_SPAWN_EGRESS: op_egress(sp, &req); break;
-	default: end_all_and_exit(sp, 1); /* not reached: decoding refused it */
-	}
+	free(st);
 }
 
 __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 {
-	static struct spawner sp;
-	sp.fd = fd;
-	sp.verbose = verbose;
-	sp.egress.pid = -1;
-	sp.egress.fd = -1;
+	static struct dg_spawner_state st;
+	struct spawner *sp = &st.sp;
+	sp->fd = fd;
+	sp->fx = &real_fx;
+	sp->verbose = verbose;
+	sp->egress.pid = -1;
+	sp->egress.fd = -1;
 	struct dg_err err = {{0}};
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
-	sp.sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	sp->sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
-	if (sp.sigfd < 0 || dg_seccomp_prepare(&err) != 0)
+	if (sp->sigfd < 0 || dg_seccomp_prepare(&err) != 0)
 		_exit(1);
 	bool more = false;
 	for (;;) {
-		struct pollfd p[2] = {{sp.fd, POLLIN, 0}, {sp.sigfd, POLLIN, 0}};
+		struct pollfd p[2] = {{sp->fd, POLLIN, 0}, {sp->sigfd, POLLIN, 0}};
 		long long wait = -1;
 		if (more)
 			wait = 0;
-		else if (sp.pool.retry_at > dg_now_ms())
-			wait = sp.pool.retry_at - dg_now_ms();
+		else if (sp->pool.retry_at > dg_now_ms())
+			wait = sp->pool.retry_at - dg_now_ms();
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR)
 			_exit(1);
-		if (p[1].revents)
-			reap(&sp);
+		if (p[1].revents) {
+			reap(sp);
+			if (sp->broken) /* an ended session could not be told */
+				end_all_and_exit(sp, 1);
+		}
 		if (p[0].revents)
-			handle(&sp);
+			handle(&st);
 		/* One warm desktop per turn, only when no request waits. */
-		more = !(p[0].revents & POLLIN) && pool_refill(&sp);
+		more = !(p[0].revents & POLLIN) && pool_refill(sp);
 		if (!more && (p[0].revents & POLLIN))
 			more = true; /* look again at the pool after the requests */
 	}

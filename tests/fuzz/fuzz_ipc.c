@@ -24,8 +24,9 @@
  *      dg_egress_recv (the gateway reading the proxy), by parameter % 3
  *   4  dg_guard_verdict and dg_worker_answer_request on the bytes as one
  *      message each
- * Not reachable without the processes: the spawner's request handler and
- * the proxy's control handler (static, in their forked children) and the
+ * Not reachable without the processes: the proxy's control handler
+ * (static, in its forked child; the spawner's dispatcher is fuzz_spawner's)
+ * and the
  * gateway's handling of worker, spawner and proxy messages (gateway/
  * session.c and server.c, which need a running gateway).
  *

@@ -2,7 +2,7 @@
  * spawner-msg.c): what the gateway (the less trusted peer) may send the
  * root process, what the spawner answers, and the exec result stream.
  *
- * Input: one selector byte (its value modulo 4), then
+ * Input: one selector byte (its value modulo 5), then
  *   0  one datagram and a descriptor count (the next byte % 4): the bytes
  *      go to dg_spawn_decode, the spawner's decoder. Decoded: encoding the
  *      result gives back exactly the input bytes (a canonical round trip),
@@ -22,9 +22,16 @@
  *      reading the spawner): a reply is handed over with exactly its
  *      type's descriptors, anything else is refused with all of them
  *      closed.
- * Not reached: the spawner's dispatcher (desktop/spawner/spawner.c, which
- * starts jails); it calls dg_spawn_decode on every datagram and ends the
- * connection on any refusal, which mode 0 covers.
+ *   4  the spawner's dispatcher itself (dg_spawner_serve, desktop/spawner/
+ *      spawner-priv.h) with its privileged effects replaced by recording
+ *      stubs (no jail, desktop, worker, proxy or exec runner is started;
+ *      the parameter makes every Nth start fail): a sequence of raw
+ *      datagrams and valid requests (see dispatch below). Checked: every
+ *      valid request gets exactly one reply, which decodes and answers it;
+ *      a malformed datagram is refused with nothing sent and ends the
+ *      connection; no more sessions than DG_SPAWNER_SESSIONS_MAX; an exec
+ *      only in a live session; when the connection ends, no desktop or
+ *      worker is left.
  *
  * Checked: no crash, no leak, no descriptor left open, the round trips. */
 #include <errno.h>
@@ -35,6 +42,7 @@
 
 #include "desktop/proto/proto.h"
 #include "fuzz_common.h"
+#include "spawner-priv.h"
 
 static uint8_t enc[DG_SEQ_MAX];
 static int devnull = -1;
@@ -176,19 +184,20 @@ static struct dg_limits take_limits(struct src *s)
 static char strings[DG_EXEC_ARGV_MAX][64];
 static char stdin_buf[DG_EXEC_STDIN_MAX + 1];
 
-/* Mode 1: a valid message from the bytes, then mutations of its encoding. */
-static void build_and_mutate(const uint8_t *data, size_t size)
+/* A valid message from the bytes: of any type, or (n_types 5) a request;
+ * session ids of at most id_max bytes. */
+static void build_msg(struct src *src, struct dg_spawn_msg *mp, size_t n_types, size_t id_max)
 {
-	struct src s = {data, size};
 	static const enum dg_spawn_type types[] = {
 		DG_SPAWN_CREATE, DG_SPAWN_DESTROY, DG_SPAWN_POOL, DG_SPAWN_EGRESS, DG_SPAWN_EXEC,
 		DG_SPAWN_CREATED, DG_SPAWN_OK, DG_SPAWN_CHANNEL, DG_SPAWN_ERROR, DG_SPAWN_ENDED};
-	struct dg_spawn_msg m;
+#define s (*src)
+#define m (*mp)
 	memset(&m, 0, sizeof(m));
-	m.type = types[take(&s, 1) % (sizeof(types) / sizeof(types[0]))];
+	m.type = types[take(&s, 1) % n_types];
 	m.req = m.type == DG_SPAWN_ENDED ? 0 : 1 + take(&s, 2);
 	if (has_session(m.type))
-		take_id(&s, m.session, DG_SESSION_ID_MAX);
+		take_id(&s, m.session, id_max);
 	switch (m.type) {
 	case DG_SPAWN_CREATE:
 		m.u.create.profile = (enum dg_profile)(take(&s, 1) & 1);
@@ -241,6 +250,16 @@ static void build_and_mutate(const uint8_t *data, size_t size)
 	default:
 		break;
 	}
+#undef s
+#undef m
+}
+
+/* Mode 1: a valid message from the bytes, then mutations of its encoding. */
+static void build_and_mutate(const uint8_t *data, size_t size)
+{
+	struct src s = {data, size};
+	struct dg_spawn_msg m;
+	build_msg(&s, &m, 10, DG_SESSION_ID_MAX);
 	size_t len = 0;
 	struct dg_err err = {{0}};
 	int r = dg_spawn_encode(&m, enc, sizeof(enc), &len, &err);
@@ -325,12 +344,184 @@ static void recv_one(const uint8_t *data, size_t size, int nfds)
 	close(sv[1]);
 }
 
+/* ---- mode 4: the spawner's dispatcher with recording stubs ---------------- */
+
+static int live_desktops, live_workers, replies, fail_every, starts;
+static uint32_t current_req;
+
+static int stub_send(int fd, const char *data, size_t len, const int *fds, int nfds)
+{
+	(void)fd;
+	(void)fds;
+	struct dg_spawn_msg m;
+	struct dg_err err = {{0}};
+	DG_FUZZ_CHECK(dg_spawn_decode((const uint8_t *)data, len, nfds, &m, &err) == 0,
+		      "the spawner sent what does not decode: %s", err.msg);
+	DG_FUZZ_CHECK(m.type >= DG_SPAWN_CREATED, "the spawner sent a request");
+	DG_FUZZ_CHECK(m.type == DG_SPAWN_ENDED || m.req == current_req,
+		      "a reply to %u while serving %u", (unsigned)m.req, (unsigned)current_req);
+	replies++;
+	return 0;
+}
+
+static bool stub_fails(void)
+{
+	return fail_every && ++starts % fail_every == 0;
+}
+
+static int stub_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d,
+			      struct dg_err *err)
+{
+	memset(d, 0, sizeof(*d));
+	d->jail.pid = -1;
+	d->jail.egress_fd = -1;
+	if (stub_fails())
+		return dg_err_set(err, -EAGAIN, "stub: no desktop this time");
+	d->jail.pid = 100000 + live_desktops;
+	d->jail.slot = (uint32_t)live_desktops;
+	d->jail.egress_fd = dup(devnull);
+	d->io.profile = spec->profile;
+	d->io.width = spec->width;
+	d->io.height = spec->height;
+	live_desktops++;
+	return 0;
+}
+
+static void stub_desktop_destroy(struct dg_desktop *d)
+{
+	if (d->jail.pid > 0) {
+		live_desktops--;
+		DG_FUZZ_CHECK(live_desktops >= 0, "a desktop destroyed twice");
+	}
+	d->jail.pid = -1;
+	if (d->jail.egress_fd >= 0)
+		close(d->jail.egress_fd);
+	d->jail.egress_fd = -1;
+}
+
+static int stub_worker_start(struct dg_desktop_io *io, struct dg_worker *w, struct dg_err *err)
+{
+	(void)io;
+	memset(w, 0, sizeof(*w));
+	w->pid = -1;
+	w->ctl = -1;
+	if (stub_fails())
+		return dg_err_set(err, -EAGAIN, "stub: no worker this time");
+	w->pid = 200000 + live_workers;
+	w->ctl = dup(devnull);
+	live_workers++;
+	return 0;
+}
+
+static void stub_worker_stop(struct dg_worker *w)
+{
+	if (w->pid > 0) {
+		live_workers--;
+		DG_FUZZ_CHECK(live_workers >= 0, "a worker stopped twice");
+	}
+	w->pid = -1;
+	if (w->ctl >= 0)
+		close(w->ctl);
+	w->ctl = -1;
+}
+
+static int stub_egress_spawn(pid_t previous, struct dg_egress *e, struct dg_err *err)
+{
+	(void)previous;
+	if (stub_fails())
+		return dg_err_set(err, -EAGAIN, "stub: no proxy this time");
+	e->pid = 300000;
+	e->fd = dup(devnull);
+	return 0;
+}
+
+static int stub_exec_start(const struct dg_jail *jail, const struct dg_limits *limits,
+			   const struct dg_spawn_msg *req, int channel_fd, pid_t *pid, int *fd,
+			   struct dg_err *err)
+{
+	(void)channel_fd;
+	DG_FUZZ_CHECK(jail->pid > 0, "an exec in a session without a desktop");
+	DG_FUZZ_CHECK(dg_limits_check(limits, err) == 0, "an exec under bad limits: %s", err->msg);
+	DG_FUZZ_CHECK(req->type == DG_SPAWN_EXEC && req->u.exec.argc >= 1, "not an exec");
+	if (stub_fails())
+		return dg_err_set(err, -EAGAIN, "stub: no runner this time");
+	*pid = 400000;
+	*fd = dup(devnull);
+	return 0;
+}
+
+static const struct dg_spawner_fx stub_fx = {
+	.send = stub_send,
+	.desktop_start = stub_desktop_start,
+	.desktop_destroy = stub_desktop_destroy,
+	.worker_start = stub_worker_start,
+	.worker_stop = stub_worker_stop,
+	.egress_spawn = stub_egress_spawn,
+	.exec_start = stub_exec_start,
+};
+
+/* Records: a kind byte; even: a raw datagram [len u16][len bytes]; odd: a
+ * valid request built from the bytes (session ids of 1 or 2 bytes, so that
+ * requests name each other's sessions). Each goes to dg_spawner_serve: a
+ * valid request is answered exactly once, anything else is refused with
+ * nothing sent and ends the connection (the input). At the end every
+ * session is ended: no desktop or worker is left. */
+static void dispatch(const uint8_t *data, size_t size, uint8_t param)
+{
+	live_desktops = live_workers = starts = 0;
+	fail_every = param % 8;
+	struct dg_spawner_state *st = dg_spawner_state_new(-1, false, &stub_fx);
+	if (!st)
+		abort();
+	struct src s = {data, size};
+	static uint8_t raw[DG_SEQ_MAX];
+	for (int n = 0; s.n > 0 && n < 4 * DG_SPAWNER_SESSIONS_MAX; n++) {
+		size_t len;
+		if (take(&s, 1) & 1) {
+			struct dg_spawn_msg m;
+			build_msg(&s, &m, 5, 2);
+			if (dg_spawn_encode(&m, raw, sizeof(raw), &len, NULL) != 0)
+				continue;
+		} else {
+			len = take(&s, 2) % (DG_SEQ_MAX + 1);
+			if (len > s.n)
+				len = s.n;
+			memcpy(raw, s.p, len);
+			s.p += len;
+			s.n -= len;
+		}
+		uint32_t type = 0, req = 0;
+		if (len >= 8) {
+			memcpy(&type, raw, 4);
+			memcpy(&req, raw + 4, 4);
+		}
+		current_req = req;
+		replies = 0;
+		struct dg_err err = {{0}};
+		int r = dg_spawner_serve(st, raw, len, 0, &err);
+		if (r != 0) {
+			DG_FUZZ_CHECK(r == -EPROTO && err.msg[0] && replies == 0,
+				      "refused with %d, %d replies: %s", r, replies, err.msg);
+			break;
+		}
+		DG_FUZZ_CHECK(replies == 1, "%d replies to one request of type %u", replies,
+			      (unsigned)type);
+		DG_FUZZ_CHECK(live_desktops <= DG_SPAWNER_SESSIONS_MAX &&
+				      live_workers <= live_desktops,
+			      "%d desktops, %d workers", live_desktops, live_workers);
+	}
+	dg_spawner_state_free(st);
+	DG_FUZZ_CHECK(live_desktops == 0 && live_workers == 0,
+		      "%d desktops and %d workers left after the connection ended", live_desktops,
+		      live_workers);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
 		return 0;
 	int fd0 = dg_fuzz_fd_begin();
-	uint8_t mode = data[0] % 4, param = data[1];
+	uint8_t mode = data[0] % 5, param = data[1];
 	data += 2;
 	size -= 2;
 	if (mode == 0)
@@ -339,8 +530,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		build_and_mutate(data, size);
 	else if (mode == 2)
 		exec_result(data, size);
-	else
+	else if (mode == 3)
 		recv_one(data, size, param % 5);
+	else
+		dispatch(data, size, param);
 	dg_fuzz_fd_end(fd0);
 	return 0;
 }
