@@ -195,21 +195,20 @@ void dg_gw_egress_event(struct gw *gw, json_t *ev)
 
 /* Takes the spawner's answer to an egress start: the channel, non-blocking,
  * into gw->egress. Closes what it does not take. */
-static int take(struct gw *gw, json_t *msg, const int *fds, int nfds, struct dg_err *err)
+static int take(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds, int nfds,
+		struct dg_err *err)
 {
-	bool ok = json_is_true(json_object_get(msg, "ok"));
-	if (!ok || nfds != 1) {
+	if (msg->type != DG_SPAWN_CHANNEL || nfds != 1) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
-		const char *why = json_string_value(json_object_get(msg, "error"));
+		const char *why = msg->type == DG_SPAWN_ERROR ? msg->u.text : NULL;
 		return dg_err_set(err, -EIO, "the spawner could not start the egress proxy: %s",
 				  why ? why : "no channel in its answer");
 	}
 	fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
 	gw->egress.fd = fds[0];
 	gw->egress.pid = -1; /* the spawner's child: the spawner reaps it */
-	json_t *pid = json_object_get(msg, "pid");
-	gw->egress_pid = json_is_integer(pid) ? (pid_t)json_integer_value(pid) : -1;
+	gw->egress_pid = (pid_t)msg->u.channel.pid;
 	return 0;
 }
 
@@ -218,24 +217,23 @@ int dg_gw_egress_start(struct gw *gw, struct dg_err *err)
 	gw->egress.fd = -1;
 	gw->egress.pid = -1;
 	gw->egress_pid = -1;
-	int req = dg_spawner_request(&gw->spawner, json_pack("{s:s}", "op", "egress"), err);
+	int req = dg_spawner_egress(&gw->spawner, err);
 	if (req < 0)
 		return req;
 	long long deadline = dg_now_ms() + DG_GW_EGRESS_START_WAIT_MS;
 	for (;;) {
-		json_t *msg = NULL;
+		struct dg_spawn_msg msg;
 		int fds[DG_SEQ_FDS_MAX], nfds = 0;
 		int r = dg_spawner_recv(&gw->spawner, &msg, fds, &nfds, err);
 		if (r < 0)
 			return r;
 		if (r == 1) {
 			/* Nothing else was asked yet: anything else is dropped. */
-			bool ours = json_integer_value(json_object_get(msg, "req")) == req;
-			r = ours ? take(gw, msg, fds, nfds, err) : 0;
+			bool ours = (int)msg.req == req;
+			r = ours ? take(gw, &msg, fds, nfds, err) : 0;
 			if (!ours)
 				for (int i = 0; i < nfds; i++)
 					close(fds[i]);
-			json_decref(msg);
 			if (ours)
 				return r;
 			continue;
@@ -255,7 +253,7 @@ static void on_restart(lws_sorted_usec_list_t *sul)
 	if (gw->stopping || gw->egress_dead || gw->egress_req || gw->egress_wsi)
 		return;
 	struct dg_err err = {{0}};
-	int req = dg_spawner_request(&gw->spawner, json_pack("{s:s}", "op", "egress"), &err);
+	int req = dg_spawner_egress(&gw->spawner, &err);
 	if (req < 0) {
 		/* The spawner's channel is broken: the gateway is about to stop. */
 		fprintf(stderr, "deskgate: egress: asking the spawner for a new proxy: %s\n", err.msg);
@@ -319,10 +317,10 @@ void dg_gw_egress_lost(struct gw *gw, const char *why)
 	lws_sul_schedule(gw->ctx, 0, &gw->sul_egress, on_restart, (lws_usec_t)delay * LWS_US_PER_MS);
 }
 
-bool dg_gw_egress_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
+bool dg_gw_egress_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds,
+				  int nfds)
 {
-	json_t *req = json_object_get(msg, "req");
-	if (!gw->egress_req || !json_is_integer(req) || json_integer_value(req) != gw->egress_req)
+	if (!gw->egress_req || (int)msg->req != gw->egress_req)
 		return false;
 	gw->egress_req = 0;
 	struct dg_err err = {{0}};

@@ -21,7 +21,7 @@
 #define DG_HTTP_PATH_MAX 256
 #define DG_CREATE_TIMEOUT_S 90            /* create request to a ready worker */
 #define DG_WS_QUEUE_MAX (64 * 1024 * 1024) /* bytes queued to one slow client */
-#define DG_EXEC_RESULT_MAX (8 * 1024 * 1024) /* bytes of an exec's JSON result */
+#define DG_EXEC_RESULT_MAX (8 * 1024 * 1024) /* bytes of an exec's result stream */
 #define DG_MODEL_DIM_MIN 64
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
@@ -240,8 +240,6 @@ struct gw {
 	bool stopping;
 };
 
-json_t *dg_gw_limits_json(const struct dg_limits *l); /* as the spawner reads them */
-
 /* server.c */
 void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
 void dg_gw_ws_send_json(struct conn *c, json_t *obj); /* steals obj */
@@ -267,7 +265,7 @@ int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker chann
 void dg_gw_worker_closed(struct gw_session *s);
 int dg_gw_exec_readable(struct gw_session *s);
 void dg_gw_exec_closed(struct gw_session *s);
-void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds);
+void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds, int nfds);
 /* A decision of the browser or egress layer (ev stolen): to observers and,
  * later, the recording. */
 void dg_gw_session_decision(struct gw_session *s, json_t *ev);
@@ -311,7 +309,8 @@ int dg_gw_egress_start(struct gw *gw, struct dg_err *err);
 void dg_gw_egress_lost(struct gw *gw, const char *why);
 /* Whether msg from the spawner answers the egress start in flight; if so
  * it is handled (fds taken). */
-bool dg_gw_egress_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds);
+bool dg_gw_egress_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds,
+				  int nfds);
 /* server.c: watches the proxy's channel fd in the event loop. */
 struct lws *dg_gw_egress_adopt(struct gw *gw, int fd);
 bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);

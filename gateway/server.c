@@ -822,7 +822,7 @@ static int egress_readable(void)
 static void spawner_readable(void)
 {
 	for (;;) {
-		json_t *msg;
+		struct dg_spawn_msg msg;
 		int fds[DG_SEQ_FDS_MAX], nfds = 0;
 		struct dg_err err = {{0}};
 		int r = dg_spawner_recv(&G->spawner, &msg, fds, &nfds, &err);
@@ -835,9 +835,8 @@ static void spawner_readable(void)
 			lws_cancel_service(G->ctx);
 			return;
 		}
-		if (!dg_gw_egress_spawner_message(G, msg, fds, nfds))
-			dg_gw_spawner_message(G, msg, fds, nfds);
-		json_decref(msg);
+		if (!dg_gw_egress_spawner_message(G, &msg, fds, nfds))
+			dg_gw_spawner_message(G, &msg, fds, nfds);
 	}
 }
 
@@ -1147,11 +1146,9 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 				"exempt from the address checks\n", n_resolve);
 	if (gw.cfg.limits.warm_xterm || gw.cfg.limits.warm_browser) {
 		/* Warm desktops fit sessions of the default size and policy. */
-		json_t *pool = json_pack("{s:s, s:i, s:i, s:o, s:b}", "op", "pool", "xterm",
-					 (int)gw.cfg.limits.warm_xterm, "browser",
-					 (int)gw.cfg.limits.warm_browser, "limits",
-					 dg_gw_limits_json(&gw.policy.limits), "strict", gw.policy.rules != NULL);
-		if (dg_spawner_request(&gw.spawner, pool, &err) < 0)
+		if (dg_spawner_pool(&gw.spawner, (int)gw.cfg.limits.warm_xterm,
+				    (int)gw.cfg.limits.warm_browser, &gw.policy.limits,
+				    gw.policy.rules != NULL, &err) < 0)
 			fprintf(stderr, "deskgate serve: warm pool: %s\n", err.msg);
 	}
 	gw.n_sessions = (int)gw.cfg.limits.max_sessions;

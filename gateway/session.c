@@ -64,16 +64,6 @@ json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 	return j;
 }
 
-json_t *dg_gw_limits_json(const struct dg_limits *l)
-{
-	return json_pack("{s:I, s:i, s:f, s:i, s:i, s:I, s:I, s:b}", "memory_mb",
-			 (json_int_t)l->memory_mb, "pids", (int)l->pids, "cpus", l->cpus,
-			 "exec_seconds", (int)l->exec_seconds, "session_seconds",
-			 (int)l->session_seconds, "output_bytes", (json_int_t)l->output_bytes,
-			 "scratch_mb", (json_int_t)l->scratch_mb, "exec_desktop",
-			 (int)(l->exec_desktop != 0));
-}
-
 /* ---- timers --------------------------------------------------------------- */
 
 static void on_timer(lws_sorted_usec_list_t *sul, size_t off, const char *why)
@@ -257,14 +247,9 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			       pname ? pname : "default");
 	dg_gw_rec_event(s, lc);
 	json_decref(lc);
-	json_t *limits = dg_gw_limits_json(&policy.limits);
 	struct dg_err serr = {{0}};
-	int req = dg_spawner_request(&gw->spawner,
-				     json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:b}", "op", "create",
-					       "session", s->id, "profile", dg_profile_name(profile),
-					       "width", w, "height", h, "limits", limits, "strict",
-					       policy.rules != NULL),
-				     &serr);
+	int req = dg_spawner_create(&gw->spawner, s->id, profile, w, h, &policy.limits,
+				    policy.rules != NULL, &serr);
 	if (req < 0) {
 		s->creator = NULL;
 		dg_gw_session_end(s, serr.msg);
@@ -418,8 +403,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	/* The spawner ended those two itself; any other end asks it to. */
 	if (!gw->stopping && strncmp(reason, "the desktop ended", 17) != 0 &&
 	    strcmp(reason, "the desktop's worker ended") != 0)
-		dg_spawner_request(&gw->spawner,
-				   json_pack("{s:s, s:s}", "op", "destroy", "session", s->id), &err);
+		dg_spawner_destroy(&gw->spawner, s->id, &err);
 	if (s->cur)
 		request_free(s->cur);
 	for (struct request *r = s->queue, *n; r; r = n) {
@@ -732,13 +716,17 @@ static void step_failed(struct gw_session *s, const char *fmt, ...)
 
 static void start_exec(struct gw_session *s, json_t *action)
 {
-	json_t *req = json_pack("{s:s, s:s, s:O, s:O}", "op", "exec", "session", s->id, "argv",
-				json_object_get(action, "argv"), "stdin", json_object_get(action, "stdin"));
-	json_t *t = json_object_get(action, "timeout_ms");
-	if (t)
-		json_object_set(req, "timeout_ms", t);
+	/* The action passed its schema (argv strings, stdin, timeout_ms within
+	 * the exec caps); the stub checks them again against the channel's. */
+	json_t *argv_j = json_object_get(action, "argv"), *in = json_object_get(action, "stdin");
+	size_t argc = json_array_size(argv_j);
+	const char *argv[DG_EXEC_ARGV_MAX + 1] = {0};
+	for (size_t i = 0; i < argc && i < DG_EXEC_ARGV_MAX; i++)
+		argv[i] = json_string_value(json_array_get(argv_j, i));
 	struct dg_err err = {{0}};
-	int n = dg_spawner_request(&s->gw->spawner, req, &err);
+	int n = dg_spawner_exec(&s->gw->spawner, s->id, argv, argc, json_string_value(in),
+				json_string_length(in),
+				json_integer_value(json_object_get(action, "timeout_ms")), &err);
 	if (n < 0)
 		return step_failed(s, "exec: %s", err.msg);
 	s->exec_req = n;
@@ -1344,7 +1332,11 @@ void dg_gw_exec_closed(struct gw_session *s)
 	if (!s || !s->used)
 		return;
 	s->exec_wsi = NULL;
-	json_t *res = s->exec_buf ? json_loadb(s->exec_buf, s->exec_len, 0, NULL) : NULL;
+	struct dg_exec_result er;
+	json_t *res = s->exec_buf && dg_exec_result_decode((const uint8_t *)s->exec_buf, s->exec_len,
+							   &er, NULL) == 0
+			      ? dg_exec_result_json(&er)
+			      : NULL;
 	free(s->exec_buf);
 	s->exec_buf = NULL;
 	s->exec_len = 0;
@@ -1377,16 +1369,16 @@ void dg_gw_exec_closed(struct gw_session *s)
 
 /* ---- the spawner's messages --------------------------------------------------------- */
 
-void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
+void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds, int nfds)
 {
-	const char *id = json_string_value(json_object_get(msg, "session"));
-	json_int_t req = json_integer_value(json_object_get(msg, "req"));
+	bool ended = msg->type == DG_SPAWN_ENDED;
+	int req = (int)msg->req;
 	struct gw_session *s = NULL;
 	for (int i = 0; i < gw->n_sessions && !s; i++) {
 		struct gw_session *x = &gw->sessions[i];
 		if (!x->used)
 			continue;
-		if ((id && strcmp(x->id, id) == 0 && !json_object_get(msg, "req")) ||
+		if ((ended && strcmp(x->id, msg->session) == 0) ||
 		    (req && (x->create_req == req || x->exec_req == req)))
 			s = x;
 	}
@@ -1395,25 +1387,22 @@ void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
 			close(fds[i]);
 		return;
 	}
-	const char *event = json_string_value(json_object_get(msg, "event"));
-	if (event) {
+	if (ended) {
 		/* The action in progress is answered by dg_gw_session_end. */
-		const char *reason = json_string_value(json_object_get(msg, "reason"));
-		dg_gw_session_end(s, reason ? reason : "the desktop ended");
+		dg_gw_session_end(s, msg->u.text[0] ? msg->u.text : "the desktop ended");
 		return;
 	}
-	bool ok = json_is_true(json_object_get(msg, "ok"));
-	const char *error = json_string_value(json_object_get(msg, "error"));
+	const char *error = msg->type == DG_SPAWN_ERROR ? msg->u.text : NULL;
 	if (req == s->create_req) {
 		s->create_req = 0;
-		if (!ok || nfds != 2) {
+		if (msg->type != DG_SPAWN_CREATED || nfds != 2) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
 			dg_gw_session_end(s, error ? error : "the spawner could not start the desktop");
 			return;
 		}
 		s->egress_fd = fds[1];
-		s->warm = json_is_true(json_object_get(msg, "warm"));
+		s->warm = msg->u.created.warm;
 		dg_gw_egress_attach(s);
 		fcntl(fds[0], F_SETFL, O_NONBLOCK);
 		s->worker = dg_gw_adopt(gw, fds[0], dg_gw_raw_tag(s, 2));
@@ -1425,7 +1414,7 @@ void dg_gw_spawner_message(struct gw *gw, json_t *msg, const int *fds, int nfds)
 	}
 	if (req == s->exec_req) {
 		s->exec_req = 0;
-		if (!ok || nfds != 1) {
+		if (msg->type != DG_SPAWN_CHANNEL || nfds != 1) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
 			if (s->cur)

@@ -18,53 +18,10 @@
 
 #include "base/base.h"
 
-/* Bounds on what a policy may ask for. A value outside [MIN, MAX] is refused
- * at load time with the key's name. */
+/* Bounds on a policy file; the bounds of its "limits" (struct dg_limits,
+ * DG_LIMIT_*) are in base/base.h, shared with the spawner. */
 #define DG_POLICY_FILE_MAX (1024 * 1024) /* bytes of a policy file */
 #define DG_POLICY_VERSION 1
-
-#define DG_LIMIT_MEMORY_MB_MIN 16
-#define DG_LIMIT_MEMORY_MB_MAX (1024 * 1024)
-#define DG_LIMIT_PIDS_MIN 8
-#define DG_LIMIT_PIDS_MAX 65536
-#define DG_LIMIT_CPUS_MIN 0.01
-#define DG_LIMIT_CPUS_MAX 1024.0
-#define DG_LIMIT_SECONDS_MIN 1
-#define DG_LIMIT_SECONDS_MAX (7 * 24 * 3600)
-#define DG_LIMIT_OUTPUT_BYTES_MIN 1
-#define DG_LIMIT_OUTPUT_BYTES_MAX (1024ull * 1024 * 1024)
-#define DG_LIMIT_SCRATCH_MB_MIN 1
-#define DG_LIMIT_SCRATCH_MB_MAX (1024 * 1024 - 1) /* must stay below memory_mb */
-
-/* Built-in defaults, used when no policy file is given. */
-#define DG_LIMIT_DEFAULT_MEMORY_MB 512
-#define DG_LIMIT_DEFAULT_PIDS 512 /* tasks: Chromium alone runs 200+ threads */
-#define DG_LIMIT_DEFAULT_CPUS 1.0
-#define DG_LIMIT_DEFAULT_EXEC_SECONDS 30
-#define DG_LIMIT_DEFAULT_SESSION_SECONDS 3600
-#define DG_LIMIT_DEFAULT_OUTPUT_BYTES (1024 * 1024)
-#define DG_LIMIT_DEFAULT_SCRATCH_MB 256
-
-/* Resource bounds of one jail. scratch_mb caps the jail's writable space
- * (/tmp and home share it) and must stay below memory_mb, because tmpfs pages
- * are charged to the jail's memory cgroup and cannot be reclaimed without
- * swap. */
-struct dg_limits {
-	uint64_t memory_mb;
-	uint32_t pids;
-	/* "exec_desktop": true lets programs run by exec reach the session's
-	 * desktop (its X server, the browser's sockets and processes): they
-	 * may then drive it outside the action rules, unrecorded. Default
-	 * false: exec shares the jail's files and network, not the desktop.
-	 * (0 or 1; a uint32_t so the struct has no padding: it is compared
-	 * with memcmp.) */
-	uint32_t exec_desktop;
-	double cpus;
-	uint32_t exec_seconds;
-	uint32_t session_seconds;
-	uint64_t output_bytes;
-	uint64_t scratch_mb;
-};
 
 /* The rule sections, compiled (policy/policy-priv.h); NULL when the policy
  * has none (the built-in default, or a file of only "version" and

@@ -55,7 +55,8 @@
 
 #include "base/base.h"
 #include "desktop/proto/proto.h"
-#include "policy/policy.h"
+
+struct dg_policy; /* policy/policy.h: the egress process includes it itself */
 
 /* Forks the proxy. Call while still root, before the gateway drops its
  * privileges: the child sets PR_SET_PDEATHSIG, raises its descriptor limit

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "desktop/proto/proto.h"
+#include "policy/policy.h"
 
 /* Sends {"op":op,"session":id} with egress and urls (both stolen, NULL:
  * none) and, when before > 0, "conns_before". */

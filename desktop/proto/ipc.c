@@ -141,11 +141,11 @@ void dg_ipc_reader_free(struct dg_ipc_reader *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int dg_seq_send(int fd, const char *json, size_t len, const int *fds, int nfds)
+int dg_seq_send(int fd, const char *data, size_t len, const int *fds, int nfds)
 {
 	if (len > DG_SEQ_MAX || nfds < 0 || nfds > DG_SEQ_FDS_MAX)
 		return -EMSGSIZE;
-	struct iovec iov = {(void *)json, len};
+	struct iovec iov = {(void *)data, len};
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * DG_SEQ_FDS_MAX)];
 		struct cmsghdr align;

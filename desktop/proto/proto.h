@@ -35,10 +35,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <jansson.h>
-
 #include "base/base.h"
-#include "policy/policy.h"
+
+/* Named here, not included: the spawner (root, desktop/spawner/) includes
+ * this header and must see no JSON parser; whoever calls the functions
+ * that take them includes <jansson.h> and policy/policy.h itself. */
+struct json_t;
+struct dg_policy;
+struct dg_decision;
 
 /* ---- host ids: who runs as whom (names.c) ------------------------------ */
 
@@ -151,17 +155,18 @@ int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err);
 
 void dg_ipc_reader_free(struct dg_ipc_reader *r);
 
-/* ---- Datagram channel with descriptor passing (gateway <-> spawner) ----
+/* ---- Datagram channel with descriptor passing (spawner, egress proxy) ----
  *
- * A SOCK_SEQPACKET socketpair: one message is one datagram, a JSON object of
- * at most DG_SEQ_MAX bytes, with up to DG_SEQ_FDS_MAX descriptors attached
+ * A SOCK_SEQPACKET socketpair: one message is one datagram of at most
+ * DG_SEQ_MAX bytes (a typed spawner message, below, or the egress proxy's
+ * JSON object), with up to DG_SEQ_FDS_MAX descriptors attached
  * (SCM_RIGHTS). A datagram that was truncated, or carries more descriptors
  * than asked for, is a protocol error; descriptors that arrived with it are
  * closed. */
 #define DG_SEQ_MAX (64 * 1024)
 #define DG_SEQ_FDS_MAX 4
 
-int dg_seq_send(int fd, const char *json, size_t len, const int *fds, int nfds);
+int dg_seq_send(int fd, const char *data, size_t len, const int *fds, int nfds);
 
 /* Receives one datagram into buf (cap bytes; NUL-terminated, so cap must
  * exceed DG_SEQ_MAX), descriptors into fds (close-on-exec). Returns 1, 0 when
@@ -247,53 +252,226 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
  * request non-NULL, *request gets the parsed message (caller frees).
  * Returns 0, -EPROTO for a malformed message, or a send error. */
 int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
-			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
-			     struct dg_err *err);
+			     const uint8_t *data, size_t len, struct dg_decision *d,
+			     struct json_t **request, struct dg_err *err);
 
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);
 
-/* ---- the spawner's channel (spawner-client.c) --------------------------- */
+/* ---- the spawner's channel (spawner-msg.c, spawner-client.c) ----------
+ *
+ * The spawner is root; the gateway is the less trusted peer. So the channel
+ * carries no JSON: each datagram (dg_seq_*) is one fixed-layout typed
+ * message, a closed set of types each with its own size cap and a fixed
+ * number of descriptors (OpenSSH's monitor, bubblewrap's privileged half).
+ * Layout, host byte order (both ends are one binary on one machine):
+ *   header   u32 type, u32 req: the gateway numbers its requests from 1;
+ *            a reply carries its request's number, an ENDED event 0
+ *   string   u32 n, n bytes, one NUL (no NUL among the n bytes)
+ *   limits   the fields of struct dg_limits in order, each at its width
+ *   then by type (fields u32 unless named otherwise):
+ *   CREATE   session string, profile, width, height, strict (0/1), limits
+ *   DESTROY  session string
+ *   POOL     xterm, browser (0..DG_SPAWNER_POOL_MAX), strict, limits
+ *   EGRESS   nothing
+ *   EXEC     session string, argc, i64 timeout_ms, argc strings (argv), the
+ *            stdin string (the one string that may hold NULs)
+ *   CREATED  session string, slot, i64 start_ms, warm (0/1) + 2 descriptors:
+ *            the worker's channel, the egress listener of the jail
+ *   OK       nothing (destroy and pool)
+ *   CHANNEL  i32 pid + 1 descriptor: the channel of a new egress proxy
+ *            (pid: the proxy's) or an exec's result stream (pid: its runner)
+ *   ERROR    the message string (at most DG_SPAWN_TEXT_MAX bytes)
+ *   ENDED    session string, the reason string: a session's desktop ended
+ *            on its own
+ * A datagram that does not decode to exactly one valid message (unknown
+ * type, a size other than its fields', a field out of its bounds, a string
+ * that is not canonical, the wrong number of descriptors) is a protocol
+ * violation: the spawner ends the gateway's connection (and then every
+ * session, and exits, as when the channel closes); the gateway stops
+ * talking to the spawner. Encoding and decoding check the same rules, so
+ * bytes that decode re-encode to the very same bytes. */
 
 #define DG_SPAWNER_SESSIONS_MAX 256   /* sessions one spawner serves at once */
 #define DG_SPAWNER_POOL_MAX 64        /* warm desktops of one profile */
-#define DG_EXEC_ARGV_MAX 256
-#define DG_EXEC_ARG_MAX 4096
-#define DG_EXEC_STDIN_MAX (32 * 1024)
+#define DG_EXEC_ARGV_MAX 256          /* strings of an exec's argv (at least 1) */
+#define DG_EXEC_ARG_MAX 4096          /* bytes of one (argv[0] not empty) */
+#define DG_EXEC_STDIN_MAX (32 * 1024) /* bytes of an exec's stdin */
+/* An exec's timeout_ms: 0 (or anything past the session's exec_seconds)
+ * means the session's exec_seconds. */
+#define DG_EXEC_TIMEOUT_MS_MAX ((int64_t)DG_LIMIT_SECONDS_MAX * 1000)
+#define DG_SPAWN_TEXT_MAX (DG_ERR_MAX - 1) /* bytes of an ERROR's message, an ENDED's reason */
+
+enum dg_spawn_type {
+	/* requests, gateway -> spawner */
+	DG_SPAWN_CREATE = 1,
+	DG_SPAWN_DESTROY = 2,
+	DG_SPAWN_POOL = 3,
+	DG_SPAWN_EGRESS = 4,
+	DG_SPAWN_EXEC = 5,
+	/* replies and events, spawner -> gateway */
+	DG_SPAWN_CREATED = 16,
+	DG_SPAWN_OK = 17,
+	DG_SPAWN_CHANNEL = 18,
+	DG_SPAWN_ERROR = 19,
+	DG_SPAWN_ENDED = 20,
+};
+
+/* Per-type size caps of a whole datagram, header included. */
+#define DG_SPAWN_HEADER 8
+#define DG_SPAWN_STRING_MAX(n) (4 + (n) + 1)
+#define DG_SPAWN_LIMITS_SIZE 48
+#define DG_SPAWN_CREATE_MAX \
+	(DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + 16 + DG_SPAWN_LIMITS_SIZE)
+#define DG_SPAWN_DESTROY_MAX (DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX))
+#define DG_SPAWN_POOL_MAX (DG_SPAWN_HEADER + 12 + DG_SPAWN_LIMITS_SIZE)
+#define DG_SPAWN_EGRESS_MAX DG_SPAWN_HEADER
+/* An exec's argv at its caps would not fit one datagram: the whole message
+ * is capped at DG_SEQ_MAX, and an exec larger than that is refused. */
+#define DG_SPAWN_EXEC_MAX DG_SEQ_MAX
+#define DG_SPAWN_CREATED_MAX (DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + 16)
+#define DG_SPAWN_OK_MAX DG_SPAWN_HEADER
+#define DG_SPAWN_CHANNEL_MAX (DG_SPAWN_HEADER + 4)
+#define DG_SPAWN_ERROR_MAX (DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SPAWN_TEXT_MAX))
+#define DG_SPAWN_ENDED_MAX \
+	(DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + DG_SPAWN_STRING_MAX(DG_SPAWN_TEXT_MAX))
+
+/* One message, decoded. Only the fields of its type are meaningful. */
+struct dg_spawn_msg {
+	enum dg_spawn_type type;
+	uint32_t req;
+	char session[DG_SESSION_ID_MAX + 1]; /* CREATE, DESTROY, EXEC, CREATED, ENDED */
+	union {
+		struct {
+			enum dg_profile profile;
+			uint32_t width, height; /* within DG_DESKTOP_{WIDTH,HEIGHT}_{MIN,MAX} */
+			bool strict;            /* dg_desktop_spec.strict */
+			struct dg_limits limits;
+		} create;
+		struct {
+			uint32_t xterm, browser; /* desktops of each profile kept ahead */
+			bool strict;
+			struct dg_limits limits;
+		} pool;
+		struct {
+			uint32_t argc;
+			/* argc strings, then NULL; argv and stdin_data point into the
+			 * bytes decoded (valid as long as they are) or the caller's
+			 * strings (encoding) */
+			const char *argv[DG_EXEC_ARGV_MAX + 1];
+			const char *stdin_data; /* NUL-terminated; may hold NULs before */
+			uint32_t stdin_len;
+			int64_t timeout_ms;     /* 0..DG_EXEC_TIMEOUT_MS_MAX */
+		} exec;
+		struct {
+			uint32_t slot;   /* below DG_JAIL_SLOTS */
+			int64_t start_ms; /* >= 0 */
+			bool warm;        /* from the pool */
+		} created;
+		struct {
+			int32_t pid;      /* > 0 */
+		} channel;
+		char text[DG_SPAWN_TEXT_MAX + 1]; /* ERROR's message, ENDED's reason */
+	} u;
+};
+
+/* The cap of a type's datagram, 0 for an unknown type; the descriptors a
+ * message of that type carries. */
+size_t dg_spawn_max(uint32_t type);
+int dg_spawn_fds(enum dg_spawn_type type);
+
+/* m into buf (cap bytes, at least dg_spawn_max(m->type) or DG_SEQ_MAX):
+ * 0 and *len, or -EINVAL (a field out of its bounds), -E2BIG (over the
+ * cap); err says which field. */
+int dg_spawn_encode(const struct dg_spawn_msg *m, uint8_t *buf, size_t cap, size_t *len,
+		    struct dg_err *err);
+
+/* One datagram of len bytes that came with nfds descriptors into m:
+ * 0, or -EPROTO with err naming what is wrong (see above). */
+int dg_spawn_decode(const uint8_t *buf, size_t len, int nfds, struct dg_spawn_msg *m,
+		    struct dg_err *err);
+
+/* The exec's result, written by the spawner's exec runner on the stream
+ * socket a CHANNEL reply handed over, then the stream closes:
+ *   u32 DG_EXEC_RESULT_MAGIC, u32 ok, i32 exit_code (0..255), u32 flags
+ *   (DG_EXEC_RESULT_*), i64 duration_ms (>= 0), u64 stdout bytes, u64
+ *   stderr bytes, u32 error bytes (at most DG_SPAWN_TEXT_MAX, no NUL), then
+ *   the three. Not ok: the program could not start (exit_code 125 setup,
+ *   126 not executable, 127 not found; error says why; no output, no
+ *   flags). Ok: the program's output (each cut at the session's
+ *   limits.output_bytes), no error text. */
+#define DG_EXEC_RESULT_MAGIC 0x52657844u /* "DxeR" */
+#define DG_EXEC_RESULT_HEADER 44
+#define DG_EXEC_RESULT_STDOUT_TRUNCATED 1u
+#define DG_EXEC_RESULT_STDERR_TRUNCATED 2u
+#define DG_EXEC_RESULT_TIMED_OUT 4u
+struct dg_exec_result {
+	bool ok;
+	int32_t exit_code;
+	uint32_t flags;
+	int64_t duration_ms;
+	const char *out, *errout;     /* not NUL-terminated */
+	uint64_t out_len, errout_len;
+	char error[DG_SPAWN_TEXT_MAX + 1];
+};
+
+/* The header of r (DG_EXEC_RESULT_HEADER bytes) into hdr, after which the
+ * writer sends r->out, r->errout and the error text. -EINVAL when r breaks
+ * the rules above. */
+int dg_exec_result_header(const struct dg_exec_result *r, uint8_t hdr[DG_EXEC_RESULT_HEADER],
+			  struct dg_err *err);
+
+/* A whole result stream of len bytes into r (its out and errout point into
+ * buf): 0 or -EPROTO. */
+int dg_exec_result_decode(const uint8_t *buf, size_t len, struct dg_exec_result *r,
+			  struct dg_err *err);
+
+/* r as the exec action's JSON result: {"ok":false,"exit_code","error"}, or
+ * {"ok":true,"exit_code","stdout","stderr","stdout_truncated",
+ * "stderr_truncated","timed_out","duration_ms"} with invalid UTF-8 of the
+ * output as U+FFFD. NULL when out of memory. (The gateway's side: the
+ * spawner never calls it.) */
+struct json_t *dg_exec_result_json(const struct dg_exec_result *r);
 
 struct dg_spawner {
 	pid_t pid;
 	int fd;               /* SOCK_SEQPACKET, to the spawner */
-	long long next_req;
+	uint32_t next_req;
 };
 
-/* Sends a request (req is stolen; a "req" number is added and returned, > 0):
- *   {"op":"create","session":ID,"profile":P,"width":W,"height":H,"limits":{...},
- *    "strict":BOOL (optional, dg_desktop_spec.strict)}
- *      -> {"req":N,"ok":true,"session":ID,"slot":S,"start_ms":T} + two
- *         descriptors: the worker's channel (see dg_worker_*) and the egress
- *         listener in the jail's network namespace (for the egress proxy);
- *         or {"req":N,"ok":false,"error":...}
- *   {"op":"destroy","session":ID} -> {"req":N,"ok":true}
- *   {"op":"pool","xterm":N,"browser":N,"limits":{...},"strict":B} -> {"req":N,"ok":true}:
- *      keep N desktops of each profile started ahead (default size, these
- *      limits and strictness); a create that fits takes one ("warm":true in
- *      its reply) and another starts behind it; a desktop is never reused.
- *   {"op":"egress"} -> {"req":N,"ok":true,"pid":P} + one descriptor: the
- *      channel of a new egress proxy (dg_egress_* below), started with
- *      the options dg_egress_configure fixed before the spawner was forked;
- *      one it started earlier is killed first. The spawner reaps it (and
- *      logs how it ended); the gateway's handle on it has pid -1.
- *   {"op":"exec","session":ID,"argv":[...],"stdin":"...","timeout_ms":T}
- *      -> {"req":N,"ok":true} + a stream socket that yields one JSON result
- *         {"ok","exit_code","stdout","stderr","stdout_truncated",
- *          "stderr_truncated","timed_out","duration_ms"} and closes.
- * Unrequested: {"event":"ended","session":ID,"reason":...}. */
-int dg_spawner_request(struct dg_spawner *sp, json_t *req, struct dg_err *err);
+/* The gateway's stubs: each sends one request and returns its number
+ * (> 0), or a negative errno (-EINVAL for a field out of its bounds,
+ * -E2BIG for an exec over DG_SPAWN_EXEC_MAX, or a send error).
+ *   create   a session: jail, desktop, worker -> CREATED (a warm one from
+ *            the pool when one fits: created.warm) or ERROR
+ *   destroy  -> OK or ERROR
+ *   pool     keep xterm and browser desktops of each profile started ahead
+ *            (default size, these limits and strictness); a create that
+ *            fits takes one and another starts behind it; a desktop is
+ *            never reused -> OK or ERROR
+ *   egress   a new egress proxy, started with the options dg_egress_configure
+ *            fixed before the spawner was forked; one it started earlier is
+ *            killed first. The spawner reaps it (and logs how it ended); the
+ *            gateway's handle on it has pid -1 -> CHANNEL or ERROR
+ *   exec     argv (argc strings) in the session's jail, stdin fed to it,
+ *            timeout_ms as above -> CHANNEL (the result stream) or ERROR
+ * Unrequested: ENDED. */
+int dg_spawner_create(struct dg_spawner *sp, const char *session, enum dg_profile profile,
+		      int width, int height, const struct dg_limits *limits, bool strict,
+		      struct dg_err *err);
+int dg_spawner_destroy(struct dg_spawner *sp, const char *session, struct dg_err *err);
+int dg_spawner_pool(struct dg_spawner *sp, int xterm, int browser, const struct dg_limits *limits,
+		    bool strict, struct dg_err *err);
+int dg_spawner_egress(struct dg_spawner *sp, struct dg_err *err);
+int dg_spawner_exec(struct dg_spawner *sp, const char *session, const char *const *argv,
+		    size_t argc, const char *stdin_data, size_t stdin_len, long long timeout_ms,
+		    struct dg_err *err);
 
-/* Receives one message if one is waiting: 1 (msg and fds set; the caller
- * owns both), 0, or a negative errno (-EPIPE: the spawner is gone). */
-int dg_spawner_recv(struct dg_spawner *sp, json_t **msg, int *fds, int *nfds, struct dg_err *err);
+/* Receives one message if one is waiting: 1 (m and fds set; the caller
+ * owns the descriptors), 0, or a negative errno (-EPIPE: the spawner is
+ * gone; -EPROTO: it broke the protocol, its descriptors closed). */
+int dg_spawner_recv(struct dg_spawner *sp, struct dg_spawn_msg *m, int *fds, int *nfds,
+		    struct dg_err *err);
 
 /* Closes the channel (the spawner then ends every session and exits) and
  * reaps it. */
@@ -372,7 +550,7 @@ int dg_egress_remove(struct dg_egress *e, const char *session_id, struct dg_err 
 /* One event from the proxy if one is waiting: 1 (*ev set, caller owns it),
  * 0 none, < 0 the proxy is gone (-EPIPE) or broke the protocol (-EPROTO):
  * stop it. */
-int dg_egress_recv(struct dg_egress *e, json_t **ev, struct dg_err *err);
+int dg_egress_recv(struct dg_egress *e, struct json_t **ev, struct dg_err *err);
 
 /* Closes the channel (the proxy then closes everything and exits), waits up
  * to DG_EGRESS_STOP_MS, kills it if needed and reaps it. Idempotent. */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "desktop/proto/proto.h"
+#include "policy/policy.h"
 
 static const char *worker_binary = "/proc/self/exe";
 

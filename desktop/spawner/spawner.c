@@ -9,14 +9,17 @@
  * a session's desktop ended on its own. It dies with the gateway
  * (PR_SET_PDEATHSIG) and everything it started dies with it.
  * Single-threaded; the gateway is less trusted than the spawner, so every
- * request is checked as if hostile: a malformed one is answered with an
- * error, a broken datagram ends the spawner.
+ * request is checked as if hostile: the channel carries typed fixed-layout
+ * messages (desktop/proto/proto.h, decoded by dg_spawn_decode), never JSON.
+ * A datagram that is not exactly one valid request ends the connection
+ * (every session ends and the spawner exits, as when the channel closes);
+ * a valid request that cannot be served is answered with an error.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +34,14 @@
 #include "desktop/egress/egress.h"
 #include "desktop/proto/proto.h"
 #include "desktop/spawner/seccomp-priv.h"
+#include "desktop/spawner/spawner-priv.h"
 #include "desktop/spawner/spawner.h"
 
 struct session {
 	bool used;
 	bool warm;                 /* in the pool: started, given to nobody yet */
 	char id[DG_SESSION_ID_MAX + 1];
-	struct dg_policy limits;   /* .limits only */
+	struct dg_limits limits;
 	bool strict;
 	struct dg_desktop desktop;
 	struct dg_worker worker;
@@ -48,7 +52,7 @@ struct session {
  * strictness; a request that asks for anything else starts cold. */
 struct pool {
 	int want[2];               /* by enum dg_profile */
-	struct dg_policy limits;
+	struct dg_limits limits;
 	bool strict;
 	int failures;              /* consecutive failed starts (backs off) */
 	long long retry_at;        /* ms: after failures, not before */
@@ -58,6 +62,8 @@ struct spawner {
 	int fd;
 	int sigfd;
 	bool verbose;
+	bool broken;               /* a reply could not be sent */
+	const struct dg_spawner_fx *fx;
 	struct pool pool;
 	struct session sessions[DG_SPAWNER_SESSIONS_MAX];
 	/* The egress proxy it started last: pid only (its channel is the
@@ -65,7 +71,11 @@ struct spawner {
 	struct dg_egress egress;
 };
 
-static void session_end(struct session *s);
+static void session_end(struct spawner *sp, struct session *s);
+
+struct dg_spawner_state {
+	struct spawner sp;
+};
 
 /* Ends every session (their jails would die with the spawner anyway; this
  * also removes their cgroups) and exits. */
@@ -73,37 +83,46 @@ __attribute__((noreturn)) static void end_all_and_exit(struct spawner *sp, int s
 {
 	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
 		if (sp->sessions[i].used)
-			session_end(&sp->sessions[i]);
+			session_end(sp, &sp->sessions[i]);
 	}
 	dg_egress_stop(&sp->egress); /* its channel closed with the gateway: it is ending */
 	_exit(status);
 }
 
-static void reply(struct spawner *sp, json_t *msg, const int *fds, int nfds)
+static void reply(struct spawner *sp, const struct dg_spawn_msg *m, const int *fds, int nfds)
 {
-	char *s = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
-	if (!s || dg_seq_send(sp->fd, s, strlen(s), fds, nfds) != 0) {
-		/* The gateway is gone or the channel broke: nothing to serve. The
-		 * gateway closes the channel when it stops, possibly right after
-		 * asking for destroys: the sessions still here must end too. */
-		end_all_and_exit(sp, 1);
+	static uint8_t buf[DG_SEQ_MAX];
+	size_t len;
+	struct dg_err err = {{0}};
+	if (dg_spawn_encode(m, buf, sizeof(buf), &len, &err) != 0) {
+		/* Only what this process wrote: a bug, not the gateway's doing. */
+		fprintf(stderr, "deskgate spawner: cannot encode a reply: %s\n", err.msg);
+		sp->broken = true;
+		return;
 	}
-	free(s);
+	/* The gateway is gone or the channel broke: nothing to serve. The
+	 * gateway closes the channel when it stops, possibly right after asking
+	 * for destroys: the caller ends the sessions still here. */
+	if (!sp->broken && sp->fx->send(sp->fd, (const char *)buf, len, fds, nfds) != 0)
+		sp->broken = true;
 }
 
-static void reply_error(struct spawner *sp, json_t *req, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void reply_error(struct spawner *sp, json_t *req, const char *fmt, ...)
+static void reply_ok(struct spawner *sp, const struct dg_spawn_msg *req)
 {
-	char msg[DG_ERR_MAX];
+	struct dg_spawn_msg r = {.type = DG_SPAWN_OK, .req = req->req};
+	reply(sp, &r, NULL, 0);
+}
+
+static void reply_error(struct spawner *sp, const struct dg_spawn_msg *req, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void reply_error(struct spawner *sp, const struct dg_spawn_msg *req, const char *fmt, ...)
+{
+	struct dg_spawn_msg r = {.type = DG_SPAWN_ERROR, .req = req->req};
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(r.u.text, sizeof(r.u.text), fmt, ap);
 	va_end(ap);
-	json_t *r = json_pack("{s:O?, s:b, s:s}", "req", json_object_get(req, "req"), "ok", 0,
-			      "error", msg);
-	reply(sp, r, NULL, 0);
+	reply(sp, &r, NULL, 0);
 }
 
 static struct session *find(struct spawner *sp, const char *id)
@@ -115,37 +134,25 @@ static struct session *find(struct spawner *sp, const char *id)
 	return NULL;
 }
 
-static void session_end(struct session *s)
+static void session_end(struct spawner *sp, struct session *s)
 {
-	dg_worker_stop(&s->worker);
-	dg_desktop_destroy(&s->desktop);
+	sp->fx->worker_stop(&s->worker);
+	sp->fx->desktop_destroy(&s->desktop);
 	s->used = false;
-}
-
-/* Limits come as the policy's own "limits" object and go through the policy
- * loader, so the spawner enforces the same bounds whatever the gateway says. */
-static int parse_limits(json_t *limits, struct dg_policy *p, struct dg_err *err)
-{
-	json_t *doc = json_pack("{s:i, s:O}", "version", DG_POLICY_VERSION, "limits", limits);
-	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-	json_decref(doc);
-	if (!text)
-		return dg_err_set(err, -EINVAL, "limits missing or not an object");
-	int r = dg_policy_parse(text, strlen(text), "session limits", p, err);
-	free(text);
-	return r;
 }
 
 /* Gives session s to the gateway: the worker's channel and the egress
  * listener go back with the reply; the spawner keeps only the pids. */
-static void hand_over(struct spawner *sp, json_t *req, struct session *s, const char *id,
+static void hand_over(struct spawner *sp, const struct dg_spawn_msg *req, struct session *s,
 		      long long start_ms, bool warm)
 {
-	json_t *r = json_pack("{s:O?, s:b, s:s, s:i, s:I, s:b}", "req", json_object_get(req, "req"),
-			      "ok", 1, "session", id, "slot", (int)s->desktop.jail.slot,
-			      "start_ms", (json_int_t)start_ms, "warm", warm);
+	struct dg_spawn_msg r = {.type = DG_SPAWN_CREATED, .req = req->req};
+	snprintf(r.session, sizeof(r.session), "%s", s->id);
+	r.u.created.slot = s->desktop.jail.slot;
+	r.u.created.start_ms = start_ms;
+	r.u.created.warm = warm;
 	int fds[2] = {s->worker.ctl, s->desktop.jail.egress_fd};
-	reply(sp, r, fds, 2);
+	reply(sp, &r, fds, 2);
 	close(s->worker.ctl);
 	s->worker.ctl = -1;
 	close(s->desktop.jail.egress_fd);
@@ -160,7 +167,7 @@ static struct session *pool_take(struct spawner *sp, enum dg_profile prof, int w
 		struct session *s = &sp->sessions[i];
 		if (s->used && s->warm && s->desktop.io.profile == prof && s->desktop.io.width == w &&
 		    s->desktop.io.height == h && s->strict == strict &&
-		    memcmp(&s->limits.limits, lim, sizeof(*lim)) == 0)
+		    memcmp(&s->limits, lim, sizeof(*lim)) == 0)
 			return s;
 	}
 	return NULL;
@@ -193,19 +200,19 @@ static bool pool_refill(struct spawner *sp)
 		if (!s)
 			return false;
 		memset(s, 0, sizeof(*s));
-		dg_policy_copy(&s->limits, &pl->limits);
+		s->limits = pl->limits;
 		struct dg_desktop_spec spec = {.profile = (enum dg_profile)prof,
 					       .width = DG_DESKTOP_WIDTH_DEFAULT,
 					       .height = DG_DESKTOP_HEIGHT_DEFAULT,
-					       .limits = &s->limits.limits,
+					       .limits = &s->limits,
 					       .log_to_stderr = sp->verbose,
 					       .strict = pl->strict,
 					       .egress = true};
 		struct dg_err err = {{0}};
-		if (dg_desktop_start(&spec, &s->desktop, &err) != 0 ||
-		    dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
+		if (sp->fx->desktop_start(&spec, &s->desktop, &err) != 0 ||
+		    sp->fx->worker_start(&s->desktop.io, &s->worker, &err) != 0) {
 			if (s->desktop.jail.pid > 0 || s->desktop.jail.cgroup)
-				dg_desktop_destroy(&s->desktop);
+				sp->fx->desktop_destroy(&s->desktop);
 			fprintf(stderr, "deskgate spawner: warm %s desktop: %s\n",
 				dg_profile_name((enum dg_profile)prof), err.msg);
 			/* Back off: a machine that cannot start desktops must not
@@ -223,44 +230,24 @@ static bool pool_refill(struct spawner *sp)
 	return false;
 }
 
-/* {"op":"pool","xterm":N,"browser":N,"limits":{...},"strict":B}: the pool's
- * sizes and what its desktops are started with. Smaller sizes do not end
- * warm desktops already started; they are used first. */
-static void op_pool(struct spawner *sp, json_t *req)
+/* The pool's sizes and what its desktops are started with. Smaller sizes
+ * do not end warm desktops already started; they are used first. */
+static void op_pool(struct spawner *sp, const struct dg_spawn_msg *req)
 {
-	json_t *x = json_object_get(req, "xterm"), *b = json_object_get(req, "browser");
-	struct dg_err err = {{0}};
-	if (!json_is_integer(x) || !json_is_integer(b) || json_integer_value(x) < 0 ||
-	    json_integer_value(b) < 0 || json_integer_value(x) > DG_SPAWNER_POOL_MAX ||
-	    json_integer_value(b) > DG_SPAWNER_POOL_MAX)
-		return reply_error(sp, req, "pool: xterm and browser must be integers 0..%d",
-				   DG_SPAWNER_POOL_MAX);
-	struct dg_policy lim;
-	if (parse_limits(json_object_get(req, "limits"), &lim, &err) != 0)
-		return reply_error(sp, req, "pool: %s", err.msg);
-	dg_policy_free(&sp->pool.limits);
-	sp->pool.limits = lim;
-	sp->pool.strict = json_is_true(json_object_get(req, "strict"));
-	sp->pool.want[DG_PROFILE_XTERM] = (int)json_integer_value(x);
-	sp->pool.want[DG_PROFILE_BROWSER] = (int)json_integer_value(b);
+	sp->pool.limits = req->u.pool.limits;
+	sp->pool.strict = req->u.pool.strict;
+	sp->pool.want[DG_PROFILE_XTERM] = (int)req->u.pool.xterm;
+	sp->pool.want[DG_PROFILE_BROWSER] = (int)req->u.pool.browser;
 	sp->pool.failures = 0;
 	sp->pool.retry_at = 0;
-	reply(sp, json_pack("{s:O?, s:b}", "req", json_object_get(req, "req"), "ok", 1), NULL, 0);
+	reply_ok(sp, req);
 }
 
-static void op_create(struct spawner *sp, json_t *req)
+static void op_create(struct spawner *sp, const struct dg_spawn_msg *req)
 {
-	const char *id = json_string_value(json_object_get(req, "session"));
-	const char *profile = json_string_value(json_object_get(req, "profile"));
-	json_t *w = json_object_get(req, "width"), *h = json_object_get(req, "height");
-	struct dg_err err = {{0}};
-	enum dg_profile prof;
-	if (!id || !dg_session_id_valid(id) || find(sp, id))
-		return reply_error(sp, req, "create: bad or duplicate session id");
-	if (!profile || dg_profile_parse(profile, &prof) != 0)
-		return reply_error(sp, req, "create: unknown profile");
-	if (!json_is_integer(w) || !json_is_integer(h))
-		return reply_error(sp, req, "create: width and height must be integers");
+	const char *id = req->session;
+	if (find(sp, id))
+		return reply_error(sp, req, "create: duplicate session id");
 	struct session *s = NULL;
 	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX && !s; i++) {
 		if (!sp->sessions[i].used)
@@ -269,77 +256,68 @@ static void op_create(struct spawner *sp, json_t *req)
 	if (!s)
 		return reply_error(sp, req, "create: all %d session slots are in use",
 				   DG_SPAWNER_SESSIONS_MAX);
-	memset(s, 0, sizeof(*s));
-	if (parse_limits(json_object_get(req, "limits"), &s->limits, &err) != 0)
-		return reply_error(sp, req, "create: %s", err.msg);
-	bool strict = json_is_true(json_object_get(req, "strict"));
-	struct session *ws = pool_take(sp, prof, (int)json_integer_value(w), (int)json_integer_value(h),
-				       &s->limits.limits, strict);
+	int w = (int)req->u.create.width, h = (int)req->u.create.height;
+	bool strict = req->u.create.strict;
+	struct session *ws = pool_take(sp, req->u.create.profile, w, h, &req->u.create.limits, strict);
 	if (ws) {
-		dg_policy_free(&s->limits);
 		snprintf(ws->id, sizeof(ws->id), "%s", id);
 		ws->warm = false;
-		hand_over(sp, req, ws, id, 0, true);
+		hand_over(sp, req, ws, 0, true);
 		return;
 	}
+	memset(s, 0, sizeof(*s));
+	s->limits = req->u.create.limits;
 	struct dg_desktop_spec spec = {
-		.profile = prof,
-		.width = (int)json_integer_value(w),
-		.height = (int)json_integer_value(h),
-		.limits = &s->limits.limits,
+		.profile = req->u.create.profile,
+		.width = w,
+		.height = h,
+		.limits = &s->limits,
 		.log_to_stderr = sp->verbose,
-		.strict = json_is_true(json_object_get(req, "strict")),
+		.strict = strict,
 		.egress = true,
 	};
+	struct dg_err err = {{0}};
 	long long t0 = dg_now_ms();
-	if (dg_desktop_start(&spec, &s->desktop, &err) != 0)
+	if (sp->fx->desktop_start(&spec, &s->desktop, &err) != 0)
 		return reply_error(sp, req, "create: starting the desktop: %s", err.msg);
-	if (dg_worker_start(&s->desktop.io, &s->worker, &err) != 0) {
-		dg_desktop_destroy(&s->desktop);
+	if (sp->fx->worker_start(&s->desktop.io, &s->worker, &err) != 0) {
+		sp->fx->desktop_destroy(&s->desktop);
 		return reply_error(sp, req, "create: starting the worker: %s", err.msg);
 	}
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->used = true;
 	s->strict = strict;
-	hand_over(sp, req, s, id, dg_now_ms() - t0, false);
+	hand_over(sp, req, s, dg_now_ms() - t0, false);
 }
 
-static void op_destroy(struct spawner *sp, json_t *req)
+static void op_destroy(struct spawner *sp, const struct dg_spawn_msg *req)
 {
-	const char *id = json_string_value(json_object_get(req, "session"));
-	struct session *s = id ? find(sp, id) : NULL;
+	struct session *s = find(sp, req->session);
 	if (!s)
 		return reply_error(sp, req, "destroy: no such session");
-	session_end(s);
-	reply(sp, json_pack("{s:O?, s:b, s:s}", "req", json_object_get(req, "req"), "ok", 1,
-			    "session", id),
-	      NULL, 0);
+	session_end(sp, s);
+	reply_ok(sp, req);
 }
 
-/* {"op":"egress"}: a new egress proxy, its channel to the gateway. The
+/* A new egress proxy, its channel to the gateway. The
  * request carries nothing: the proxy's options were fixed before this
  * process was forked (dg_egress_configure). A proxy started earlier that
  * still runs is killed first: the gateway asks only once it lost that one's
  * channel, and two proxies must never serve the same listeners. */
-static void op_egress(struct spawner *sp, json_t *req)
+static void op_egress(struct spawner *sp, const struct dg_spawn_msg *req)
 {
-	if (sp->egress.pid > 0) {
-		kill(sp->egress.pid, SIGKILL);
-		waitpid(sp->egress.pid, NULL, 0);
-		fprintf(stderr, "deskgate spawner: killed the previous egress proxy (pid %d)\n",
-			(int)sp->egress.pid);
-		sp->egress.pid = -1;
-	}
 	struct dg_err err = {{0}};
 	struct dg_egress e;
-	if (dg_egress_spawn(&e, &err) != 0)
+	pid_t previous = sp->egress.pid;
+	sp->egress.pid = -1;
+	if (sp->fx->egress_spawn(previous, &e, &err) != 0)
 		return reply_error(sp, req, "egress: %s", err.msg);
 	sp->egress.pid = e.pid;
 	sp->egress.fd = -1;
 	int fd = e.fd;
-	reply(sp, json_pack("{s:O?, s:b, s:i}", "req", json_object_get(req, "req"), "ok", 1, "pid",
-			    (int)e.pid),
-	      &fd, 1);
+	struct dg_spawn_msg r = {.type = DG_SPAWN_CHANNEL, .req = req->req};
+	r.u.channel.pid = (int32_t)e.pid;
+	reply(sp, &r, &fd, 1);
 	close(fd);
 }
 
@@ -392,58 +370,36 @@ static void capture_read(struct capture *c)
 	}
 }
 
-/* Output as a JSON string: invalid UTF-8 becomes U+FFFD. */
-static json_t *text_json(const char *p, size_t n)
+static void write_all(int fd, const void *p, size_t n)
 {
-	json_t *j = json_stringn(p, n);
-	if (j)
-		return j;
-	char *out = malloc(n * 3 + 1);
-	size_t o = 0;
-	for (size_t i = 0; out && i < n;) {
-		size_t l = 1;
-		unsigned char c = (unsigned char)p[i];
-		if (c >= 0xc2 && c <= 0xf4)
-			l = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-		json_t *t = i + l <= n && l > 1 ? json_stringn(p + i, l) : NULL;
-		if (c < 0x80 && c != 0) {
-			out[o++] = (char)c;
-		} else if (t) {
-			memcpy(out + o, p + i, l);
-			o += l;
-		} else {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			l = 1;
-		}
-		json_decref(t);
-		i += l;
+	size_t done = 0;
+	while (done < n) {
+		ssize_t k = write(fd, (const char *)p + done, n - done);
+		if (k <= 0 && errno != EINTR)
+			return;
+		if (k > 0)
+			done += (size_t)k;
 	}
-	j = out ? json_stringn(out, o) : json_string("");
-	free(out);
-	return j;
 }
 
 /* The exec runner: a child of the spawner serving one exec. It starts the
  * program in the session's jail, feeds stdin, collects output (each stream
- * capped), enforces the wall clock and writes one JSON result to result_fd. */
-__attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, int result_fd)
+ * capped), enforces the wall clock and writes one typed result
+ * (struct dg_exec_result) to result_fd. */
+__attribute__((noreturn)) static void run_exec(const struct dg_jail *jail,
+					       const struct dg_limits *lim,
+					       const struct dg_spawn_msg *req, int result_fd)
 {
 	struct dg_err err = {{0}};
-	json_t *argv_j = json_object_get(req, "argv");
-	const char *stdin_data = json_string_value(json_object_get(req, "stdin"));
-	size_t stdin_len = json_string_length(json_object_get(req, "stdin"));
-	long long timeout = json_integer_value(json_object_get(req, "timeout_ms"));
-	const struct dg_limits *lim = &s->limits.limits;
+	const char *stdin_data = req->u.exec.stdin_data;
+	size_t stdin_len = req->u.exec.stdin_len;
+	long long timeout = req->u.exec.timeout_ms;
 	long long cap_ms = (long long)lim->exec_seconds * 1000;
 	if (timeout <= 0 || timeout > cap_ms)
 		timeout = cap_ms;
-	size_t argc = json_array_size(argv_j);
-	const char **argv = calloc(argc + 1, sizeof(*argv));
-	for (size_t i = 0; argv && i < argc; i++)
-		argv[i] = json_string_value(json_array_get(argv_j, i));
+	const char *const *argv = req->u.exec.argv;
 	int in[2], out[2], errp[2];
-	if (!argv || pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC))
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC))
 		_exit(1);
 	/* The egress proxy is the only way out; both spellings, since curl
 	 * reads only the lowercase http_proxy. */
@@ -454,17 +410,23 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 				    .stderr_fd = errp[1], .env_extra = proxy_env};
 	long long t0 = dg_now_ms();
 	pid_t sup;
-	int r = dg_jail_enter(&s->desktop.jail, &prog, lim, &sup, &err);
+	int r = dg_jail_enter(jail, &prog, lim, &sup, &err);
 	close(in[0]);
 	close(out[1]);
 	close(errp[1]);
-	json_t *res;
+	struct dg_exec_result res = {0};
+	struct capture o = {-1, NULL, 0, 0, false}, e = {-1, NULL, 0, 0, false};
 	if (r) {
-		res = json_pack("{s:b, s:i, s:s}", "ok", 0, "exit_code",
-				r == -ENOENT ? 127 : r == -EACCES ? 126 : 125, "error", err.msg);
+		res.exit_code = r == -ENOENT ? 127 : r == -EACCES ? 126 : 125;
+		snprintf(res.error, sizeof(res.error), "%s", err.msg);
+		close(out[0]);
+		close(errp[0]);
+		close(in[1]);
 	} else {
-		struct capture o = {out[0], malloc(lim->output_bytes), 0, lim->output_bytes, false};
-		struct capture e = {errp[0], malloc(lim->output_bytes), 0, lim->output_bytes, false};
+		o = (struct capture){out[0], malloc(lim->output_bytes), 0, lim->output_bytes, false};
+		e = (struct capture){errp[0], malloc(lim->output_bytes), 0, lim->output_bytes, false};
+		if (!o.buf || !e.buf)
+			_exit(1);
 		size_t off = 0;
 		int wfd = in[1];
 		fcntl(wfd, F_SETFL, O_NONBLOCK);
@@ -509,22 +471,25 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 			}
 		}
 		int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		res = json_pack("{s:b, s:i, s:o, s:o, s:b, s:b, s:b, s:I}", "ok", 1, "exit_code",
-				timed_out ? 124 : code, "stdout", text_json(o.buf, o.len), "stderr",
-				text_json(e.buf, e.len), "stdout_truncated", o.truncated,
-				"stderr_truncated", e.truncated, "timed_out", timed_out, "duration_ms",
-				(json_int_t)(dg_now_ms() - t0));
+		res.ok = true;
+		res.exit_code = timed_out ? 124 : code;
+		res.flags = (o.truncated ? DG_EXEC_RESULT_STDOUT_TRUNCATED : 0) |
+			    (e.truncated ? DG_EXEC_RESULT_STDERR_TRUNCATED : 0) |
+			    (timed_out ? DG_EXEC_RESULT_TIMED_OUT : 0);
+		res.duration_ms = dg_now_ms() - t0;
+		res.out = o.buf;
+		res.out_len = o.len;
+		res.errout = e.buf;
+		res.errout_len = e.len;
 	}
-	char *text = json_dumps(res, JSON_COMPACT);
-	if (text) {
-		size_t n = strlen(text), done = 0;
-		while (done < n) {
-			ssize_t k = write(result_fd, text + done, n - done);
-			if (k <= 0 && errno != EINTR)
-				break;
-			if (k > 0)
-				done += (size_t)k;
-		}
+	uint8_t hdr[DG_EXEC_RESULT_HEADER];
+	if (dg_exec_result_header(&res, hdr, &err) == 0) {
+		write_all(result_fd, hdr, sizeof(hdr));
+		write_all(result_fd, res.out, res.out_len);
+		write_all(result_fd, res.errout, res.errout_len);
+		write_all(result_fd, res.error, strlen(res.error));
+	} else {
+		fprintf(stderr, "deskgate spawner: exec: %s\n", err.msg);
 	}
 	close(result_fd);
 	/* Reap what was reparented to this process (see op_exec). */
@@ -533,57 +498,24 @@ __attribute__((noreturn)) static void run_exec(struct session *s, json_t *req, i
 	_exit(0);
 }
 
-static bool exec_request_valid(json_t *req, char *why, size_t n)
+/* The real exec_start: forks the runner. */
+static int real_exec_start(const struct dg_jail *jail, const struct dg_limits *limits,
+			   const struct dg_spawn_msg *req, int channel_fd, pid_t *pid, int *fd,
+			   struct dg_err *err)
 {
-	json_t *argv = json_object_get(req, "argv");
-	if (!json_is_array(argv) || json_array_size(argv) < 1 ||
-	    json_array_size(argv) > DG_EXEC_ARGV_MAX) {
-		snprintf(why, n, "argv must be 1 to %d strings", DG_EXEC_ARGV_MAX);
-		return false;
-	}
-	for (size_t i = 0; i < json_array_size(argv); i++) {
-		json_t *a = json_array_get(argv, i);
-		if (!json_is_string(a) || json_string_length(a) > DG_EXEC_ARG_MAX ||
-		    strlen(json_string_value(a)) != json_string_length(a) ||
-		    (i == 0 && json_string_length(a) == 0)) {
-			snprintf(why, n, "argv[%zu] is not a usable string", i);
-			return false;
-		}
-	}
-	json_t *in = json_object_get(req, "stdin");
-	if (in && (!json_is_string(in) || json_string_length(in) > DG_EXEC_STDIN_MAX)) {
-		snprintf(why, n, "stdin must be a string of at most %d bytes", DG_EXEC_STDIN_MAX);
-		return false;
-	}
-	json_t *t = json_object_get(req, "timeout_ms");
-	if (t && !json_is_integer(t)) {
-		snprintf(why, n, "timeout_ms must be an integer");
-		return false;
-	}
-	return true;
-}
-
-static void op_exec(struct spawner *sp, json_t *req)
-{
-	const char *id = json_string_value(json_object_get(req, "session"));
-	struct session *s = id ? find(sp, id) : NULL;
-	char why[128];
-	if (!s)
-		return reply_error(sp, req, "exec: no such session");
-	if (!exec_request_valid(req, why, sizeof(why)))
-		return reply_error(sp, req, "exec: %s", why);
 	int res[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, res) != 0)
-		return reply_error(sp, req, "exec: socketpair: %s", strerror(errno));
+		return dg_err_set(err, -errno, "socketpair: %s", strerror(errno));
 	pid_t p = fork();
 	if (p < 0) {
+		int e = errno;
 		close(res[0]);
 		close(res[1]);
-		return reply_error(sp, req, "exec: fork: %s", strerror(errno));
+		return dg_err_set(err, -e, "fork: %s", strerror(e));
 	}
 	if (p == 0) {
 		close(res[0]);
-		close(sp->fd);
+		close(channel_fd);
 		/* The program runs in the jail's pid namespace as a child of the
 		 * supervisor, which is outside it. When both are killed at once (the
 		 * session ends during the exec), the program's zombie is reparented
@@ -596,13 +528,28 @@ static void op_exec(struct spawner *sp, json_t *req)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		run_exec(s, req, res[1]);
+		run_exec(jail, limits, req, res[1]);
 	}
 	close(res[1]);
-	reply(sp, json_pack("{s:O?, s:b, s:s}", "req", json_object_get(req, "req"), "ok", 1,
-			    "session", id),
-	      &res[0], 1);
-	close(res[0]);
+	*pid = p;
+	*fd = res[0];
+	return 0;
+}
+
+static void op_exec(struct spawner *sp, const struct dg_spawn_msg *req)
+{
+	struct session *s = find(sp, req->session);
+	if (!s)
+		return reply_error(sp, req, "exec: no such session");
+	struct dg_err err = {{0}};
+	pid_t p;
+	int fd;
+	if (sp->fx->exec_start(&s->desktop.jail, &s->limits, req, sp->fd, &p, &fd, &err) != 0)
+		return reply_error(sp, req, "exec: %s", err.msg);
+	struct dg_spawn_msg r = {.type = DG_SPAWN_CHANNEL, .req = req->req};
+	r.u.channel.pid = (int32_t)p;
+	reply(sp, &r, &fd, 1);
+	close(fd);
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -647,92 +594,150 @@ static void reap(struct spawner *sp)
 			}
 			if (!what)
 				continue;
-			char id[sizeof(s->id)];
-			snprintf(id, sizeof(id), "%s", s->id);
+			struct dg_spawn_msg ev = {.type = DG_SPAWN_ENDED, .req = 0};
+			snprintf(ev.session, sizeof(ev.session), "%s", s->id);
+			snprintf(ev.u.text, sizeof(ev.u.text), "%s", what);
 			bool warm = s->warm;
-			session_end(s);
+			session_end(sp, s);
 			if (warm) /* nobody's yet: the pool starts another */
 				break;
-			reply(sp, json_pack("{s:s, s:s, s:s}", "event", "ended", "session", id, "reason",
-					    what),
-			      NULL, 0);
+			reply(sp, &ev, NULL, 0);
 			break;
 		}
 	}
 }
 
-static void handle(struct spawner *sp)
+int dg_spawner_serve(struct dg_spawner_state *st, const uint8_t *buf, size_t len, int nfds,
+		     struct dg_err *err)
 {
-	char *buf = malloc(DG_SEQ_MAX + 1);
+	/* The decoded message points into buf; an exec runner forked while
+	 * serving it has its own copy of both. */
+	static struct dg_spawn_msg req;
+	struct spawner *sp = &st->sp;
+	if (dg_spawn_decode(buf, len, nfds, &req, err) != 0)
+		return -EPROTO;
+	if (req.type > DG_SPAWN_EXEC)
+		return dg_err_set(err, -EPROTO, "spawner channel: a %u message where a request was "
+				  "due", (unsigned)req.type);
+	switch (req.type) {
+	case DG_SPAWN_CREATE: op_create(sp, &req); break;
+	case DG_SPAWN_DESTROY: op_destroy(sp, &req); break;
+	case DG_SPAWN_EXEC: op_exec(sp, &req); break;
+	case DG_SPAWN_POOL: op_pool(sp, &req); break;
+	case DG_SPAWN_EGRESS: op_egress(sp, &req); break;
+	default: return dg_err_set(err, -EPROTO, "not reached"); /* decoding refused it */
+	}
+	return sp->broken ? dg_err_set(err, -EPIPE, "spawner channel: a reply was not sent") : 0;
+}
+
+static void handle(struct dg_spawner_state *st)
+{
+	struct spawner *sp = &st->sp;
+	static char buf[DG_SEQ_MAX + 1];
 	int fds[DG_SEQ_FDS_MAX], nfds;
 	size_t len;
 	struct dg_err err = {{0}};
-	int r = buf ? dg_seq_recv(sp->fd, buf, DG_SEQ_MAX + 1, &len, fds, &nfds, &err) : -ENOMEM;
-	if (r == 0) {
-		free(buf);
+	int r = dg_seq_recv(sp->fd, buf, sizeof(buf), &len, fds, &nfds, &err);
+	if (r == 0)
 		return;
-	}
 	if (r < 0) {
-		/* The gateway went away or broke the protocol. */
+		/* The gateway went away or broke the datagram protocol. */
+		if (r != -EPIPE)
+			fprintf(stderr, "deskgate spawner: %s; ending every session\n", err.msg);
 		end_all_and_exit(sp, r == -EPIPE ? 0 : 1);
 	}
 	for (int i = 0; i < nfds; i++)
-		close(fds[i]); /* the gateway sends no descriptors */
-	json_t *req = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
-	free(buf);
-	const char *op = json_string_value(json_object_get(req, "op"));
-	if (!op) {
-		reply_error(sp, req, "a request must be a JSON object with an op");
-		json_decref(req);
-		return;
+		close(fds[i]); /* no request carries descriptors: decoding refuses any */
+	r = dg_spawner_serve(st, (const uint8_t *)buf, len, nfds, &err);
+	if (r == -EPROTO)
+		fprintf(stderr, "deskgate spawner: %s; ending every session\n", err.msg);
+	if (r != 0)
+		end_all_and_exit(sp, 1);
+}
+
+static int real_egress_spawn(pid_t previous, struct dg_egress *e, struct dg_err *err)
+{
+	if (previous > 0) {
+		kill(previous, SIGKILL);
+		waitpid(previous, NULL, 0);
+		fprintf(stderr, "deskgate spawner: killed the previous egress proxy (pid %d)\n",
+			(int)previous);
 	}
-	if (strcmp(op, "create") == 0)
-		op_create(sp, req);
-	else if (strcmp(op, "destroy") == 0)
-		op_destroy(sp, req);
-	else if (strcmp(op, "exec") == 0)
-		op_exec(sp, req);
-	else if (strcmp(op, "pool") == 0)
-		op_pool(sp, req);
-	else if (strcmp(op, "egress") == 0)
-		op_egress(sp, req);
-	else
-		reply_error(sp, req, "unknown op");
-	json_decref(req);
+	return dg_egress_spawn(e, err);
+}
+
+static const struct dg_spawner_fx real_fx = {
+	.send = dg_seq_send,
+	.desktop_start = dg_desktop_start,
+	.desktop_destroy = dg_desktop_destroy,
+	.worker_start = dg_worker_start,
+	.worker_stop = dg_worker_stop,
+	.egress_spawn = real_egress_spawn,
+	.exec_start = real_exec_start,
+};
+
+struct dg_spawner_state *dg_spawner_state_new(int fd, bool verbose, const struct dg_spawner_fx *fx)
+{
+	struct dg_spawner_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->sp.fd = fd;
+	st->sp.sigfd = -1;
+	st->sp.verbose = verbose;
+	st->sp.fx = fx;
+	st->sp.egress.pid = -1;
+	st->sp.egress.fd = -1;
+	return st;
+}
+
+void dg_spawner_state_free(struct dg_spawner_state *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		if (st->sp.sessions[i].used)
+			session_end(&st->sp, &st->sp.sessions[i]);
+	}
+	free(st);
 }
 
 __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 {
-	static struct spawner sp;
-	sp.fd = fd;
-	sp.verbose = verbose;
-	sp.egress.pid = -1;
-	sp.egress.fd = -1;
+	static struct dg_spawner_state st;
+	struct spawner *sp = &st.sp;
+	sp->fd = fd;
+	sp->fx = &real_fx;
+	sp->verbose = verbose;
+	sp->egress.pid = -1;
+	sp->egress.fd = -1;
 	struct dg_err err = {{0}};
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
-	sp.sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	sp->sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
-	if (sp.sigfd < 0 || dg_seccomp_prepare(&err) != 0)
+	if (sp->sigfd < 0 || dg_seccomp_prepare(&err) != 0)
 		_exit(1);
 	bool more = false;
 	for (;;) {
-		struct pollfd p[2] = {{sp.fd, POLLIN, 0}, {sp.sigfd, POLLIN, 0}};
+		struct pollfd p[2] = {{sp->fd, POLLIN, 0}, {sp->sigfd, POLLIN, 0}};
 		long long wait = -1;
 		if (more)
 			wait = 0;
-		else if (sp.pool.retry_at > dg_now_ms())
-			wait = sp.pool.retry_at - dg_now_ms();
+		else if (sp->pool.retry_at > dg_now_ms())
+			wait = sp->pool.retry_at - dg_now_ms();
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR)
 			_exit(1);
-		if (p[1].revents)
-			reap(&sp);
+		if (p[1].revents) {
+			reap(sp);
+			if (sp->broken) /* an ended session could not be told */
+				end_all_and_exit(sp, 1);
+		}
 		if (p[0].revents)
-			handle(&sp);
+			handle(&st);
 		/* One warm desktop per turn, only when no request waits. */
-		more = !(p[0].revents & POLLIN) && pool_refill(&sp);
+		more = !(p[0].revents & POLLIN) && pool_refill(sp);
 		if (!more && (p[0].revents & POLLIN))
 			more = true; /* look again at the pool after the requests */
 	}

@@ -19,7 +19,6 @@
 
 #include "base/base.h"
 #include "desktop/proto/proto.h"
-#include "policy/policy.h"
 
 /* The user the jailed program runs as, seen from inside. */
 #define DG_JAIL_INNER_UID 1000u

@@ -64,6 +64,7 @@
 #include "frame-priv.h"
 #include "cgroup-priv.h"
 #include "desktop/spawner/spawner.h"
+#include "policy/policy.h"
 #include "desktop/worker/worker.h"
 
 #define W 1280

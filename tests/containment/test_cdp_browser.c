@@ -21,6 +21,7 @@
 
 #include "cdp-priv.h"
 #include "desktop/spawner/spawner.h"
+#include "policy/policy.h"
 #include "dg_test.h"
 
 #define PAGE_A "data:text/html,<title>hello</title><h1>x</h1>"

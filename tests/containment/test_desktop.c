@@ -15,6 +15,7 @@
 
 #include "actions/actions.h"
 #include "desktop/spawner/spawner.h"
+#include "policy/policy.h"
 #include "dg_test.h"
 
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})

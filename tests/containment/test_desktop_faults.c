@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "desktop/spawner/spawner.h"
+#include "policy/policy.h"
 #include "desktop/proto/proto.h"
 #include "desktop/worker/worker.h"
 #include "dg_test.h"

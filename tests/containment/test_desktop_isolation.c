@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "desktop/spawner/spawner.h"
+#include "policy/policy.h"
 #include "dg_test.h"
 
 static struct dg_policy policy;

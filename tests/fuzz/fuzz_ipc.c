@@ -24,8 +24,9 @@
  *      dg_egress_recv (the gateway reading the proxy), by parameter % 3
  *   4  dg_guard_verdict and dg_worker_answer_request on the bytes as one
  *      message each
- * Not reachable without the processes: the spawner's request handler and
- * the proxy's control handler (static, in their forked children) and the
+ * Not reachable without the processes: the proxy's control handler
+ * (static, in its forked child; the spawner's dispatcher is fuzz_spawner's)
+ * and the
  * gateway's handling of worker, spawner and proxy messages (gateway/
  * session.c and server.c, which need a running gateway).
  *
@@ -42,6 +43,7 @@
 #include "cdp-priv.h"
 #include "guard-priv.h"
 #include "desktop/proto/proto.h"
+#include "policy/policy.h"
 #include "fuzz_common.h"
 
 static struct dg_policy policy;
@@ -333,10 +335,13 @@ static void datagrams(const uint8_t *data, size_t size, uint8_t param)
 					DG_FUZZ_CHECK(nfds == 0, "%d fds handed over with %d", nfds, r);
 				}
 			} else if (which == 1) {
-				r = dg_spawner_recv(&spawner, &msg, fds, &nfds, &err);
+				struct dg_spawn_msg sm;
+				r = dg_spawner_recv(&spawner, &sm, fds, &nfds, &err);
 				if (r == 1) {
-					DG_FUZZ_CHECK(msg != NULL, "a reply without its message");
-					DG_FUZZ_CHECK(nfds >= 0 && nfds <= DG_SEQ_FDS_MAX, "%d fds", nfds);
+					DG_FUZZ_CHECK(sm.type >= DG_SPAWN_CREATED &&
+						      dg_spawn_fds(sm.type) == nfds,
+						      "a reply of type %u with %d fds", (unsigned)sm.type,
+						      nfds);
 					for (int i = 0; i < nfds; i++)
 						close(fds[i]);
 				}
