@@ -674,11 +674,11 @@ void dg_audit_resources_edge(struct audit *au)
 	    "processes and threads count too)", lim->pids);
 	if (lim->pids <= DG_AUDIT_FORK_MAX) {
 		fmt(a1, sizeof(a1), "%u", lim->pids);
-		dg_jail_verdict(&au->a.jail, &v0);
+		dg_jail_verdict(&au->local.desktop.jail, &v0);
 		struct finding *f = dg_audit_probe(au, "resources", "pids", tried, sink,
 						   EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS * 3,
 						   ARGS("forkbomb", a1, "0"));
-		dg_jail_verdict(&au->a.jail, &v1);
+		dg_jail_verdict(&au->local.desktop.jail, &v1);
 		if (f && f->outcome != OUT_ERROR) {
 			size_t l = strlen(f->evidence);
 			fmt(f->evidence + l, sizeof(f->evidence) - l, "; %s",
@@ -717,13 +717,14 @@ void dg_audit_resources_edge(struct audit *au)
 		fmt(f->evidence, sizeof(f->evidence), "out of memory");
 		return;
 	}
-	dg_jail_verdict(&au->a.jail, &v0);
-	if (!au->a_up || dg_audit_run_probe(au, &au->a, args, DG_AUDIT_MEM_MS, r, &err) != 0) {
+	dg_jail_verdict(&au->local.desktop.jail, &v0);
+	if (!au->local.desktop_up ||
+	    dg_audit_run_probe(au, &au->local.desktop, args, DG_AUDIT_MEM_MS, r, &err) != 0) {
 		fmt(f->evidence, sizeof(f->evidence), "could not run it: %s", err.msg);
 		free(r);
 		return;
 	}
-	dg_jail_verdict(&au->a.jail, &v1);
+	dg_jail_verdict(&au->local.desktop.jail, &v1);
 	/* How far it got: its last progress line. */
 	long touched = 0;
 	for (const char *p = r->out; (p = strstr(p, "touched ")); p += 8)

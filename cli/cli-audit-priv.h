@@ -143,11 +143,12 @@ struct audit {
 	char probe_real[PATH_MAX];
 	char probe_hex[2 * DG_SHA256_LEN + 1];
 	int probe_fd;
-	/* the sessions */
-	struct dg_egress egress;
-	struct dg_desktop a, b;
-	struct dg_worker worker;
-	bool egress_up, a_up, b_up, worker_up;
+	/* the sessions: the audited one (its proxy, desktop and worker; pump
+	 * stops a part whose channel broke and clears its flag) and the other
+	 * (a bare desktop) */
+	struct dg_cli_session local;
+	struct dg_desktop b;
+	bool b_up;
 	char a_source[160], b_source[160];
 	/* what the host offers the jail to find */
 	char tag[16];           /* random hex, names the markers */

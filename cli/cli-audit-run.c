@@ -16,14 +16,14 @@ static const char *const probe_env[] = {
 static void pump(struct audit *au)
 {
 	struct dg_err err = {{0}};
-	while (au->worker_up) {
+	while (au->local.worker_up) {
 		uint32_t type;
 		const uint8_t *data;
 		size_t len;
-		int r = dg_worker_recv(&au->worker, &type, &data, &len, &err);
+		int r = dg_worker_recv(&au->local.worker, &type, &data, &len, &err);
 		if (r == 1 && type == DG_MSG_REQUEST) {
 			struct dg_decision d;
-			r = dg_worker_answer_request(au->worker.ctl, &au->policy, data, len, &d, NULL,
+			r = dg_worker_answer_request(au->local.worker.ctl, &au->policy, data, len, &d, NULL,
 						     &err);
 			if (r == 0)
 				continue;
@@ -32,22 +32,22 @@ static void pump(struct audit *au)
 			continue;
 		if (r < 0) {
 			fprintf(stderr, "deskgate audit: the worker's channel broke: %s\n", err.msg);
-			dg_worker_stop(&au->worker);
-			au->worker_up = false;
+			dg_worker_stop(&au->local.worker);
+			au->local.worker_up = false;
 		}
 		break;
 	}
-	while (au->egress_up) {
+	while (au->local.egress_up) {
 		json_t *ev = NULL;
-		int r = dg_egress_recv(&au->egress, &ev, &err);
+		int r = dg_egress_recv(&au->local.egress, &ev, &err);
 		json_decref(ev);
 		if (r == 1)
 			continue;
 		if (r < 0) {
 			fprintf(stderr, "deskgate audit: the egress proxy's channel broke: %s\n",
 				err.msg);
-			dg_egress_stop(&au->egress);
-			au->egress_up = false;
+			dg_egress_stop(&au->local.egress);
+			au->local.egress_up = false;
 		}
 		break;
 	}
@@ -157,8 +157,8 @@ static void run_collect(struct audit *au, pid_t sup, pid_t kill_target, int fo, 
 			break;
 		struct pollfd p[4] = {{fo, POLLIN, 0},
 				      {fe, POLLIN, 0},
-				      {au->worker_up ? au->worker.ctl : -1, POLLIN, 0},
-				      {au->egress_up ? au->egress.fd : -1, POLLIN, 0}};
+				      {au->local.worker_up ? au->local.worker.ctl : -1, POLLIN, 0},
+				      {au->local.egress_up ? au->local.egress.fd : -1, POLLIN, 0}};
 		long long left = (termed ? deadline + DG_AUDIT_KILL_GRACE_MS : deadline) - now;
 		int wait = reaped ? (int)(left > 0 ? left : 0) : 50; /* reaping is polled */
 		if (poll(p, 4, wait < 0 ? 0 : wait) < 0 && errno != EINTR)
@@ -235,8 +235,8 @@ int dg_audit_run_probe(struct audit *au, struct dg_desktop *d, const char *const
 static struct dg_desktop *control_desktop(struct audit *au, const char *control, bool *up)
 {
 	bool self = strcmp(control, DG_AUDIT_CONTROL_SELF) == 0;
-	*up = self ? au->a_up : au->b_up;
-	return self ? &au->a : &au->b;
+	*up = self ? au->local.desktop_up : au->b_up;
+	return self ? &au->local.desktop : &au->b;
 }
 
 /* Runs the probe with args on the host, as root, in no jail and under no
@@ -365,9 +365,10 @@ struct finding *dg_audit_probe_judged(struct audit *au, const char *edge, const 
 		}
 		fmt(f->control, sizeof(f->control), "in %s: %s", control, r->line);
 	}
-	if (!au->a_up || dg_audit_run_probe(au, &au->a, args, timeout_ms, r, &err) != 0) {
+	if (!au->local.desktop_up ||
+	    dg_audit_run_probe(au, &au->local.desktop, args, timeout_ms, r, &err) != 0) {
 		fmt(f->evidence, sizeof(f->evidence), "could not run it in the session: %s",
-		    au->a_up ? err.msg : "the session is not running");
+		    au->local.desktop_up ? err.msg : "the session is not running");
 		free(r);
 		return f;
 	}
@@ -471,9 +472,10 @@ struct finding *dg_audit_probe_kernel(struct audit *au, const char *edge, const 
 		jargs[n++] = args[i];
 	jargs[n] = NULL;
 	dg_audit_command_line(jargs, f->probe, sizeof(f->probe));
-	if (!au->a_up || dg_audit_run_probe(au, &au->a, jargs, DG_AUDIT_PROBE_MS, r, &err) != 0) {
+	if (!au->local.desktop_up ||
+	    dg_audit_run_probe(au, &au->local.desktop, jargs, DG_AUDIT_PROBE_MS, r, &err) != 0) {
 		fmt(f->evidence, sizeof(f->evidence), "could not run it in the session: %s",
-		    au->a_up ? err.msg : "the session is not running");
+		    au->local.desktop_up ? err.msg : "the session is not running");
 	} else if (r->verdict == 0 || r->verdict == 1) {
 		f->outcome = r->verdict == 0 ? OUT_CONTAINED : OUT_LEAKED;
 		fmt(f->evidence, sizeof(f->evidence), "%s", r->line);

@@ -1,8 +1,9 @@
 /* `deskgate audit`: see cli/cli.h for the contract.
  *
- * The session is started in-process as `deskgate test --live` starts one
- * (cli/cli-live.c): an egress proxy, the desktop with its egress
- * listener handed to the proxy, its worker; plus the other session.
+ * The session is started in-process by the local-session helper
+ * (cli/cli-session.c), as `shot`, `desktop` and `test --live` start theirs:
+ * an egress proxy, the desktop with its egress listener handed to the
+ * proxy, its worker; plus the other session (a bare desktop).
  *
  * How the probe gets into the jail. The jail sees no host file but the
  * read-only system directories, so the probe binary (deskgate-probe, built
@@ -178,7 +179,8 @@ static int check_delivery(struct audit *au, struct dg_err *err)
 	if (!hello)
 		return dg_err_set(err, -ENOMEM, "out of memory");
 	struct dg_err he = {{0}};
-	int r = dg_audit_run_probe(au, &au->a, ARGS("hello"), DG_AUDIT_PROBE_MS, hello, &he);
+	int r = dg_audit_run_probe(au, &au->local.desktop, ARGS("hello"), DG_AUDIT_PROBE_MS, hello,
+				   &he);
 	if (r != 0)
 		dg_err_set(err, r, "the probe %s did not run in the jail: %s", au->probe_real, he.msg);
 	else if (strncmp(hello->out, "HELLO ", 6) != 0)
@@ -192,32 +194,14 @@ static int check_delivery(struct audit *au, struct dg_err *err)
  * session with its markers. */
 static int start_sessions(struct audit *au, struct dg_err *err)
 {
-	int r = dg_egress_start(&au->egress, &au->policy, NULL, err);
+	struct dg_cli_session_spec spec = {.policy = &au->policy, .profile = au->profile,
+					   .egress = true, .id = DG_AUDIT_SESSION};
+	int r = dg_cli_session_open(&spec, &au->local, err);
 	if (r)
 		return r;
-	au->egress_up = true;
-	struct dg_desktop_spec spec = {.profile = au->profile,
-				       .width = DG_DESKTOP_WIDTH_DEFAULT,
-				       .height = DG_DESKTOP_HEIGHT_DEFAULT,
-				       .limits = &au->policy.limits,
-				       .strict = au->policy.rules != NULL,
-				       .egress = true};
-	if ((r = dg_desktop_start(&spec, &au->a, err)))
-		return r;
-	au->a_up = true;
 	fmt(au->a_source, sizeof(au->a_source), "the audited %s session (slot %u): a program in "
-	    "its jail, run as exec actions are", dg_profile_name(au->profile), au->a.jail.slot);
-	r = dg_egress_add(&au->egress, DG_AUDIT_SESSION, au->a.jail.egress_fd, NULL, err);
-	close(au->a.jail.egress_fd);
-	au->a.jail.egress_fd = -1;
-	if (r)
-		return r;
-	if ((r = dg_worker_start(&au->a.io, &au->worker, err)))
-		return r;
-	au->worker_up = true;
-	au->worker.policy = &au->policy;
-	if ((r = dg_worker_wait_ready(&au->worker, DG_WORKER_READY_MS, err)))
-		return r;
+	    "its jail, run as exec actions are", dg_profile_name(au->profile),
+	    au->local.desktop.jail.slot);
 	if ((r = check_delivery(au, err)))
 		return r;
 	struct dg_desktop_spec other = {.profile = DG_PROFILE_XTERM,
@@ -251,15 +235,10 @@ static int start_sessions(struct audit *au, struct dg_err *err)
 
 static void stop_all(struct audit *au)
 {
-	if (au->worker_up)
-		dg_worker_stop(&au->worker);
-	if (au->a_up)
-		dg_desktop_destroy(&au->a);
+	dg_cli_session_close(&au->local);
 	if (au->b_up)
 		dg_desktop_destroy(&au->b);
-	if (au->egress_up)
-		dg_egress_stop(&au->egress);
-	au->worker_up = au->a_up = au->b_up = au->egress_up = false;
+	au->b_up = false;
 	if (au->probe_fd >= 0)
 		close(au->probe_fd);
 	if (au->tcp_fd >= 0)
