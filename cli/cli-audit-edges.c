@@ -72,17 +72,20 @@ void dg_audit_egress_edge(struct audit *au)
 	fmt(sink, sizeof(sink), "127.0.0.1:%d on the host", au->tcp_port);
 	dg_audit_probe(au, "egress", "direct-host-loopback", tried, sink, EXPECT_CONTAINED, NULL,
 		       DG_AUDIT_PROBE_MS, ARGS("connect", "127.0.0.1", port));
-	dg_audit_probe(au, "egress", "dns", "a DNS query for " DG_AUDIT_DNS_NAME ", as the libc resolver "
-		       "sends it", "the nameservers of the jail's resolv.conf (127.0.0.1:53 without one)",
+	dg_audit_probe(au, "egress", "dns",
+		       "a DNS query for " DG_AUDIT_DNS_NAME ", as the libc resolver sends it",
+		       "the nameservers of the jail's resolv.conf (127.0.0.1:53 without one)",
 		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("dns", DG_AUDIT_DNS_NAME));
 	/* The kernel may lack a family: each has a host control. */
-	dg_audit_probe_kernel(au, "egress", "raw-socket", "raw IP sockets (ICMP, IPPROTO_RAW, ICMPv6)",
-			      "the network layer", ARGS("raw-socket"));
+	dg_audit_probe_kernel(au, "egress", "raw-socket",
+			      "raw IP sockets (ICMP, IPPROTO_RAW, ICMPv6)", "the network layer",
+			      ARGS("raw-socket"));
 	dg_audit_probe_kernel(au, "egress", "packet-socket", "AF_PACKET sockets", "the link layer",
 			      ARGS("packet-socket"));
-	dg_audit_probe_kernel(au, "egress", "socket-families", "sockets of other families (vsock, alg, "
-			      "key, netlink uevent/audit/diag)", "the kernel's other socket families",
-			      ARGS("socket-families"));
+	dg_audit_probe_kernel(au, "egress", "socket-families",
+			      "sockets of other families (vsock, alg, "
+			      "key, netlink uevent/audit/diag)",
+			      "the kernel's other socket families", ARGS("socket-families"));
 
 	/* Through the proxy: what the policy does not allow must get a 403.
 	 * The proxy's own answer is the evidence, with its rule. */
@@ -114,7 +117,8 @@ void dg_audit_egress_edge(struct audit *au)
 	    "proxy", target);
 	fmt(sink, sizeof(sink), "%s on the host, via the egress proxy", target);
 	dg_audit_probe(au, "egress", "proxy-host-loopback", tried, sink, EXPECT_CONTAINED, NULL,
-		       DG_AUDIT_PROBE_MS, ARGS("proxy", DG_JAIL_EGRESS_ADDR, "3128", "CONNECT", target));
+		       DG_AUDIT_PROBE_MS,
+		       ARGS("proxy", DG_JAIL_EGRESS_ADDR, "3128", "CONNECT", target));
 
 	/* What the policy allows: tried once per pattern (a "*." pattern with
 	 * "www."), reported as allowed with the proxy's answer. No internet is
@@ -182,8 +186,8 @@ void dg_audit_filesystem_edge(struct audit *au)
 	fmt(sink, sizeof(sink), "the host's %s", p->list);
 	dg_audit_probe(au, "filesystem", "host-homes", tried, sink, EXPECT_CONTAINED, NULL,
 		       DG_AUDIT_PROBE_MS, p->args);
-	dg_audit_probe(au, "filesystem", "shadow", "reading /etc/shadow", "/etc/shadow", EXPECT_CONTAINED,
-		       NULL, DG_AUDIT_PROBE_MS, ARGS("read-file", "/etc/shadow"));
+	dg_audit_probe(au, "filesystem", "shadow", "reading /etc/shadow", "/etc/shadow",
+		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("read-file", "/etc/shadow"));
 
 	/* A world-readable host file in a fresh directory: only the mount
 	 * namespace can keep it out of sight. */
@@ -194,8 +198,8 @@ void dg_audit_filesystem_edge(struct audit *au)
 	dg_audit_probe(au, "filesystem", "host-tmp", tried, au->tmp_file, EXPECT_CONTAINED, NULL,
 		       DG_AUDIT_PROBE_MS, p->args);
 	fmt(tried, sizeof(tried), "reading the host's %s by its path", au->tmp_file);
-	dg_audit_probe(au, "filesystem", "host-tmp-read", tried, au->tmp_file, EXPECT_CONTAINED, NULL,
-		       DG_AUDIT_PROBE_MS, ARGS("read-file", au->tmp_file));
+	dg_audit_probe(au, "filesystem", "host-tmp-read", tried, au->tmp_file, EXPECT_CONTAINED,
+		       NULL, DG_AUDIT_PROBE_MS, ARGS("read-file", au->tmp_file));
 
 	/* The gateway's own directories, when this machine has them. */
 	memset(p, 0, sizeof(*p));
@@ -206,14 +210,15 @@ void dg_audit_filesystem_edge(struct audit *au)
 	if (p->n > 0) {
 		fmt(tried, sizeof(tried), "the gateway's state and recordings directories (%s), by "
 		    "device and inode", p->list);
-		dg_audit_probe(au, "filesystem", "gateway-dirs", tried, p->list, EXPECT_CONTAINED, NULL,
-			       DG_AUDIT_PROBE_MS, p->args);
+		dg_audit_probe(au, "filesystem", "gateway-dirs", tried, p->list, EXPECT_CONTAINED,
+			       NULL, DG_AUDIT_PROBE_MS, p->args);
 	}
-	dg_audit_probe(au, "filesystem", "proc-1-root", "listing /proc/1/root (PID 1's root directory)",
-		       "/proc/1/root", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
-		       ARGS("list-dir", "/proc/1/root"));
-	dg_audit_probe(au, "filesystem", "sys", "listing /sys and opening its attributes for writing",
-		       "/sys", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("sys-write"));
+	dg_audit_probe(au, "filesystem", "proc-1-root",
+		       "listing /proc/1/root (PID 1's root directory)", "/proc/1/root",
+		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("list-dir", "/proc/1/root"));
+	dg_audit_probe(au, "filesystem", "sys",
+		       "listing /sys and opening its attributes for writing", "/sys",
+		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("sys-write"));
 	/* A kernel without magic SysRq has no /proc/sysrq-trigger at all: the
 	 * host control tells that from the jail hiding it. */
 	dg_audit_probe_kernel(au, "filesystem", "proc-knobs", "opening /proc/sys/kernel/core_pattern and "
@@ -229,8 +234,9 @@ void dg_audit_filesystem_edge(struct audit *au)
 			       DG_AUDIT_PROBE_MS, ARGS("write-dir", sysdirs[i]));
 	}
 	/* Device nodes: making one, and the host's sensitive ones by identity. */
-	dg_audit_probe(au, "filesystem", "mknod", "making a device node (c 1 3) in the writable /tmp",
-		       "device nodes", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("mknod", "/tmp"));
+	dg_audit_probe(au, "filesystem", "mknod",
+		       "making a device node (c 1 3) in the writable /tmp", "device nodes",
+		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("mknod", "/tmp"));
 	memset(p, 0, sizeof(*p));
 	static const char *const devs[] = {"/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg"};
 	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
@@ -251,15 +257,17 @@ void dg_audit_filesystem_edge(struct audit *au)
 	if (p->n > 0) {
 		fmt(tried, sizeof(tried), "the host's device nodes (%s), by device and inode",
 		    p->list);
-		dg_audit_probe(au, "filesystem", "host-devices", tried, p->list, EXPECT_CONTAINED, NULL,
-			       DG_AUDIT_PROBE_MS, p->args);
+		dg_audit_probe(au, "filesystem", "host-devices", tried, p->list, EXPECT_CONTAINED,
+			       NULL, DG_AUDIT_PROBE_MS, p->args);
 	}
-	dg_audit_probe(au, "filesystem", "remount", "remounting / and /usr read-write", "the jail's mounts",
-		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("remount"));
+	dg_audit_probe(au, "filesystem", "remount", "remounting / and /usr read-write",
+		       "the jail's mounts", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
+		       ARGS("remount"));
 	dg_audit_probe(au, "filesystem", "mount", "mounting a tmpfs on /tmp", "the mount table",
 		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("mount-tmpfs", "/tmp"));
-	dg_audit_probe(au, "filesystem", "leaked-fd", "a descriptor inherited from the host (3 and up)",
-		       "descriptors", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("leaked-fd"));
+	dg_audit_probe(au, "filesystem", "leaked-fd",
+		       "a descriptor inherited from the host (3 and up)", "descriptors",
+		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("leaked-fd"));
 	free(p);
 }
 
@@ -296,12 +304,14 @@ void dg_audit_credentials_edge(struct audit *au)
 	dg_audit_probe(au, "credentials", "ids", "its uid, gid, groups and their maps to host ids",
 		       "host root and the host's users", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
 		       ARGS("ids", min));
-	dg_audit_probe(au, "credentials", "privileges", "its capabilities, no_new_privs and seccomp mode "
-		       "(/proc/self/status)", "capabilities", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
-		       ARGS("status"));
-	dg_audit_probe_kernel(au, "credentials", "keyrings", "the kernel's session and user keyrings "
-			      "(keyctl)", "kernel keyrings", ARGS("keyctl"));
-	dg_audit_probe(au, "credentials", "cred-files", "credential files (~/.ssh, ~/.aws, ... of every "
+	dg_audit_probe(au, "credentials", "privileges",
+		       "its capabilities, no_new_privs and seccomp mode (/proc/self/status)",
+		       "capabilities", EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("status"));
+	dg_audit_probe_kernel(au, "credentials", "keyrings",
+			      "the kernel's session and user keyrings (keyctl)",
+			      "kernel keyrings", ARGS("keyctl"));
+	dg_audit_probe(au, "credentials", "cred-files",
+		       "credential files (~/.ssh, ~/.aws, ... of every "
 		       "home it sees, container secrets, SSH host keys)", "credential files",
 		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("cred-files"));
 	struct pairs *p = calloc(1, sizeof(*p));
@@ -318,8 +328,8 @@ void dg_audit_credentials_edge(struct audit *au)
 		char tried[1200];
 		fmt(tried, sizeof(tried), "the gateway's token file and recording key (%s), by "
 		    "device and inode", p->list);
-		dg_audit_probe(au, "credentials", "gateway-secrets", tried, p->list, EXPECT_CONTAINED, NULL,
-			       DG_AUDIT_PROBE_MS, p->args);
+		dg_audit_probe(au, "credentials", "gateway-secrets", tried, p->list,
+			       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, p->args);
 	}
 	free(p);
 }
@@ -404,10 +414,11 @@ void dg_audit_isolation_edge(struct audit *au)
 	char store[2 * DG_AUDIT_NS_TYPES][64], tried[512];
 	const char *args[2 * DG_AUDIT_NS_TYPES + 2];
 	if (au->b_up && dg_audit_ns_args(au->b.jail.pid, store, args) > 0) {
-		dg_audit_probe(au, "isolation", "namespaces", "its user, mount, net, ipc, uts, pid and "
+		dg_audit_probe(au, "isolation", "namespaces",
+			       "its user, mount, net, ipc, uts, pid and "
 			       "cgroup namespaces, against the host's and the other session's",
-			       "the host's and the other session's namespaces", EXPECT_CONTAINED, NULL,
-			       DG_AUDIT_PROBE_MS, args);
+			       "the host's and the other session's namespaces", EXPECT_CONTAINED,
+			       NULL, DG_AUDIT_PROBE_MS, args);
 	} else {
 		struct finding *f = dg_audit_add(au, "isolation", "namespaces", "its namespaces",
 						 "the host's and the other session's namespaces");
@@ -420,18 +431,21 @@ void dg_audit_isolation_edge(struct audit *au)
 	fmt(pids, sizeof(pids), "%u", au->policy.limits.pids);
 	fmt(tried, sizeof(tried), "the host's processes in /proc (the audit itself is pid %s, "
 	    "deskgate)", pid);
-	dg_audit_probe(au, "isolation", "host-processes", tried, "the host's processes", EXPECT_CONTAINED,
-		       NULL, DG_AUDIT_PROBE_MS, ARGS("procs", pids, pid, "deskgate"));
+	dg_audit_probe(au, "isolation", "host-processes", tried, "the host's processes",
+		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
+		       ARGS("procs", pids, pid, "deskgate"));
 	fmt(tried, sizeof(tried), "the other session's processes, to signal or trace them: its "
 	    "marker process dgd-%s", au->tag);
-	dg_audit_probe(au, "isolation", "other-session-processes", tried, "the other session's processes",
-		       EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER, DG_AUDIT_PROBE_MS, ARGS("alive", au->tag));
+	dg_audit_probe(au, "isolation", "other-session-processes", tried,
+		       "the other session's processes", EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER,
+		       DG_AUDIT_PROBE_MS, ARGS("alive", au->tag));
 	char size[32];
 	fmt(size, sizeof(size), "%dx%d", DG_AUDIT_OTHER_W, DG_AUDIT_OTHER_H);
 	fmt(tried, sizeof(tried), "the other session's X server (its screen is %s): X "
 	    "connections to displays :0..:9, abstract and file sockets", size);
 	dg_audit_probe(au, "isolation", "other-session-x11", tried, "the other session's X server",
-		       EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER, DG_AUDIT_PROBE_MS, ARGS("x11", size));
+		       EXPECT_CONTAINED, DG_AUDIT_CONTROL_OTHER, DG_AUDIT_PROBE_MS,
+		       ARGS("x11", size));
 	char marker[96];
 	fmt(marker, sizeof(marker), "/tmp/deskgate-audit-%s", au->tag);
 	fmt(tried, sizeof(tried), "reading the other session's file %s", marker);
@@ -446,8 +460,9 @@ void dg_audit_isolation_edge(struct audit *au)
 		       DG_AUDIT_CONTROL_SELF, DG_AUDIT_PROBE_MS, ARGS("desktop"));
 	fmt(tried, sizeof(tried), "connecting to the host's abstract unix socket @%s (a listener "
 	    "the audit opened)", au->abs_name);
-	dg_audit_probe(au, "isolation", "host-abstract-socket", tried, "the host's abstract unix sockets",
-		       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS("unix-abstract", au->abs_name));
+	dg_audit_probe(au, "isolation", "host-abstract-socket", tried,
+		       "the host's abstract unix sockets", EXPECT_CONTAINED, NULL,
+		       DG_AUDIT_PROBE_MS, ARGS("unix-abstract", au->abs_name));
 	if (au->profile == DG_PROFILE_BROWSER)
 		dg_audit_probe(au, "isolation", "devtools-pipe", "a descriptor of Chromium's DevTools pipe "
 			       "(its fds 3 and 4, the worker's channel): /proc/PID/fd, pidfd_getfd, ptrace",
@@ -488,11 +503,12 @@ void dg_audit_isolation_edge(struct audit *au)
 	};
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
 		if (calls[i].kernel)
-			dg_audit_probe_kernel(au, "isolation", calls[i].id, calls[i].tried, calls[i].sink,
-					      ARGS(calls[i].id));
+			dg_audit_probe_kernel(au, "isolation", calls[i].id, calls[i].tried,
+					      calls[i].sink, ARGS(calls[i].id));
 		else
 			dg_audit_probe(au, "isolation", calls[i].id, calls[i].tried, calls[i].sink,
-				       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS, ARGS(calls[i].id));
+				       EXPECT_CONTAINED, NULL, DG_AUDIT_PROBE_MS,
+				       ARGS(calls[i].id));
 	}
 }
 

@@ -396,7 +396,8 @@ struct finding *dg_audit_probe(struct audit *au, const char *edge, const char *i
 			       const char *tried, const char *sink, enum expect expect,
 			       const char *control, int timeout_ms, const char *const *args)
 {
-	return dg_audit_probe_judged(au, edge, id, tried, sink, expect, control, timeout_ms, args, NULL);
+	return dg_audit_probe_judged(au, edge, id, tried, sink, expect, control, timeout_ms, args,
+				     NULL);
 }
 
 /* A host control's RESULT lines, as --host-result arguments for the jail's

@@ -224,8 +224,8 @@ static int start_sessions(struct audit *au, struct dg_err *err)
 	if (r == 0 && run->exit_code != 0)
 		r = dg_err_set(err, -EIO, "marking the other session: %s", run->line);
 	if (r == 0)
-		r = dg_audit_run_probe(au, &au->b, ARGS("daemon", au->tag, secs, "close"), DG_AUDIT_PROBE_MS,
-				       run, err);
+		r = dg_audit_run_probe(au, &au->b, ARGS("daemon", au->tag, secs, "close"),
+				       DG_AUDIT_PROBE_MS, run, err);
 	if (r == 0 && run->verdict != 1)
 		r = dg_err_set(err, -EIO, "starting the other session's marker process: %s",
 			       run->line[0] ? run->line : "no report");
@@ -405,13 +405,13 @@ int dg_cmd_audit(int argc, char **argv)
 	if (t.n[OUT_KERNEL] && au->json) {
 		char ids[DG_AUDIT_FINDINGS_MAX * 64];
 		dg_audit_kernel_ids(au, ids, sizeof(ids));
-		fprintf(stderr, "deskgate audit: %d dg_audit_probe(s) contained by the kernel, not by "
+		fprintf(stderr, "deskgate audit: %d probe(s) contained by the kernel, not by "
 			"deskgate: %s\n", t.n[OUT_KERNEL], ids);
 	}
 	if (t.n[OUT_LEAKED])
-		fprintf(stderr, "deskgate audit: %d dg_audit_probe(s) leaked\n", t.n[OUT_LEAKED]);
+		fprintf(stderr, "deskgate audit: %d probe(s) leaked\n", t.n[OUT_LEAKED]);
 	else if (t.n[OUT_ERROR])
-		fprintf(stderr, "deskgate audit: %d dg_audit_probe(s) could not run: the audit is "
+		fprintf(stderr, "deskgate audit: %d probe(s) could not run: the audit is "
 			"incomplete\n", t.n[OUT_ERROR]);
 	goto out;
 failed:
