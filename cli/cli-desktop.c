@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
-#include "cli/cli.h"
+#include "cli/cli-priv.h"
 #include "desktop/spawner/spawner.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
@@ -27,9 +27,7 @@ struct session_opts {
 
 struct session {
 	struct dg_policy policy;
-	struct dg_desktop desktop;
-	struct dg_worker worker;
-	bool started;
+	struct dg_cli_session local; /* zeroed until started, closed by session_end */
 };
 
 static int fail(const char *cmd, const char *what)
@@ -84,31 +82,17 @@ static int session_start(const struct session_opts *o, struct session *s)
 		return fail(o->cmd, "must run as root: it creates namespaces, cgroups and uid maps");
 	if (dg_jail_cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate %s: cleaning up stale jails: %s\n", o->cmd, err.msg);
-	struct dg_desktop_spec spec = {.profile = o->profile, .width = o->width, .height = o->height,
-				       .limits = &s->policy.limits, .log_to_stderr = o->verbose,
-				       .strict = s->policy.rules != NULL};
-	if (dg_desktop_start(&spec, &s->desktop, &err) != 0) {
-		fprintf(stderr, "deskgate %s: starting the %s desktop: %s\n", o->cmd,
-			dg_profile_name(o->profile), err.msg);
-		return DG_EXIT_FAILED;
-	}
-	s->started = true;
-	int r = dg_worker_start(&s->desktop.io, &s->worker, &err);
-	s->worker.policy = &s->policy;
-	if (r != 0 || dg_worker_wait_ready(&s->worker, DG_WORKER_READY_MS, &err) != 0) {
-		fprintf(stderr, "deskgate %s: starting the worker: %s\n", o->cmd, err.msg);
-		return DG_EXIT_FAILED;
-	}
+	struct dg_cli_session_spec spec = {.policy = &s->policy, .profile = o->profile,
+					   .width = o->width, .height = o->height,
+					   .log_to_stderr = o->verbose};
+	if (dg_cli_session_open(&spec, &s->local, &err) != 0)
+		return fail(o->cmd, err.msg);
 	return 0;
 }
 
 static void session_end(struct session *s)
 {
-	if (s->started) {
-		dg_worker_stop(&s->worker);
-		dg_desktop_destroy(&s->desktop);
-		s->started = false;
-	}
+	dg_cli_session_close(&s->local);
 	dg_policy_free(&s->policy);
 }
 
@@ -149,8 +133,8 @@ static int write_file(const char *path, const void *data, size_t len)
 static int act(struct session *s, const char *json, char **result, uint8_t **png, size_t *png_len,
 	       struct dg_err *err)
 {
-	return dg_worker_act(&s->worker, json, 0, 0, DG_CLI_ACTION_TIMEOUT_MS, result, png, png_len,
-			     NULL, NULL, err);
+	return dg_worker_act(&s->local.worker, json, 0, 0, DG_CLI_ACTION_TIMEOUT_MS, result, png,
+			     png_len, NULL, NULL, err);
 }
 
 /* true when the worker's result says ok. */

@@ -9,8 +9,6 @@
 
 #include "actions/actions.h"
 #include "cli/cli-priv.h"
-#include "desktop/egress/egress.h"
-#include "desktop/spawner/spawner.h"
 #include "gateway/gateway.h"
 
 /* Longest a step's action may take, settling included. */
@@ -19,10 +17,7 @@
 
 struct live {
 	const struct dg_policy *p;
-	struct dg_desktop desktop;
-	struct dg_worker worker;
-	struct dg_egress egress;
-	bool desktop_up, worker_up, egress_up;
+	struct dg_cli_session local;
 	char *url, *title;    /* the page the worker last reported */
 	int px, py;           /* the pointer */
 	uint64_t actions, execs;
@@ -45,7 +40,7 @@ static void drain_egress(struct live *l)
 {
 	json_t *ev;
 	struct dg_err err = {{0}};
-	while (l->egress_up && dg_egress_recv(&l->egress, &ev, &err) == 1)
+	while (l->local.egress_up && dg_egress_recv(&l->local.egress, &ev, &err) == 1)
 		json_decref(ev);
 }
 
@@ -66,8 +61,8 @@ static int setup_act(struct live *l, json_t *action, struct dg_err *err)
 	char *result = NULL;
 	uint8_t *png = NULL;
 	size_t png_len = 0;
-	int r = text ? dg_worker_act(&l->worker, text, 0, 0, DG_LIVE_STEP_MS, &result, &png, &png_len,
-				     NULL, NULL, err)
+	int r = text ? dg_worker_act(&l->local.worker, text, 0, 0, DG_LIVE_STEP_MS, &result, &png,
+				     &png_len, NULL, NULL, err)
 		     : dg_err_set(err, -ENOMEM, "out of memory");
 	free(text);
 	free(png);
@@ -101,9 +96,10 @@ static int apply_declared(struct live *l, const json_t *stepj, struct dg_err *er
 	if (json_is_array(ptr)) {
 		int x = (int)json_integer_value(json_array_get(ptr, 0));
 		int y = (int)json_integer_value(json_array_get(ptr, 1));
-		if (x >= l->desktop.io.width || y >= l->desktop.io.height)
+		const struct dg_desktop_io *io = &l->local.desktop.io;
+		if (x >= io->width || y >= io->height)
 			return dg_err_set(err, -EINVAL, "pointer [%d, %d] is off the live desktop (%dx%d)", x,
-					  y, l->desktop.io.width, l->desktop.io.height);
+					  y, io->width, io->height);
 		int r = setup_act(l, json_pack("{s:s, s:i, s:i}", "type", "move", "x", x, "y", y), err);
 		if (r)
 			return r;
@@ -115,7 +111,7 @@ static int apply_declared(struct live *l, const json_t *stepj, struct dg_err *er
 		free(l->url);
 		l->url = NULL;
 	} else if (json_is_string(url)) {
-		if (l->desktop.io.profile == DG_PROFILE_BROWSER) {
+		if (l->local.desktop.io.profile == DG_PROFILE_BROWSER) {
 			int r = setup_act(l, json_pack("{s:s, s:O}", "type", "navigate", "url", url), err);
 			if (r)
 				return r;
@@ -133,13 +129,14 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 	int dr = apply_declared(l, stepj, err);
 	if (dr)
 		return dr;
+	const struct dg_desktop_io *io = &l->local.desktop.io;
 	struct dg_action a;
-	if (dg_action_parse_obj(action, l->desktop.io.width, l->desktop.io.height, &a, err) != 0)
+	if (dg_action_parse_obj(action, io->width, io->height, &a, err) != 0)
 		return -EINVAL;
 	struct dg_decide_ctx ctx = {
 		.url = l->url && l->url[0] ? l->url : NULL,
-		.screen_w = l->desktop.io.width,
-		.screen_h = l->desktop.io.height,
+		.screen_w = io->width,
+		.screen_h = io->height,
 		.pointer_x = l->px,
 		.pointer_y = l->py,
 		.actions_last_minute = last_minute(l),
@@ -173,8 +170,8 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 	char *result = NULL;
 	uint8_t *png = NULL;
 	size_t png_len = 0;
-	int r = text ? dg_worker_act(&l->worker, text, 0, 0, DG_LIVE_STEP_MS, &result, &png, &png_len,
-				     NULL, NULL, err)
+	int r = text ? dg_worker_act(&l->local.worker, text, 0, 0, DG_LIVE_STEP_MS, &result, &png,
+				     &png_len, NULL, NULL, err)
 		     : dg_err_set(err, -ENOMEM, "out of memory");
 	free(text);
 	free(png);
@@ -204,12 +201,7 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 
 static void live_free(struct live *l)
 {
-	if (l->worker_up)
-		dg_worker_stop(&l->worker);
-	if (l->desktop_up)
-		dg_desktop_destroy(&l->desktop);
-	if (l->egress_up)
-		dg_egress_stop(&l->egress);
+	dg_cli_session_close(&l->local);
 	free(l->url);
 	free(l->title);
 	free(l);
@@ -232,43 +224,23 @@ int dg_cli_live_open(const struct dg_policy *p, const char *profile, const char 
 		fprintf(stderr, "deskgate test: cleaning up stale jails: %s\n", e2.msg);
 	const char *res[1] = {resolve};
 	struct dg_egress_opts eo = {.resolve = res, .n_resolve = resolve ? 1 : 0};
-	int r = dg_egress_start(&l->egress, p, &eo, err);
-	if (r)
-		goto fail;
-	l->egress_up = true;
-	struct dg_desktop_spec spec = {.profile = prof,
-				       .width = DG_DESKTOP_WIDTH_DEFAULT,
-				       .height = DG_DESKTOP_HEIGHT_DEFAULT,
-				       .limits = &p->limits,
-				       .strict = p->rules != NULL,
-				       .egress = true};
-	if ((r = dg_desktop_start(&spec, &l->desktop, err)))
-		goto fail;
-	l->desktop_up = true;
-	r = dg_egress_add(&l->egress, DG_LIVE_SESSION_ID, l->desktop.jail.egress_fd, NULL, err);
-	close(l->desktop.jail.egress_fd);
-	l->desktop.jail.egress_fd = -1;
-	if (r)
-		goto fail;
-	if ((r = dg_worker_start(&l->desktop.io, &l->worker, err)))
-		goto fail;
-	l->worker_up = true;
-	l->worker.policy = p;
-	if ((r = dg_worker_wait_ready(&l->worker, DG_WORKER_READY_MS, err)))
-		goto fail;
-	json_t *ready = json_loads(l->worker.ready, 0, NULL);
+	struct dg_cli_session_spec spec = {.policy = p, .profile = prof, .egress = true,
+					   .egress_opts = &eo, .id = DG_LIVE_SESSION_ID};
+	int r = dg_cli_session_open(&spec, &l->local, err);
+	if (r) {
+		live_free(l);
+		return r;
+	}
+	json_t *ready = json_loads(l->local.worker.ready, 0, NULL);
 	json_t *u = json_object_get(ready, "url"), *t = json_object_get(ready, "title");
 	l->url = json_is_string(u) ? strdup(json_string_value(u)) : NULL;
 	l->title = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
 	json_decref(ready);
-	l->px = l->desktop.io.width / 2;
-	l->py = l->desktop.io.height / 2;
+	l->px = l->local.desktop.io.width / 2;
+	l->py = l->local.desktop.io.height / 2;
 	live->step = step;
 	live->arg = l;
 	return 0;
-fail:
-	live_free(l);
-	return r;
 }
 
 void dg_cli_live_close(struct dg_rec_live *live)

@@ -1,14 +1,58 @@
-/* Internals shared by the files of cli/: the browser-path probes of
- * `deskgate audit` (cli-audit-browser.c) and the live runner of `deskgate
- * test --live` (cli-live.c). */
+/* Internals shared by the files of cli/: the local session (cli-session.c),
+ * the browser-path probes of `deskgate audit` (cli-audit-browser.c) and the
+ * live runner of `deskgate test --live` (cli-live.c). */
 #ifndef DG_CLI_PRIV_H
 #define DG_CLI_PRIV_H
 
 #include <stdbool.h>
 
 #include "cli/cli.h"
+#include "desktop/egress/egress.h"
+#include "desktop/proto/proto.h"
+#include "desktop/spawner/spawner.h"
 #include "policy/policy.h"
 #include "recordings/recordings.h"
+
+/* ---- a local session (cli-session.c) ------------------------------------ */
+
+/* What `shot`, `desktop`, `test --live` and `audit` run in-process, with no
+ * gateway and no spawner: a desktop of a profile and size in its jail, under
+ * a policy's limits and strictness, driven by its worker (whose browser
+ * requests the policy's urls decide); with egress, an egress proxy under
+ * the same policy, with the desktop's egress listener handed to it (without,
+ * the jail has no listener: every connection is refused at once). */
+struct dg_cli_session_spec {
+	const struct dg_policy *policy; /* borrowed: must outlive the session */
+	enum dg_profile profile;
+	int width, height;              /* 0: DG_DESKTOP_WIDTH/HEIGHT_DEFAULT */
+	bool egress;                    /* start the proxy */
+	/* The proxy's options (its test-only resolve overrides, as
+	 * `deskgate serve --test-resolve`), or NULL: the defaults. */
+	const struct dg_egress_opts *egress_opts;
+	const char *id;                 /* the session id the proxy knows (egress: required) */
+	bool log_to_stderr;             /* the desktop's own logs (Xvnc, Chromium) on stderr */
+};
+
+/* A running local session; its parts belong to it until it is closed. */
+struct dg_cli_session {
+	struct dg_egress egress;
+	struct dg_desktop desktop;
+	struct dg_worker worker;
+	bool egress_up, desktop_up, worker_up;
+};
+
+/* Brings s up to ready: the proxy (with egress), the desktop, the listener
+ * handed over, the worker started and ready (its ready message in
+ * s->worker.ready, s->worker.policy set to spec->policy). Returns 0, or a
+ * negative errno with err saying which part failed ("starting the browser
+ * desktop: ..."); then whatever had started is torn down already. Root only
+ * (the caller checks, with its own message, and cleans up stale jails
+ * first). */
+int dg_cli_session_open(const struct dg_cli_session_spec *spec, struct dg_cli_session *s,
+			struct dg_err *err);
+/* Tears down what is up (worker, desktop, proxy, in that order); safe to
+ * call twice, and on a session whose open failed. */
+void dg_cli_session_close(struct dg_cli_session *s);
 
 /* ---- the browser's paths around the urls rules (cli-audit-browser.c) ---- */
 

@@ -6,10 +6,11 @@
  * dg_cmd_* gets argv[0] = the command's name and returns the exit status.
  *
  * Commands that start jails in-process as root (exec, shot, desktop, audit,
- * test --live) use desktop/spawner/spawner.h; `deskgate worker` runs
+ * test --live) use desktop/spawner/spawner.h (shot, desktop, audit and test
+ * --live through one local session, cli-session.c); `deskgate worker` runs
  * desktop/worker/worker.h; `deskgate serve` runs the gateway
  * (gateway/gateway.h). The probe battery `deskgate audit` runs in a jail is
- * its own static program, deskgate-probe (probe.c).
+ * its own static program, deskgate-probe (probe.c and probe-*.c).
  */
 #ifndef DG_CLI_H
 #define DG_CLI_H

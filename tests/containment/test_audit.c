@@ -485,9 +485,12 @@ Test(audit, a_leak_is_reported, .timeout = 300)
 	cr_expect_eq(r.exit_code, 1, "want exit 1 on a leak, got %d", r.exit_code);
 	cr_expect_str_eq(outcome_of(rep, "egress.direct-outside-v4"), "leaked");
 	cr_expect_str_eq(outcome_of(rep, "filesystem.shadow"), "leaked");
-	cr_expect_gt(json_integer_value(json_object_get(json_object_get(rep, "summary"), "leaked")),
-		     40);
-	cr_expect(strstr(r.err, "leaked"), "stderr does not say so: %s", r.err);
+	json_int_t leaked =
+		json_integer_value(json_object_get(json_object_get(rep, "summary"), "leaked"));
+	cr_expect_gt(leaked, 40);
+	char said[96];
+	snprintf(said, sizeof(said), "deskgate audit: %lld probe(s) leaked\n", (long long)leaked);
+	cr_expect(strstr(r.err, said), "stderr does not say \"%s\": %s", said, r.err);
 	/* Even a leaking audit records itself for the web UI. */
 	char path[256];
 	snprintf(path, sizeof(path), "%s/audit/%s.json", state, sha);
