@@ -135,12 +135,13 @@ static int anthropic_region(struct dg_adapt_ctx *c, const json_t *v, json_t **ou
 }
 
 /* Translates one Anthropic input object into a canonical action. */
-int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, json_t **out, char *name)
+int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg_action *out,
+			     char *name)
 {
 	const char *s = NULL;
 	size_t len = 0;
 	char esc[DG_SHOW_BUF];
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	int rc = dg_adapt_disc(c, in, "action", "what to do: left_click, type, key, screenshot, ...",
 			  &s, &len);
 	if (rc < 0)
@@ -318,7 +319,7 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 	char name[DG_ADAPT_NAME_MAX] = "";
 	char val[DG_SHOW_VALUE_BUF];
 	unsigned present = 0;
-	json_t *canon = NULL;
+	struct dg_action act;
 	snprintf(c->prefix, sizeof(c->prefix), "anthropic");
 	/* The id first, so that even a refused block can be answered. */
 	const json_t *id = json_object_get(obj, "id");
@@ -339,9 +340,8 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 	}
 	const json_t *in = json_object_get(obj, "input");
 	snprintf(c->prefix, sizeof(c->prefix), "anthropic.input");
-	rc = dg_adapt_anthropic_input(c, in, &canon, name);
+	rc = dg_adapt_anthropic_input(c, in, &act, name);
 	if (rc < 0)
 		return rc;
-	dg_adapt_store(a, canon, in, name);
-	return 0;
+	return dg_adapt_store(c, a, &act, in, name);
 }

@@ -212,12 +212,13 @@ static int openai_path(struct dg_adapt_ctx *c, const json_t *v, json_t **out)
 }
 
 /* Translates one OpenAI action object into a canonical action. */
-static int openai_action(struct dg_adapt_ctx *c, const json_t *in, json_t **out, char *name)
+static int openai_action(struct dg_adapt_ctx *c, const json_t *in, struct dg_action *out,
+			 char *name)
 {
 	const char *s = NULL;
 	size_t len = 0;
 	char esc[DG_SHOW_BUF], val[DG_SHOW_VALUE_BUF];
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	int rc = dg_adapt_disc(c, in, "type", "what to do: click, type, keypress, screenshot, ...", &s,
 			  &len);
 	if (rc < 0)
@@ -480,15 +481,14 @@ int dg_adapt_openai_call(struct dg_adapt_ctx *c, const json_t *obj, struct dg_ad
 	if (!(present & (B(F_ACTION) | B(F_ACTIONS))))
 		return dg_adapt_fail(c, -EINVAL, ".action", "required (or actions, batched)");
 	char name[DG_ADAPT_NAME_MAX] = "";
-	json_t *canon = NULL;
+	struct dg_action act;
 	if (present & B(F_ACTION)) {
 		const json_t *in = json_object_get(obj, "action");
 		snprintf(c->prefix, sizeof(c->prefix), "openai.action");
-		rc = openai_action(c, in, &canon, name);
+		rc = openai_action(c, in, &act, name);
 		if (rc < 0)
 			return rc;
-		dg_adapt_store(a, canon, in, name);
-		return 0;
+		return dg_adapt_store(c, a, &act, in, name);
 	}
 	const json_t *arr = json_object_get(obj, "actions");
 	a->batched = true;
@@ -505,10 +505,12 @@ int dg_adapt_openai_call(struct dg_adapt_ctx *c, const json_t *obj, struct dg_ad
 	for (size_t i = 0; i < n; i++) {
 		const json_t *in = json_array_get(arr, i);
 		snprintf(c->prefix, sizeof(c->prefix), "openai.actions[%zu]", i);
-		rc = openai_action(c, in, &canon, name);
+		rc = openai_action(c, in, &act, name);
 		if (rc < 0)
 			return rc;
-		dg_adapt_store(a, canon, in, name);
+		rc = dg_adapt_store(c, a, &act, in, name);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }

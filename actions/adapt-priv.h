@@ -79,11 +79,12 @@ struct dg_adapt_rename {
 };
 
 /* Checks canon (a new reference, stolen; NULL when building it ran out of
- * memory) with the canonical parser for the desktop, and puts its canonical
- * form into *out. Errors in fields named in map are renamed to the wire's
- * names ("action.text: ..." -> "anthropic.input.text: ..."). */
+ * memory) with the canonical parser for the desktop, into *out (release
+ * with dg_action_free; zeroed on error). Errors in fields named in map are
+ * renamed to the wire's names ("action.text: ..." ->
+ * "anthropic.input.text: ..."). */
 int dg_adapt_finish(struct dg_adapt_ctx *c, json_t *canon, const struct dg_adapt_rename *map,
-		    size_t n_map, json_t **out);
+		    size_t n_map, struct dg_action *out);
 
 /* A JSON object from alternating keys and new references (NULL-terminated
  * list); any NULL value makes the whole NULL. */
@@ -112,16 +113,19 @@ int dg_adapt_disc(struct dg_adapt_ctx *c, const json_t *obj, const char *disc, c
 int dg_adapt_seconds(struct dg_adapt_ctx *c, const char *where, const json_t *v, int max_ms,
 		     int *ms);
 
-/* Stores canonical action canon (stolen) that came from wire object w (a
- * reference is taken), named name on the wire, as a's next action. The
- * caller has checked a->n < DG_ADAPT_ACTIONS_MAX. */
-void dg_adapt_store(struct dg_adapted *a, json_t *canon, const json_t *w, const char *name);
+/* Stores the parsed action *act (taken: *act is zeroed, or freed on
+ * error) that came from wire object w (a reference is taken), named name
+ * on the wire, as a's next action, with its canonical object and text. The
+ * caller has checked a->n < DG_ADAPT_ACTIONS_MAX. 0 or -ENOMEM. */
+int dg_adapt_store(struct dg_adapt_ctx *c, struct dg_adapted *a, struct dg_action *act,
+		   const json_t *w, const char *name);
 
 /* ---- the APIs (adapt-anthropic.c, adapt-openai.c) ------------------------------ */
 
 /* An Anthropic computer tool input (in) into its canonical action; name
  * (DG_ADAPT_NAME_MAX bytes) gets the wire action's name. */
-int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, json_t **out, char *name);
+int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg_action *out,
+			     char *name);
 
 /* An Anthropic tool_use block into a (id first, so a refusal can be answered). */
 int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);

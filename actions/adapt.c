@@ -48,6 +48,8 @@ void dg_adapted_free(struct dg_adapted *a)
 	for (int i = 0; i < DG_ADAPT_ACTIONS_MAX; i++) {
 		json_decref(a->actions[i]);
 		json_decref(a->wire_actions[i]);
+		dg_action_free(&a->act[i]);
+		free(a->text[i]);
 	}
 	json_decref(a->raw);
 	json_decref(a->safety_checks);
@@ -62,6 +64,10 @@ static void drop_actions(struct dg_adapted *a)
 		json_decref(a->actions[i]);
 		json_decref(a->wire_actions[i]);
 		a->actions[i] = a->wire_actions[i] = NULL;
+		dg_action_free(&a->act[i]);
+		free(a->text[i]);
+		a->text[i] = NULL;
+		a->text_len[i] = 0;
 		a->name[i][0] = '\0';
 	}
 	a->n = 0;
@@ -251,26 +257,20 @@ static int canon_fail(struct dg_adapt_ctx *c, int code, const char *msg,
 	return dg_err_set(c->err, code, "%s: %s", c->prefix, msg);
 }
 
-/* Checks canon (a new reference, stolen; NULL when building it ran out of
- * memory) with the canonical parser for the desktop, and puts its canonical
- * form into *out. */
 int dg_adapt_finish(struct dg_adapt_ctx *c, json_t *canon, const struct dg_adapt_rename *map,
-		    size_t n_map, json_t **out)
+		    size_t n_map, struct dg_action *out)
 {
-	struct dg_action act;
 	struct dg_err e;
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	if (!canon)
 		return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
-	int rc = dg_action_parse_obj(canon, c->sc.desk_w, c->sc.desk_h, &act, &e);
+	int rc = dg_action_parse_obj(canon, c->sc.desk_w, c->sc.desk_h, out, &e);
 	json_decref(canon);
 	if (rc == -ENOMEM)
 		return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
 	if (rc < 0)
 		return canon_fail(c, rc, e.msg, map, n_map);
-	*out = dg_action_to_json(&act);
-	dg_action_free(&act);
-	return *out ? 0 : dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+	return 0;
 }
 
 /* A JSON object from alternating keys and new references (NULL-terminated
@@ -391,13 +391,26 @@ int dg_adapt_seconds(struct dg_adapt_ctx *c, const char *where, const json_t *v,
 	return 0;
 }
 
-/* Stores canonical action canon (stolen) that came from wire object w. */
-void dg_adapt_store(struct dg_adapted *a, json_t *canon, const json_t *w, const char *name)
+int dg_adapt_store(struct dg_adapt_ctx *c, struct dg_adapted *a, struct dg_action *act,
+		   const json_t *w, const char *name)
 {
-	a->actions[a->n] = canon;
-	a->wire_actions[a->n] = json_incref((json_t *)w);
-	snprintf(a->name[a->n], DG_ADAPT_NAME_MAX, "%s", name);
+	int i = a->n;
+	json_t *canon = dg_action_to_json(act);
+	char *text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	if (!text) {
+		json_decref(canon);
+		dg_action_free(act);
+		return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+	}
+	a->act[i] = *act;
+	memset(act, 0, sizeof(*act));
+	a->actions[i] = canon;
+	a->text[i] = text;
+	a->text_len[i] = strlen(text);
+	a->wire_actions[i] = json_incref((json_t *)w);
+	snprintf(a->name[i], DG_ADAPT_NAME_MAX, "%s", name);
 	a->n++;
+	return 0;
 }
 
 /* ---- detection ------------------------------------------------------------------- */
@@ -411,13 +424,8 @@ static int canonical(struct dg_adapt_ctx *c, const json_t *obj, size_t len, stru
 	int rc = dg_action_parse_obj(obj, c->sc.desk_w, c->sc.desk_h, &act, c->err);
 	if (rc < 0)
 		return rc;
-	json_t *canon = dg_action_to_json(&act);
-	const char *name = dg_action_type_name(act.type);
-	dg_action_free(&act);
-	if (!canon)
-		return dg_err_set(c->err, -ENOMEM, "action: out of memory");
-	dg_adapt_store(a, canon, obj, name);
-	return 0;
+	snprintf(c->prefix, sizeof(c->prefix), "action");
+	return dg_adapt_store(c, a, &act, obj, dg_action_type_name(act.type));
 }
 
 static int detect(struct dg_adapt_ctx *c, const json_t *obj, size_t len, struct dg_adapted *a)
@@ -454,15 +462,14 @@ static int detect(struct dg_adapt_ctx *c, const json_t *obj, size_t len, struct 
 			     esc);
 	}
 	if (json_object_get(obj, "action")) {
-		json_t *canon = NULL;
+		struct dg_action act;
 		char name[DG_ADAPT_NAME_MAX] = "";
 		a->wire = DG_WIRE_ANTHROPIC;
 		snprintf(c->prefix, sizeof(c->prefix), "anthropic.input");
-		int rc = dg_adapt_anthropic_input(c, obj, &canon, name);
+		int rc = dg_adapt_anthropic_input(c, obj, &act, name);
 		if (rc < 0)
 			return rc;
-		dg_adapt_store(a, canon, obj, name);
-		return 0;
+		return dg_adapt_store(c, a, &act, obj, name);
 	}
 	return dg_adapt_fail(c, -EINVAL, "",
 		     "neither \"type\" (a canonical action, \"tool_use\" or \"computer_call\") nor "
