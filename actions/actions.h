@@ -467,6 +467,13 @@ struct dg_adapted {
 	 * "click", ...). One wire action gives exactly one canonical action. */
 	json_t *actions[DG_ADAPT_ACTIONS_MAX];
 	json_t *wire_actions[DG_ADAPT_ACTIONS_MAX];
+	/* act[i]: canonical action i as parsed (validated for the desktop's
+	 * size: what a policy decides on, with no parse of its own); text[i]:
+	 * its canonical encoding (dg_action_canonical, text_len[i] bytes,
+	 * NUL-terminated): what goes to the worker and what an approval binds. */
+	struct dg_action act[DG_ADAPT_ACTIONS_MAX];
+	char *text[DG_ADAPT_ACTIONS_MAX];
+	size_t text_len[DG_ADAPT_ACTIONS_MAX];
 	char name[DG_ADAPT_ACTIONS_MAX][DG_ADAPT_NAME_MAX];
 	int n;
 	bool batched;                           /* OpenAI "actions" rather than "action" */

@@ -1,10 +1,21 @@
-/* adapt internals: the base64 encoder the answers use, exposed for its
- * tests. Not part of the folder's interface. */
+/* adapt internals shared by adapt.c (the shared checks, detection,
+ * dg_adapt_parse), adapt-anthropic.c, adapt-openai.c and adapt-answer.c;
+ * and the base64 encoder the answers use, exposed for its tests. Not part
+ * of the folder's interface: other folders include actions/actions.h only.
+ */
 #ifndef DG_ADAPT_PRIV_H
 #define DG_ADAPT_PRIV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
+
+#include "actions/actions.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define B(f) (1u << (f))
 
 /* Length of the standard (RFC 4648 section 4, padded, no line breaks)
  * base64 encoding of n bytes, without the terminating NUL; (size_t)-1 when
@@ -14,5 +25,112 @@ size_t dg_base64_len(size_t n);
 /* Writes the encoding of in[0..n) and a NUL into out, which must hold
  * dg_base64_len(n) + 1 bytes. */
 void dg_base64_encode(const uint8_t *in, size_t n, char *out);
+
+/* ---- parsing a wire message (adapt.c) ---------------------------------------- */
+
+/* The parsing context: the scale, the cursor and where in the message we
+ * are ("anthropic.input", "openai.actions[3]"), for messages. */
+struct dg_adapt_ctx {
+	struct dg_adapt_scale sc;  /* model size filled in */
+	int cx, cy;                /* cursor, desktop space */
+	char prefix[48];
+	struct dg_err *err;
+};
+
+/* Records "<prefix><where>: <message>" into c->err and returns code. */
+int dg_adapt_fail(struct dg_adapt_ctx *c, int code, const char *where, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* true when the JSON string v is exactly s (v may hold NUL). */
+bool dg_adapt_str_is(const json_t *v, const char *s);
+
+/* v as a string (*s, *len point into it; it may hold NUL), or -EINVAL. */
+int dg_adapt_string(struct dg_adapt_ctx *c, const char *where, const json_t *v, const char **s,
+		    size_t *len);
+
+/* v as an integer, or -EINVAL. */
+int dg_adapt_int(struct dg_adapt_ctx *c, const char *where, const json_t *v, json_int_t *out);
+
+/* An id: 1..DG_ADAPT_ID_MAX bytes of printable ASCII without spaces, copied
+ * NUL-terminated into out (DG_ADAPT_ID_MAX + 1 bytes) when out is not NULL. */
+int dg_adapt_id(struct dg_adapt_ctx *c, const char *where, const json_t *v, char *out);
+
+/* v (0 <= v <= from) scaled from an axis of size `from` to one of size `to`,
+ * rounded to the nearest (halves up); all at most DG_ACTION_SCREEN_MAX. */
+long long dg_adapt_scale_axis(long long v, int from, int to);
+
+/* A model coordinate on one axis, checked on the model display and mapped to
+ * the desktop. edge: the exclusive end of a region (0 <= v <= size). */
+int dg_adapt_coord(struct dg_adapt_ctx *c, const char *where, const json_t *v, bool horizontal,
+		   bool edge, int *out);
+
+/* An [x, y] pair of model coordinates, mapped to the desktop. */
+int dg_adapt_pair(struct dg_adapt_ctx *c, const char *where, const json_t *v, int *x, int *y);
+
+/* The DG_MOD_* bit of a modifier keysym (left or right), or 0. */
+unsigned dg_adapt_modifier_bit(uint32_t ks);
+
+/* The canonical modifiers array of mods (a new reference, NULL on ENOMEM). */
+json_t *dg_adapt_modifiers_json(unsigned mods);
+
+/* Canonical field -> wire field, for renaming the canonical parser's errors. */
+struct dg_adapt_rename {
+	const char *canon, *wire;
+};
+
+/* Checks canon (a new reference, stolen; NULL when building it ran out of
+ * memory) with the canonical parser for the desktop, into *out (release
+ * with dg_action_free; zeroed on error). Errors in fields named in map are
+ * renamed to the wire's names ("action.text: ..." ->
+ * "anthropic.input.text: ..."). */
+int dg_adapt_finish(struct dg_adapt_ctx *c, json_t *canon, const struct dg_adapt_rename *map,
+		    size_t n_map, struct dg_action *out);
+
+/* A JSON object from alternating keys and new references (NULL-terminated
+ * list); any NULL value makes the whole NULL. */
+json_t *dg_adapt_obj(const char *key, ...);
+
+/* Which fields one wire action allows and requires, as bits into names. */
+struct dg_adapt_fields {
+	const char *const *names;
+	int n_names;
+	const char *disc;     /* the discriminator field ("action", "type") */
+	const char *action;   /* the action's name, for messages */
+	unsigned allowed, required;
+};
+
+/* Checks the fields present in obj: each allowed (null counts as absent),
+ * each required one there. Sets *present (bits into f->names). */
+int dg_adapt_check_fields(struct dg_adapt_ctx *c, const json_t *obj,
+			  const struct dg_adapt_fields *f, unsigned *present);
+
+/* The discriminator of a wire action: obj must be an object and obj[disc]
+ * a string; *s, *len point into it. */
+int dg_adapt_disc(struct dg_adapt_ctx *c, const json_t *obj, const char *disc, const char *what,
+		  const char **s, size_t *len);
+
+/* A duration in seconds (a JSON number) as milliseconds, rounded, 0..max_ms. */
+int dg_adapt_seconds(struct dg_adapt_ctx *c, const char *where, const json_t *v, int max_ms,
+		     int *ms);
+
+/* Stores the parsed action *act (taken: *act is zeroed, or freed on
+ * error) that came from wire object w (a reference is taken), named name
+ * on the wire, as a's next action, with its canonical object and text. The
+ * caller has checked a->n < DG_ADAPT_ACTIONS_MAX. 0 or -ENOMEM. */
+int dg_adapt_store(struct dg_adapt_ctx *c, struct dg_adapted *a, struct dg_action *act,
+		   const json_t *w, const char *name);
+
+/* ---- the APIs (adapt-anthropic.c, adapt-openai.c) ------------------------------ */
+
+/* An Anthropic computer tool input (in) into its canonical action; name
+ * (DG_ADAPT_NAME_MAX bytes) gets the wire action's name. */
+int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg_action *out,
+			     char *name);
+
+/* An Anthropic tool_use block into a (id first, so a refusal can be answered). */
+int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);
+
+/* An OpenAI computer_call item into a (call_id and safety checks first). */
+int dg_adapt_openai_call(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);
 
 #endif

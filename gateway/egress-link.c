@@ -51,7 +51,7 @@ static void note_proxy(struct gw_session *s, const char *state, json_t *fields)
 		return;
 	json_object_set_new(ev, "type", json_string("egress_proxy"));
 	json_object_set_new(ev, "state", json_string(state));
-	dg_gw_session_decision(s, ev);
+	dg_gw_note_decision(s, ev);
 }
 
 static void open_add(struct gw_session *s, uint64_t n)
@@ -92,7 +92,7 @@ static void cut(struct gw_session *s, const char *why, long long restart_ms)
 				       "conn", (json_int_t)s->egress_open[i], "bytes_up", "bytes_down",
 				       "duration_ms", "error", error);
 		if (ev)
-			dg_gw_session_decision(s, ev);
+			dg_gw_note_decision(s, ev);
 	}
 	json_t *f = json_pack("{s:s, s:i, s:I, s:s}", "error", why, "connections_cut", n,
 			      "connections_untracked", (json_int_t)s->egress_untracked, "in_flight",
@@ -127,20 +127,6 @@ void dg_gw_egress_attach(struct gw_session *s)
 		return;
 	}
 	s->egress_added = true;
-}
-
-void dg_gw_egress_detach(struct gw_session *s)
-{
-	if (s->egress_fd >= 0) {
-		close(s->egress_fd);
-		s->egress_fd = -1;
-	}
-	if (!s->egress_added)
-		return;
-	s->egress_added = false;
-	struct dg_err err = {{0}};
-	if (s->gw->egress_wsi && dg_egress_remove(&s->gw->egress, s->id, &err) != 0)
-		lwsl_err("deskgate: session %s: withdrawing its listener: %s\n", s->id, err.msg);
 }
 
 void dg_gw_egress_event(struct gw *gw, json_t *ev)
@@ -188,7 +174,7 @@ void dg_gw_egress_event(struct gw *gw, json_t *ev)
 	} else {
 		json_object_set_new(out, "type", json_string(kind));
 	}
-	dg_gw_session_decision(s, out);
+	dg_gw_note_decision(s, out);
 }
 
 /* ---- the proxy itself ------------------------------------------------------- */

@@ -133,7 +133,7 @@ static void on_rec_failed(lws_sorted_usec_list_t *sul)
 {
 	struct gw_session *s = (struct gw_session *)((char *)sul - offsetof(struct gw_session, sul_rec));
 	if (s->used)
-		dg_gw_session_end(s, s->rec_error[0] ? s->rec_error : "the recording failed");
+		s->gw->session_end(s, s->rec_error[0] ? s->rec_error : "the recording failed");
 }
 
 void dg_gw_rec_failed(struct gw_session *s, const char *why)
@@ -144,6 +144,24 @@ void dg_gw_rec_failed(struct gw_session *s, const char *why)
 	snprintf(s->rec_error, sizeof(s->rec_error), "the session's recording failed: %s", why);
 	lwsl_err("deskgate: session %s: %s\n", s->id, s->rec_error);
 	lws_sul_schedule(s->gw->ctx, 0, &s->sul_rec, on_rec_failed, 1);
+}
+
+/* ---- events for the recording and the observers -------------------------------- */
+
+void dg_gw_note(struct gw_session *s, json_t *ev)
+{
+	dg_gw_rec_event(s, ev);
+	dg_gw_broadcast(s, ev);
+}
+
+/* Ties a browser or egress decision to the action that led to it: the
+ * number of the action running (1-based, as the recording counts them), or
+ * null when the page acted on its own between actions. */
+void dg_gw_note_decision(struct gw_session *s, json_t *ev)
+{
+	json_object_set_new(ev, "during_action",
+			    s->cur && !s->appr.pending ? json_integer((json_int_t)s->n_actions) : json_null());
+	dg_gw_note(s, ev);
 }
 
 int dg_gw_rec_open(struct gw_session *s, struct dg_err *err)

@@ -1,5 +1,5 @@
-/* The gateway server's internals (server.c: HTTP and WebSocket, session.c:
- * sessions, their workers and the agent's requests).
+/* The gateway server's internals, shared by its files (their order is
+ * below, before the functions).
  *
  * Everything runs on the libwebsockets event loop in one thread: HTTP
  * requests, WebSocket connections, the spawner's channel, each worker's
@@ -105,10 +105,8 @@ struct request {
 	unsigned char *zoom_png; /* a zoom's answer: not the session's screen */
 	size_t zoom_len;
 	struct conn *agent;   /* who asked (NULL once gone) */
-	/* For the recording: the agent's message as sent, and the state the
-	 * current action was decided in (replay decides it again in it). */
-	char *raw;
-	size_t raw_len;
+	/* For the recording: the state the current action was decided in
+	 * (replay decides it again in it); the agent's message is ad.raw. */
 	int recorded;         /* actions of ad recorded so far */
 	char *b_url, *b_title;
 	char b_frame[DG_REC_HEX_LEN + 1];
@@ -238,45 +236,59 @@ struct gw {
 	struct gw_metrics m;
 	bool verbose;
 	bool stopping;
+	char egress_why[DG_ERR_MAX];  /* what ended the proxy's channel, if seen */
+	/* dg_gw_session_end, for recording-link.c (see the files' order below). */
+	void (*session_end)(struct gw_session *s, const char *reason);
 };
 
-/* server.c */
+/* The files, each calling only those below it (no circle):
+ *   server.c        HTTP routing, the WebSocket and raw-descriptor callbacks,
+ *                   start-up (dg_gateway_serve)
+ *   desktop-link.c  the worker's channel, exec results, the spawner's
+ *                   messages about sessions
+ *   egress-link.c   the egress proxy: listeners, events, supervision
+ *   session.c       sessions' lifecycle: create, ready, end, timers, who is
+ *                   attached
+ *   runner.c        the agent's requests: approvals, perform, answer
+ *   decide.c        the decision module: actions and browser requests
+ *   recording-link.c the recordings: per session, retention, listings
+ *   conn.c          sending on connections, adopting descriptors, the
+ *                   session table's lookup
+ * (config.c, auth.c and web.c below them all.) The one edge upward is
+ * gw->session_end, through which recording-link.c ends a session whose
+ * recording failed (dg_gateway_serve sets it to dg_gw_session_end). */
+
+/* conn.c */
 void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
 void dg_gw_ws_send_json(struct conn *c, json_t *obj); /* steals obj */
 void dg_gw_ws_send_frame(struct conn *c, const void *png, size_t len); /* observers: latest only */
+void dg_gw_error_json(struct conn *c, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* To every observer of s (ev stolen). */
+void dg_gw_broadcast(struct gw_session *s, json_t *ev);
+/* Writes c's next queued message (the lws WRITEABLE callback): -1 when the
+ * connection must close. */
+int dg_gw_ws_writable(struct conn *c);
+/* Frees c's queues and its partial received message. */
+void dg_gw_conn_free_queue(struct conn *c);
 void dg_gw_http_reply(struct conn *c, int status, json_t *body); /* deferred; steals body */
 /* Answers an HTTP request at once with body (copied); returns what the
  * lws HTTP callback must return. */
 int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len);
+int dg_gw_write_http_wsi(struct lws *wsi, int status, const char *type, const char *body,
+			 size_t len);
+/* Descriptors in the event loop ("dg-raw"), tagged with what they are. */
+enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS };
+struct raw_tag {
+	enum raw_kind kind;
+	struct gw_session *s;
+};
 struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque);
-
-/* session.c */
+struct lws *dg_gw_spawner_adopt(struct gw *gw, int fd);
+struct lws *dg_gw_egress_adopt(struct gw *gw, int fd); /* clears gw->egress_why */
+void *dg_gw_raw_tag(struct gw_session *s, int kind);
+void dg_gw_raw_untag(void *tag);
 struct gw_session *dg_gw_session_find(struct gw *gw, const char *id);
-int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char *err, size_t errlen,
-			 int *status);
-void dg_gw_session_end(struct gw_session *s, const char *reason);
-json_t *dg_gw_session_json(const struct gw_session *s, bool with_token);
-void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c);
-void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c);
-void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len);
-void dg_gw_session_observer_attach(struct gw_session *s, struct conn *c);
-void dg_gw_session_observer_detach(struct gw_session *s, struct conn *c);
-int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker channel */
-void dg_gw_worker_closed(struct gw_session *s);
-int dg_gw_exec_readable(struct gw_session *s);
-void dg_gw_exec_closed(struct gw_session *s);
-void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds, int nfds);
-/* A decision of the browser or egress layer (ev stolen): to observers and,
- * later, the recording. */
-void dg_gw_session_decision(struct gw_session *s, json_t *ev);
-
-/* Approvals (session.c): the pending ones as JSON (GET /v1/approvals);
- * answering one: 0, or -ENOENT (no such pending approval), -ESTALE (the
- * action it was for is no longer the one waiting). */
-json_t *dg_gw_approvals_json(struct gw *gw);
-struct gw_session *dg_gw_approval_find(struct gw *gw, const char *id);
-int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const char *who,
-			  char *err, size_t errlen);
 
 /* recording-link.c: see there (dg_gw_policy_load: gateway.h). */
 int dg_gw_rec_start(struct gw *gw, struct dg_err *err); /* as root, before sessions */
@@ -293,12 +305,64 @@ json_t *dg_gw_rec_info(struct gw *gw, const char *id); /* NULL: no such recordin
 void dg_gw_rec_cache_free(struct gw *gw);
 /* GET /v1/policies: the gateway's policies (default first) as their JSON. */
 json_t *dg_gw_policies_json(struct gw *gw);
+/* An event for the recording and the observers alike (ev stolen). */
+void dg_gw_note(struct gw_session *s, json_t *ev);
+/* A decision of the browser or egress layer (ev stolen), tied to the action
+ * that led to it, for the recording and the observers. */
+void dg_gw_note_decision(struct gw_session *s, json_t *ev);
+
+/* decide.c: the decision module. The action the current step of r runs (a:
+ * the adapter's parsed action) under s's policy and state, into
+ * r->decision (with the state it was made in, for the recording); an
+ * action that will run counted for the actions_per_minute budget; a
+ * browser REQUEST (data, len from the worker on fd) decoded, decided,
+ * answered on fd and recorded: 0, or -EPROTO (malformed) or a send error
+ * (err says which), when the caller ends the session. */
+void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct dg_action *a);
+void dg_gw_count_action(struct gw_session *s);
+int dg_gw_decide_request(struct gw_session *s, int fd, const uint8_t *data, size_t len,
+			 struct dg_err *err);
+
+/* runner.c */
+void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len);
+/* The worker's result of the current action (res stolen), or its failure. */
+void dg_gw_step_done(struct gw_session *s, json_t *res);
+void dg_gw_step_failed(struct gw_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Sends an action to s's worker: action is its canonical text (len bytes,
+ * dg_adapted.text or a constant), sent as it is. 0 or a negative errno. */
+int dg_gw_send_to_worker(struct gw_session *s, const char *action, size_t len);
+/* The page, title and cursor a worker's message reports (borrowed). */
+void dg_gw_set_page(struct gw_session *s, json_t *res);
+/* s is ending (reason): the request in progress is recorded and answered,
+ * queued ones answered as not run, all freed; any approval dropped. */
+void dg_gw_runner_end(struct gw_session *s, const char *reason);
+void dg_gw_approval_clear(struct gw_session *s);
+/* Approvals: the pending ones as JSON (GET /v1/approvals); answering one:
+ * 0, or -ENOENT (no such pending approval), -ESTALE (the action it was for
+ * is no longer the one waiting). */
+json_t *dg_gw_approvals_json(struct gw *gw);
+struct gw_session *dg_gw_approval_find(struct gw *gw, const char *id);
+int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const char *who,
+			  char *err, size_t errlen);
+
+/* session.c */
+int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char *err, size_t errlen,
+			 int *status);
+/* The worker said READY: answers the POST that created s. */
+void dg_gw_session_ready(struct gw_session *s);
+void dg_gw_session_end(struct gw_session *s, const char *reason);
+json_t *dg_gw_session_json(const struct gw_session *s, bool with_token);
+bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);
+void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c);
+void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c);
+void dg_gw_session_observer_attach(struct gw_session *s, struct conn *c);
+void dg_gw_session_observer_detach(struct gw_session *s, struct conn *c);
 
 /* egress-link.c: the session's listener goes to the proxy once the desktop
- * exists (attach) and is withdrawn at its end (detach, idempotent); the
- * proxy's events reach their session. */
+ * exists (attach; session.c withdraws it at the session's end); the proxy's
+ * events reach their session. */
 void dg_gw_egress_attach(struct gw_session *s);
-void dg_gw_egress_detach(struct gw_session *s);
 void dg_gw_egress_event(struct gw *gw, json_t *ev);
 /* Start-up, before the event loop: asks the spawner for the first proxy and
  * waits (bounded by DG_GW_EGRESS_START_WAIT_MS) for its channel. 0 or a
@@ -311,12 +375,12 @@ void dg_gw_egress_lost(struct gw *gw, const char *why);
  * it is handled (fds taken). */
 bool dg_gw_egress_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds,
 				  int nfds);
-/* server.c: watches the proxy's channel fd in the event loop. */
-struct lws *dg_gw_egress_adopt(struct gw *gw, int fd);
-bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);
-void *dg_gw_raw_tag(struct gw_session *s, int kind);
-void dg_gw_raw_untag(void *tag);
-void dg_gw_error_json(struct conn *c, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+
+/* desktop-link.c */
+int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker channel */
+void dg_gw_worker_closed(struct gw_session *s);
+int dg_gw_exec_readable(struct gw_session *s);
+void dg_gw_exec_closed(struct gw_session *s);
+void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds, int nfds);
 
 #endif

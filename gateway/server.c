@@ -29,151 +29,22 @@ static struct gw *G;
 
 /* ---- outgoing messages ---------------------------------------------------- */
 
-static struct outmsg *outmsg_new(bool binary, const void *data, size_t len)
-{
-	struct outmsg *m = malloc(sizeof(*m) + LWS_PRE + len);
-	if (!m)
-		return NULL;
-	m->next = NULL;
-	m->binary = binary;
-	m->len = len;
-	memcpy(m->data + LWS_PRE, data, len);
-	return m;
-}
 
-void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len)
-{
-	if (!c || !c->wsi)
-		return;
-	if (c->queued + len > DG_WS_QUEUE_MAX) {
-		/* A client that does not read is cut off rather than buffered. */
-		lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-		return;
-	}
-	struct outmsg *m = outmsg_new(binary, data, len);
-	if (!m)
-		return;
-	if (c->tail)
-		c->tail->next = m;
-	else
-		c->head = m;
-	c->tail = m;
-	c->queued += len;
-	lws_callback_on_writable(c->wsi);
-}
 
-void dg_gw_ws_send_json(struct conn *c, json_t *obj)
-{
-	char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-	json_decref(obj);
-	if (s)
-		dg_gw_ws_send(c, false, s, strlen(s));
-	free(s);
-}
 
-void dg_gw_ws_send_frame(struct conn *c, const void *png, size_t len)
-{
-	if (!c || !c->wsi)
-		return;
-	/* Observers get the latest frame only: one that was not sent yet is
-	 * replaced, so a slow observer never holds up anything. */
-	struct outmsg *m = outmsg_new(true, png, len);
-	if (!m)
-		return;
-	free(c->frame);
-	c->frame = m;
-	lws_callback_on_writable(c->wsi);
-}
 
-void dg_gw_error_json(struct conn *c, const char *code, const char *fmt, ...)
-{
-	char msg[DG_ERR_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	dg_gw_ws_send_json(c, json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", code,
-					"message", msg));
-}
 
-static void conn_free_queue(struct conn *c)
-{
-	for (struct outmsg *m = c->head, *n; m; m = n) {
-		n = m->next;
-		free(m);
-	}
-	c->head = c->tail = NULL;
-	c->queued = 0;
-	free(c->frame);
-	c->frame = NULL;
-	free(c->rx);
-	c->rx = NULL;
-	c->rx_len = 0;
-}
 
-static int ws_writable(struct conn *c)
-{
-	struct outmsg *m = c->head;
-	bool frame = false;
-	if (!m && c->frame) {
-		m = c->frame;
-		frame = true;
-	}
-	if (!m)
-		return c->closing ? -1 : 0;
-	int n = lws_write(c->wsi, m->data + LWS_PRE, m->len, m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-	if (n < (int)m->len)
-		return -1;
-	if (frame) {
-		c->frame = NULL;
-	} else {
-		c->head = m->next;
-		if (!c->head)
-			c->tail = NULL;
-		c->queued -= m->len;
-	}
-	free(m);
-	if (c->head || c->frame)
-		lws_callback_on_writable(c->wsi);
-	else if (c->closing)
-		return -1;
-	return 0;
-}
 
 /* ---- HTTP ----------------------------------------------------------------- */
 
-static int write_http(struct lws *wsi, int status, const char *type, const char *body, size_t len)
-{
-	unsigned char hdr[LWS_PRE + 1024], *start = hdr + LWS_PRE, *p = start,
-						 *end = hdr + sizeof(hdr) - 1;
-	if (lws_add_http_common_headers(wsi, (unsigned)status, type, len, &p, end) ||
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-					(const unsigned char *)"no-store", 8, &p, end) ||
-	    lws_finalize_write_http_header(wsi, start, &p, end))
-		return -1;
-	if (len) {
-		unsigned char *buf = malloc(LWS_PRE + len);
-		if (!buf)
-			return -1;
-		memcpy(buf + LWS_PRE, body, len);
-		int n = lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL);
-		free(buf);
-		if (n < 0)
-			return -1;
-	}
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
-}
 
-int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len)
-{
-	return write_http(c->wsi, status, type, body, len);
-}
 
 static int reply_json(struct conn *c, int status, json_t *body)
 {
 	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
-	int r = write_http(c->wsi, status, "application/json", s ? s : "{}", s ? strlen(s) : 2);
+	int r = dg_gw_write_http(c, status, "application/json", s ? s : "{}", s ? strlen(s) : 2);
 	free(s);
 	if (status >= 400)
 		G->m.http_errors++;
@@ -192,21 +63,6 @@ static int reply_error(struct conn *c, int status, const char *code, const char 
 	return reply_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
 }
 
-void dg_gw_http_reply(struct conn *c, int status, json_t *body)
-{
-	if (!c || !c->wsi) {
-		json_decref(body);
-		return;
-	}
-	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	free(c->reply);
-	c->reply = s;
-	c->reply_len = s ? strlen(s) : 0;
-	c->reply_status = status;
-	c->waiting = false;
-	lws_callback_on_writable(c->wsi);
-}
 
 /* Reads the bearer token of an HTTP request or WebSocket handshake (the
  * Authorization header, or a "bearer.<token>" subprotocol entry). */
@@ -329,7 +185,7 @@ static int metrics_reply(struct conn *c)
 #undef OUT
 	if (n >= cap)
 		n = cap - 1;
-	int r = write_http(c->wsi, 200, "text/plain; version=0.0.4", b, n);
+	int r = dg_gw_write_http(c, 200, "text/plain; version=0.0.4", b, n);
 	free(b);
 	return r;
 }
@@ -372,7 +228,7 @@ static int route_approvals(struct conn *c, const char *path, const char *raw, si
 			return reply_error(c, 405, "method_not_allowed", "GET");
 		if (!s || !s->appr.png)
 			return reply_error(c, 404, "not_found", "no pending approval with a screen");
-		return write_http(c->wsi, 200, "image/png", (const char *)s->appr.png, s->appr.png_len);
+		return dg_gw_write_http(c, 200, "image/png", (const char *)s->appr.png, s->appr.png_len);
 	}
 	if (c->method != 'P')
 		return reply_error(c, 405, "method_not_allowed", "POST");
@@ -698,7 +554,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			 * connection for the next request): take what is needed first. */
 			char *reply = c->reply;
 			c->reply = NULL;
-			int r = write_http(wsi, c->reply_status, "application/json", reply, c->reply_len);
+			int r = dg_gw_write_http_wsi(wsi, c->reply_status, "application/json", reply, c->reply_len);
 			free(reply);
 			return r;
 		}
@@ -732,7 +588,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 				 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
 				 status == 401 ? "unauthorized" : status == 409 ? "conflict" :
 				 status == 429 ? "too_many" : status == 400 ? "bad_request" : "not_found", why);
-			write_http(wsi, status, "application/json", body, strlen(body));
+			dg_gw_write_http_wsi(wsi, status, "application/json", body, strlen(body));
 			return 1;
 		}
 		return 0;
@@ -755,13 +611,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			   lws_frame_is_binary(wsi));
 		return 0;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return ws_writable(c);
+		return dg_gw_ws_writable(c);
 	case LWS_CALLBACK_CLOSED:
 		if (c->s && c->kind == CONN_AGENT)
 			dg_gw_session_agent_detach(c->s, c);
 		else if (c->s && c->kind == CONN_WATCH)
 			dg_gw_session_observer_detach(c->s, c);
-		conn_free_queue(c);
+		dg_gw_conn_free_queue(c);
 		c->wsi = NULL;
 		c->s = NULL;
 		return 0;
@@ -772,31 +628,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
 /* Adopted descriptors: the spawner's channel, workers' channels and exec
  * result channels. Their opaque pointer says which. */
-enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS };
-struct raw_tag {
-	enum raw_kind kind;
-	struct gw_session *s;
-};
 
-struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque)
-{
-	lws_sock_file_fd_type u;
-	u.filefd = fd;
-	struct lws *w = lws_adopt_descriptor_vhost(gw->vh, LWS_ADOPT_RAW_FILE_DESC, u, "dg-raw", NULL);
-	if (w)
-		lws_set_opaque_user_data(w, opaque);
-	return w;
-}
-
-static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL};
-static struct raw_tag egress_tag = {RAW_EGRESS, NULL};
-static char egress_why[DG_ERR_MAX]; /* what ended the proxy's channel, if seen */
-
-struct lws *dg_gw_egress_adopt(struct gw *gw, int fd)
-{
-	egress_why[0] = '\0';
-	return dg_gw_adopt(gw, fd, &egress_tag);
-}
 
 /* The egress proxy's events: decisions and closed connections, each for a
  * session's observers and recording. Returns -1 when the channel must
@@ -811,7 +643,7 @@ static int egress_readable(void)
 		if (r == 0)
 			return 0;
 		if (r < 0) {
-			snprintf(egress_why, sizeof(egress_why), "%s", err.msg);
+			snprintf(G->egress_why, sizeof(G->egress_why), "%s", err.msg);
 			return -1;
 		}
 		dg_gw_egress_event(G, ev);
@@ -871,7 +703,7 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			} else if (wsi == G->egress_wsi) {
 				G->egress_wsi = NULL;
 				G->egress.fd = -1; /* lws closed it */
-				dg_gw_egress_lost(G, egress_why[0] ? egress_why : "its channel closed");
+				dg_gw_egress_lost(G, G->egress_why[0] ? G->egress_why : "its channel closed");
 			}
 		} else if (t->kind == RAW_WORKER) {
 			dg_gw_worker_closed(t->s);
@@ -886,22 +718,7 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	}
 }
 
-void dg_gw_raw_untag(void *tag)
-{
-	struct raw_tag *t = tag;
-	if (t && t->kind != RAW_SPAWNER && t->kind != RAW_EGRESS)
-		t->s = NULL;
-}
 
-void *dg_gw_raw_tag(struct gw_session *s, int kind)
-{
-	struct raw_tag *t = calloc(1, sizeof(*t));
-	if (t) {
-		t->kind = (enum raw_kind)kind;
-		t->s = s;
-	}
-	return t;
-}
 
 static struct lws_protocols protocols[] = {
 	{DG_WS_PROTOCOL, callback, sizeof(struct conn), 65536, 0, NULL, 0},
@@ -1152,6 +969,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 			fprintf(stderr, "deskgate serve: warm pool: %s\n", err.msg);
 	}
 	gw.n_sessions = (int)gw.cfg.limits.max_sessions;
+	gw.session_end = dg_gw_session_end;
 	gw.sessions = calloc((size_t)gw.n_sessions, sizeof(*gw.sessions));
 
 	lws_set_log_level(gw.verbose ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
@@ -1184,7 +1002,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		dg_egress_stop(&gw.egress);
 		return DG_EXIT_FAILED;
 	}
-	gw.spawner_wsi = dg_gw_adopt(&gw, gw.spawner.fd, &spawner_tag);
+	gw.spawner_wsi = dg_gw_spawner_adopt(&gw, gw.spawner.fd);
 	gw.egress_wsi = dg_gw_egress_adopt(&gw, gw.egress.fd);
 	if (!gw.spawner_wsi || !gw.egress_wsi) {
 		fprintf(stderr, "deskgate serve: cannot watch the spawner's or egress proxy's channel\n");

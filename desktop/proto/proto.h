@@ -245,9 +245,31 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
 		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err);
 
-/* Decides a DG_MSG_REQUEST (a browser request the worker holds) under
- * policy (NULL: the built-in default) with dg_policy_decide_url, ask
- * counting as deny, and sends the verdict on ctl (the worker's channel).
+/* A DG_MSG_REQUEST (a browser request the worker holds), decoded once:
+ * its number, its URL (into msg) and the message itself (owned: release
+ * with dg_worker_request_free), whose method, resource and target the
+ * gateway records. decode: 0 or -EPROTO (not an object with an integer
+ * "req" and a string "url"; duplicate keys refused); r is zeroed on error. */
+struct dg_worker_request {
+	long long req;
+	const char *url;
+	struct json_t *msg;
+};
+int dg_worker_request_decode(const uint8_t *data, size_t len, struct dg_worker_request *r,
+			     struct dg_err *err);
+void dg_worker_request_free(struct dg_worker_request *r);
+
+/* The browser layer's rule: url decided under policy (NULL: the built-in
+ * default) with dg_policy_decide_url, ask counting as deny (nobody can
+ * approve while the page waits). */
+void dg_worker_decide_request(const struct dg_policy *policy, const char *url,
+			      struct dg_decision *d);
+
+/* Sends the verdict for request req on ctl (the worker's channel). */
+int dg_worker_send_verdict(int ctl, long long req, bool allow, struct dg_err *err);
+
+/* For tools without a gateway (and recv_wait): decodes a DG_MSG_REQUEST,
+ * decides it with dg_worker_decide_request and sends the verdict on ctl.
  * d gets the decision; with
  * request non-NULL, *request gets the parsed message (caller frees).
  * Returns 0, -EPROTO for a malformed message, or a send error. */

@@ -122,40 +122,72 @@ int dg_worker_recv(struct dg_worker *w, uint32_t *type, const uint8_t **data, si
 	return 1;
 }
 
-int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
-			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
+int dg_worker_request_decode(const uint8_t *data, size_t len, struct dg_worker_request *r,
 			     struct dg_err *err)
 {
+	memset(r, 0, sizeof(*r));
 	json_t *m = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, NULL);
 	json_t *req = json_object_get(m, "req"), *url = json_object_get(m, "url");
 	if (!json_is_object(m) || !json_is_integer(req) || !json_is_string(url)) {
 		json_decref(m);
 		return dg_err_set(err, -EPROTO, "worker: malformed request message");
 	}
+	r->req = (long long)json_integer_value(req);
+	r->url = json_string_value(url);
+	r->msg = m;
+	return 0;
+}
+
+void dg_worker_request_free(struct dg_worker_request *r)
+{
+	json_decref(r->msg);
+	memset(r, 0, sizeof(*r));
+}
+
+void dg_worker_decide_request(const struct dg_policy *policy, const char *url,
+			      struct dg_decision *d)
+{
 	struct dg_policy def;
 	if (!policy) {
 		dg_policy_default(&def);
 		policy = &def;
 	}
-	dg_policy_decide_url(policy, json_string_value(url), d);
+	dg_policy_decide_url(policy, url, d);
 	if (d->verdict == DG_VERDICT_ASK) {
 		/* Nobody can approve a browser request while the page waits. */
 		d->verdict = DG_VERDICT_DENY;
 		snprintf(d->reason, sizeof(d->reason), "%s",
 			 "the policy asks for approval, and browser requests cannot wait for one");
 	}
+}
+
+int dg_worker_send_verdict(int ctl, long long req, bool allow, struct dg_err *err)
+{
 	char msg[96];
-	int n = snprintf(msg, sizeof(msg), "{\"req\":%lld,\"allow\":%s}",
-			 (long long)json_integer_value(req),
-			 d->verdict == DG_VERDICT_ALLOW ? "true" : "false");
-	if (request)
-		*request = m;
-	else
-		json_decref(m);
+	int n = snprintf(msg, sizeof(msg), "{\"req\":%lld,\"allow\":%s}", req,
+			 allow ? "true" : "false");
 	int r = dg_ipc_send(ctl, DG_MSG_VERDICT, msg, (size_t)n);
 	if (r)
 		return dg_err_set(err, r, "worker: sending a verdict: %s", strerror(-r));
 	return 0;
+}
+
+int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
+			     const uint8_t *data, size_t len, struct dg_decision *d, json_t **request,
+			     struct dg_err *err)
+{
+	struct dg_worker_request r;
+	int rc = dg_worker_request_decode(data, len, &r, err);
+	if (rc)
+		return rc;
+	dg_worker_decide_request(policy, r.url, d);
+	rc = dg_worker_send_verdict(ctl, r.req, d->verdict == DG_VERDICT_ALLOW, err);
+	if (request) {
+		*request = r.msg;
+		r.msg = NULL;
+	}
+	dg_worker_request_free(&r);
+	return rc;
 }
 
 /* Waits for the next message, bounded by deadline (ms, monotonic). The

@@ -128,6 +128,7 @@ static void assert_no_actions(void)
 	for (int i = 0; i < DG_ADAPT_ACTIONS_MAX; i++) {
 		cr_assert_null(ad.actions[i]);
 		cr_assert_null(ad.wire_actions[i]);
+		cr_assert_null(ad.text[i]);
 	}
 }
 
@@ -147,6 +148,15 @@ static char *canon_of(int i, int dw, int dh)
 	char *d = json_dumps(ad.actions[i], JSON_COMPACT | JSON_SORT_KEYS);
 	cr_assert_str_eq(d, c, "action %d is not in canonical form", i);
 	free(d);
+	/* The parsed action and the text kept with it are that same action:
+	 * what the gateway decides on and what it sends. */
+	cr_assert(ad.text[i], "action %d has no canonical text", i);
+	cr_assert_str_eq(ad.text[i], c, "action %d: kept text", i);
+	cr_assert_eq(ad.text_len[i], strlen(c), "action %d: text_len", i);
+	char *k = dg_action_canonical(&ad.act[i], NULL);
+	cr_assert(k);
+	cr_assert_str_eq(k, c, "action %d: the kept struct", i);
+	free(k);
 	return c;
 }
 

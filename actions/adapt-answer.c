@@ -1,0 +1,360 @@
+/* adapt-answer: the answers to Anthropic and OpenAI calls (tool_result
+ * blocks, computer_call_output items with their text), built from what
+ * happened to a parsed message; and the base64 they carry PNGs in.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "actions/actions.h"
+#include "actions/actions-priv.h"
+#include "actions/adapt-priv.h"
+
+/* ---- base64 ------------------------------------------------------------------ */
+
+size_t dg_base64_len(size_t n)
+{
+	size_t groups = n / 3 + (n % 3 != 0);
+	if (groups > (SIZE_MAX - 1) / 4)
+		return (size_t)-1;
+	return groups * 4;
+}
+
+void dg_base64_encode(const uint8_t *in, size_t n, char *out)
+{
+	static const char abc[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t i = 0, o = 0;
+	for (; i + 3 <= n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		out[o++] = abc[v >> 18];
+		out[o++] = abc[(v >> 12) & 63];
+		out[o++] = abc[(v >> 6) & 63];
+		out[o++] = abc[v & 63];
+	}
+	if (n - i == 1) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		out[o++] = abc[v >> 18];
+		out[o++] = abc[(v >> 12) & 63];
+		out[o++] = '=';
+		out[o++] = '=';
+	} else if (n - i == 2) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+		out[o++] = abc[v >> 18];
+		out[o++] = abc[(v >> 12) & 63];
+		out[o++] = abc[(v >> 6) & 63];
+		out[o++] = '=';
+	}
+	out[o] = '\0';
+}
+
+/* ---- answers -------------------------------------------------------------------- */
+
+/* A growing text. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *p = realloc(b->s, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		sb_add(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* Appends untrusted text s: valid UTF-8 kept, each invalid byte as U+FFFD,
+ * control characters (C0, DEL, C1) as spaces, cut after DG_ADAPT_NOTE_MAX
+ * bytes of output at a character boundary with "...". */
+static void sb_note(struct sbuf *b, const char *s)
+{
+	size_t len = strlen(s), out = 0;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp = 0;
+		const char *why = NULL;
+		size_t l = dg_utf8_decode((const unsigned char *)s + i, len - i, &cp, &why);
+		const char *piece = s + i;
+		size_t plen = l;
+		if (l == 0) {
+			piece = "\xef\xbf\xbd";
+			plen = 3;
+			l = 1;
+		} else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
+			piece = " ";
+			plen = 1;
+		}
+		if (out + plen > DG_ADAPT_NOTE_MAX) {
+			sb_str(b, "...");
+			return;
+		}
+		sb_add(b, piece, plen);
+		out += plen;
+		i += l;
+	}
+}
+
+/* true when url may go to the model as current_url: 1..DG_ACTION_URL_MAX
+ * bytes of valid UTF-8 without control characters. A URL that is not is
+ * left out rather than mangled: a wrong URL would mislead the model. */
+static bool url_ok(const char *url)
+{
+	size_t len = strlen(url);
+	if (len == 0 || len > DG_ACTION_URL_MAX)
+		return false;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp = 0;
+		const char *why = NULL;
+		size_t l = dg_utf8_decode((const unsigned char *)url + i, len - i, &cp, &why);
+		if (l == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
+			return false;
+		i += l;
+	}
+	return true;
+}
+
+/* The headline for a call that did not fully run (see dg_adapt_answer). */
+static void headline(const struct dg_adapted *a, const struct dg_adapt_outcome *o,
+		     struct sbuf *b)
+{
+	if (a->n == 0) {
+		sb_str(b, "deskgate rejected the call: ");
+		sb_note(b, o->error ? o->error : "invalid message");
+		return;
+	}
+	bool refused = o->verdict || o->rule || o->reason;
+	sb_printf(b, "deskgate %s %s", refused ? "refused" : "failed", a->name[o->done]);
+	if (a->n > 1)
+		sb_printf(b, " (action %d of %d)", o->done + 1, a->n);
+	if (refused) {
+		if (o->reason) {
+			sb_str(b, ": ");
+			sb_note(b, o->reason);
+		}
+		bool verdict = o->verdict && strcmp(o->verdict, "deny") != 0;
+		if (o->rule || verdict) {
+			sb_str(b, " (");
+			if (o->rule) {
+				sb_str(b, "rule ");
+				sb_note(b, o->rule);
+			}
+			if (verdict) {
+				sb_str(b, o->rule ? ", verdict " : "verdict ");
+				sb_note(b, o->verdict);
+			}
+			sb_str(b, ")");
+		}
+	} else {
+		sb_str(b, ": ");
+		sb_note(b, o->error ? o->error : "unknown error");
+	}
+	if (a->n > 1) {
+		int d = o->done, rest = a->n - o->done - 1;
+		if (d == 0)
+			sb_printf(b, ". No action ran");
+		else if (d == 1)
+			sb_printf(b, ". Action 1 ran");
+		else
+			sb_printf(b, ". Actions 1 to %d ran", d);
+		if (rest == 1)
+			sb_printf(b, "; action %d did not run", a->n);
+		else if (rest > 1)
+			sb_printf(b, "; actions %d to %d did not run", o->done + 2, a->n);
+		sb_str(b, ".");
+	}
+}
+
+/* base64 of the PNG, optionally after a prefix; NULL when out of memory. */
+static json_t *png_string(const struct dg_adapt_outcome *o, const char *prefix)
+{
+	size_t plen = strlen(prefix), blen = dg_base64_len(o->png_len);
+	char *buf = malloc(plen + blen + 1);
+	if (!buf)
+		return NULL;
+	memcpy(buf, prefix, plen);
+	dg_base64_encode(o->png, o->png_len, buf + plen);
+	/* ASCII by construction: skip jansson's UTF-8 scan of megabytes. */
+	json_t *s = json_stringn_nocheck(buf, plen + blen);
+	free(buf);
+	return s;
+}
+
+static bool is_action(const struct dg_adapted *a, int i, const char *type)
+{
+	return i >= 0 && i < a->n && dg_adapt_str_is(json_object_get(a->actions[i], "type"), type);
+}
+
+static json_t *anthropic_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
+{
+	struct sbuf b = {0};
+	if (!o->ok)
+		headline(a, o, &b);
+	if (o->ok && o->has_cursor && is_action(a, a->n - 1, "cursor_position")) {
+		int mx = (int)dg_adapt_scale_axis(o->cursor_x, a->scale.desk_w, a->scale.model_w);
+		int my = (int)dg_adapt_scale_axis(o->cursor_y, a->scale.desk_h, a->scale.model_h);
+		if (mx > a->scale.model_w - 1)
+			mx = a->scale.model_w - 1;
+		if (my > a->scale.model_h - 1)
+			my = a->scale.model_h - 1;
+		sb_printf(&b, "X=%d,Y=%d", mx, my);
+	}
+	if (o->text) {
+		if (b.len)
+			sb_str(&b, "\n");
+		sb_note(&b, o->text);
+	}
+	if (!b.len && !o->png && a->n > 0)
+		sb_printf(&b, "deskgate ran %s", a->name[a->n - 1]);
+	json_t *content = json_array();
+	bool ok = content && !b.oom;
+	if (ok && b.len)
+		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("text"), "text",
+							    json_stringn(b.s, b.len), NULL)) == 0;
+	if (ok && o->png) {
+		json_t *source = dg_adapt_obj("type", json_string("base64"), "media_type",
+					 json_string("image/png"), "data", png_string(o, ""), NULL);
+		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("image"), "source",
+							    source, NULL)) == 0;
+	}
+	free(b.s);
+	if (!ok) {
+		json_decref(content);
+		return NULL;
+	}
+	json_t *r = dg_adapt_obj("type", json_string("tool_result"), "content", content, "is_error",
+			    json_boolean(!o->ok), NULL);
+	if (r && a->has_id && json_object_set_new(r, "tool_use_id", json_string(a->call_id)) != 0) {
+		json_decref(r);
+		return NULL;
+	}
+	return r;
+}
+
+static json_t *openai_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
+{
+	json_t *output = dg_adapt_obj("type", json_string("computer_screenshot"), "image_url",
+				 png_string(o, "data:image/png;base64,"), NULL);
+	if (output && o->url && url_ok(o->url) &&
+	    json_object_set_new(output, "current_url", json_string(o->url)) != 0) {
+		json_decref(output);
+		output = NULL;
+	}
+	json_t *acks = a->safety_checks ? json_deep_copy(a->safety_checks) : json_array();
+	json_t *item = dg_adapt_obj("type", json_string("computer_call_output"), "call_id",
+			       json_string(a->call_id), "acknowledged_safety_checks", acks, "output",
+			       output, NULL);
+	json_t *items = json_array();
+	if (!item || !items || json_array_append_new(items, item) != 0) {
+		json_decref(items);
+		return NULL;
+	}
+	struct sbuf b = {0};
+	if (!o->ok)
+		headline(a, o, &b);
+	if (o->text) {
+		if (b.len)
+			sb_str(&b, "\n");
+		sb_note(&b, o->text);
+	}
+	bool ok = !b.oom;
+	if (ok && b.len) {
+		json_t *part = dg_adapt_obj("type", json_string("input_text"), "text",
+				       json_stringn(b.s, b.len), NULL);
+		json_t *msg = dg_adapt_obj("type", json_string("message"), "role", json_string("user"),
+				      "content", json_pack("[o]", part), NULL);
+		ok = json_array_append_new(items, msg) == 0;
+	}
+	free(b.s);
+	if (!ok) {
+		json_decref(items);
+		return NULL;
+	}
+	return items;
+}
+
+int dg_adapt_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o, json_t **out,
+		    struct dg_err *err)
+{
+	*out = NULL;
+	if (!a || !o)
+		return dg_err_set(err, -EINVAL, "answer: no call or no outcome");
+	if (a->wire != DG_WIRE_ANTHROPIC && a->wire != DG_WIRE_OPENAI)
+		return dg_err_set(err, -EINVAL, "answer: %s messages are answered by the gateway",
+				  dg_wire_name(a->wire));
+	if (a->n < 0 || a->n > DG_ADAPT_ACTIONS_MAX)
+		return dg_err_set(err, -EINVAL, "answer: %d actions", a->n);
+	if (a->n == 0 && (o->ok || o->done != 0))
+		return dg_err_set(err, -EINVAL,
+				  "answer: a call that did not parse cannot have run (ok %d, done %d)",
+				  (int)o->ok, o->done);
+	if (a->n > 0 && o->ok && o->done != a->n)
+		return dg_err_set(err, -EINVAL, "answer: ok but %d of %d actions done", o->done,
+				  a->n);
+	if (a->n > 0 && !o->ok && (o->done < 0 || o->done >= a->n))
+		return dg_err_set(err, -EINVAL,
+				  "answer: action %d stopped the call, but it has %d actions", o->done,
+				  a->n);
+	if (o->has_cursor && (o->cursor_x < 0 || o->cursor_x >= a->scale.desk_w ||
+			      o->cursor_y < 0 || o->cursor_y >= a->scale.desk_h))
+		return dg_err_set(err, -EINVAL, "answer: cursor (%d, %d) is off the desktop (%dx%d)",
+				  o->cursor_x, o->cursor_y, a->scale.desk_w, a->scale.desk_h);
+	if (o->ok && !o->has_cursor && a->wire == DG_WIRE_ANTHROPIC &&
+	    is_action(a, a->n - 1, "cursor_position"))
+		return dg_err_set(err, -EINVAL, "answer: cursor_position ran but no cursor is given");
+	if (!o->png && o->png_len)
+		return dg_err_set(err, -EINVAL, "answer: %zu PNG bytes but no PNG", o->png_len);
+	if (o->png && o->png_len > DG_ADAPT_PNG_MAX)
+		return dg_err_set(err, -E2BIG, "answer: PNG of %zu bytes is over the limit of %d bytes",
+				  o->png_len, DG_ADAPT_PNG_MAX);
+	json_t *r;
+	if (a->wire == DG_WIRE_ANTHROPIC) {
+		r = anthropic_answer(a, o);
+	} else {
+		if (!a->has_id)
+			return dg_err_set(err, -EINVAL, "answer: the call has no call_id to answer to");
+		if (!o->png)
+			return dg_err_set(err, -EINVAL,
+					  "answer: an OpenAI answer needs the screenshot");
+		r = openai_answer(a, o);
+	}
+	if (!r)
+		return dg_err_set(err, -ENOMEM, "answer: out of memory");
+	*out = r;
+	return 0;
+}
