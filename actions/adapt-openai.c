@@ -280,9 +280,16 @@ static int openai_action(struct dg_adapt_ctx *c, const json_t *in, struct dg_act
 				     "unknown button %s (allowed: left, right, wheel, back, forward)",
 				     val);
 		}
-		canon = dg_adapt_obj("type", json_string("click"), "x", json_integer(x), "y",
-				json_integer(y), "button", json_string(buttons[b].canon), "modifiers",
-				dg_adapt_modifiers_json(mods), NULL);
+		/* The mouse's back and forward buttons are history navigation:
+		 * the canonical back/forward action, decided as such (VNC carries
+		 * no X buttons 8 and 9 to the desktop; the page would never see
+		 * them). Where there is no browser, that action is refused. */
+		if (strcmp(buttons[b].canon, "back") == 0 || strcmp(buttons[b].canon, "forward") == 0)
+			canon = dg_adapt_obj("type", json_string(buttons[b].canon), NULL);
+		else
+			canon = dg_adapt_obj("type", json_string("click"), "x", json_integer(x), "y",
+					json_integer(y), "button", json_string(buttons[b].canon),
+					"modifiers", dg_adapt_modifiers_json(mods), NULL);
 		break;
 	}
 	case OK_DOUBLE:

@@ -696,6 +696,14 @@ static void run_action(struct worker *w)
 	const struct dg_action *a = &w->act;
 	struct dg_err err = {{0}};
 	w->phase = PHASE_IDLE;
+	/* Buttons 8, 9 never reach X over VNC: refused, never "ok" for nothing. */
+	if (a->button == DG_BUTTON_BACK || a->button == DG_BUTTON_FORWARD) {
+		const char *b = dg_button_name(a->button);
+		set_error(w, "not performed: the desktop gets no %s mouse button over VNC; the \"%s\" "
+			     "action navigates the browser's history", b, b);
+		w->t_injected = dg_now_ms();
+		return finish(w);
+	}
 	switch (a->type) {
 	case DG_ACTION_CLICK:
 		click(w, a);

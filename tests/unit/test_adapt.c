@@ -697,9 +697,9 @@ Test(openai, every_action_type)
 	assert_ok(openai_preview(&xga, "{'type':'click','button':'wheel','x':1,'y':2}"));
 	assert_same(0, "{'type':'click','button':'middle','x':1,'y':2}");
 	assert_ok(openai_preview(&xga, "{'type':'click','button':'back','x':1,'y':2}"));
-	assert_same(0, "{'type':'click','button':'back','x':1,'y':2}");
+	assert_same(0, "{'type':'back'}"); /* history: X gets no buttons 8 and 9 */
 	assert_ok(openai_preview(&xga, "{'type':'click','button':'forward','x':1,'y':2}"));
-	assert_same(0, "{'type':'click','button':'forward','x':1,'y':2}");
+	assert_same(0, "{'type':'forward'}");
 	assert_ok(openai_preview(&xga, "{'type':'double_click','x':300,'y':400}"));
 	assert_canon(0, "{'button':'left','count':2,'modifiers':[],'type':'click','x':300,'y':400}");
 	assert_ok(openai_preview(&xga, "{'type':'scroll','x':500,'y':400,'scroll_x':0,"
