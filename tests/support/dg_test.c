@@ -674,33 +674,16 @@ static bool slot_of_uid(unsigned uid, uint32_t *slot)
 
 int dg_test_slots_under(pid_t root, uint32_t *slots, int max)
 {
+	static struct dg_test_procs procs; /* large: not on the stack */
+	dg_test_procs_under(root, &procs);
 	int n = 0;
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		pid_t p = (pid_t)atoi(e->d_name);
-		uint32_t slot;
-		if (!slot_of_uid(real_uid(p), &slot))
-			continue;
-		/* Is root an ancestor? (bounded walk: pids can be reused) */
-		bool under = false;
-		pid_t a = p;
-		for (int depth = 0; depth < 64 && a > 1 && !under; depth++) {
-			a = ppid_of(a);
-			under = a == root;
-		}
-		if (!under)
-			continue;
+	for (int k = 0; k < procs.n; k++) {
 		bool seen = false;
 		for (int i = 0; i < n; i++)
-			seen |= slots[i] == slot;
+			seen |= slots[i] == procs.slot[k];
 		if (!seen && n < max)
-			slots[n++] = slot;
+			slots[n++] = procs.slot[k];
 	}
-	if (d)
-		closedir(d);
 	return n;
 }
 
@@ -716,6 +699,7 @@ void dg_test_procs_under(pid_t root, struct dg_test_procs *out)
 		uint32_t slot;
 		if (!slot_of_uid(real_uid(p), &slot))
 			continue;
+		/* Is root an ancestor? (bounded walk: pids can be reused) */
 		bool under = false;
 		pid_t a = p;
 		for (int depth = 0; depth < 64 && a > 1 && !under; depth++) {

@@ -176,7 +176,7 @@ int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
 /* The processes of jail slots descending from root, as (pid, slot) pairs:
  * taken before a session is created, they tell its slot afterwards even
  * when a session that just ended had the same slot and is still going. */
-#define DG_TEST_PROCS_MAX 1024
+#define DG_TEST_PROCS_MAX 8192
 struct dg_test_procs {
 	int n;
 	pid_t pid[DG_TEST_PROCS_MAX];
