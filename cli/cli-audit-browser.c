@@ -48,6 +48,10 @@ struct bait {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	bool stop;
+	/* the probe's side: */
+	bool progress;
+	const char *label; /* "control" or "deny" */
+	long long t0_ms;
 	char log[DG_AUDIT_BAIT_LOG_MAX]; /* request lines, '\n'-separated */
 	size_t len;
 	struct bait_conn conns[DG_AUDIT_BAIT_CONNS]; /* the serving thread's own */
@@ -188,6 +192,16 @@ static bool bait_saw(struct bait *b, const char *needle)
 	return seen;
 }
 
+/* With --progress: one line per step of a bait run, as it ends. */
+static void bait_say(const struct bait *b, long long since_ms, const char *what, const char *detail)
+{
+	if (!b->progress)
+		return;
+	long long now = dg_now_ms();
+	fprintf(stderr, "deskgate audit:   bait (%s) %7.1f s  %s %s (%.1f s)\n", b->label,
+		(double)(now - b->t0_ms) / 1000.0, what, detail, (double)(now - since_ms) / 1000.0);
+}
+
 static int live_step(struct dg_rec_live *live, const char *action_json, struct dg_err *err)
 {
 	json_error_t je;
@@ -208,8 +222,10 @@ static int live_step(struct dg_rec_live *live, const char *action_json, struct d
 
 /* ctrl+l, the URL typed, alt+Return: the omnibox opens it in a new tab.
  * The pauses let the omnibox take focus and settle its suggestion. */
-static int omnibox(struct dg_rec_live *live, int port, const char *path, struct dg_err *err)
+static int omnibox(struct bait *b, struct dg_rec_live *live, const char *path, struct dg_err *err)
 {
+	long long t = dg_now_ms();
+	int port = b->port;
 	char act[512];
 	snprintf(act, sizeof(act), "{\"type\":\"type\",\"text\":\"http://" DG_AUDIT_BAIT_HOST
 		 ":%d%s\"}", port, path);
@@ -222,6 +238,7 @@ static int omnibox(struct dg_rec_live *live, int port, const char *path, struct 
 		r = live_step(live, "{\"type\":\"wait\",\"ms\":" DG_AUDIT_OMNIBOX_PAUSE_MS "}", err);
 	if (r == 0)
 		r = live_step(live, "{\"type\":\"key\",\"keys\":\"alt+Return\"}", err);
+	bait_say(b, t, "omnibox", r ? err->msg : path);
 	return r;
 }
 
@@ -233,15 +250,76 @@ static int omnibox(struct dg_rec_live *live, int port, const char *path, struct 
 static bool bait_wait(struct bait *b, struct dg_rec_live *live, const char *needle, int ms)
 {
 	struct dg_err err = {{0}};
-	for (long long end = dg_now_ms() + ms; !bait_saw(b, needle) && dg_now_ms() < end;) {
+	long long t = dg_now_ms();
+	for (long long end = t + ms; !bait_saw(b, needle) && dg_now_ms() < end;) {
 		if (live_step(live, "{\"type\":\"wait\",\"ms\":" DG_AUDIT_BAIT_POLL_MS "}", &err))
 			break;
 	}
-	return bait_saw(b, needle);
+	bool seen = bait_saw(b, needle);
+	char what[128];
+	snprintf(what, sizeof(what), "%s%s", needle, seen ? "arrived" : "did not arrive");
+	bait_say(b, t, "wait", err.msg[0] ? err.msg : what);
+	return seen;
 }
 
-int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, struct dg_audit_bait_seen *seen,
-			   struct dg_err *err)
+/* One run: a fresh browser desktop under policy p, the page loaded
+ * until both allowed WebSockets arrived (a page that did not run them, on
+ * a slow machine, is loaded again), then the omnibox, denied URL first and
+ * an allowed one after (tried again until the allowed one arrives). A
+ * browser whose reload never reaches the bait has lost its network (seen
+ * under heavy load): the run ends there with 1, and a fresh one may do
+ * better. 0 when it ran to the end, a negative errno when a step could not
+ * run. What arrived is in the bait's log. */
+static int bait_run(struct bait *b, const struct dg_policy *p, const char *resolve,
+		    struct dg_err *err)
+{
+	struct dg_rec_live live = {0};
+	long long t0 = dg_now_ms();
+	int r = dg_cli_live_open(p, "browser", resolve, &live, err);
+	if (r)
+		return r;
+	bait_say(b, t0, "browser", "started");
+	long long tries_end = dg_now_ms() + DG_AUDIT_BAIT_TRIES_MS;
+	bool ran = false;
+	for (int i = 0; i < DG_AUDIT_PAGE_TRIES && !ran && (i == 0 || dg_now_ms() < tries_end);
+	     i++) {
+		char act[512], page[64];
+		snprintf(act, sizeof(act), "{\"type\":\"navigate\",\"url\":\"http://" DG_AUDIT_BAIT_HOST
+			 ":%d/page.html?try=%d\"}", b->port, i);
+		long long t = dg_now_ms();
+		r = live_step(&live, act, err);
+		bait_say(b, t, "navigate", r ? err->msg : "page.html");
+		if (r)
+			goto out;
+		snprintf(page, sizeof(page), "GET /page.html?try=%d ", i);
+		if (!bait_wait(b, &live, page, DG_AUDIT_BAIT_WAIT_MS)) {
+			r = 1;
+			goto out;
+		}
+		bool ok_page = bait_wait(b, &live, "GET /ok/page ", DG_AUDIT_BAIT_WAIT_MS);
+		ran = bait_wait(b, &live, "GET /ok/worker ", DG_AUDIT_BAIT_WAIT_MS) && ok_page;
+	}
+	bait_wait(b, &live, "GET /secret/page ", DG_AUDIT_BAIT_AFTER_MS);
+	bait_wait(b, &live, "GET /secret/worker ", DG_AUDIT_BAIT_AFTER_MS);
+	/* The denied URL first, then an allowed one the same way: its arrival
+	 * shows the keys did open a tab, so a missing denied one means held. */
+	bool opened = false;
+	for (int i = 0; i < DG_AUDIT_OMNIBOX_TRIES && !opened && (i == 0 || dg_now_ms() < tries_end);
+	     i++) {
+		if ((r = omnibox(b, &live, "/secret/omnibox.html", err)) ||
+		    (r = omnibox(b, &live, "/ok/omnibox.html", err)))
+			goto out;
+		opened = bait_wait(b, &live, "GET /ok/omnibox.html ", DG_AUDIT_BAIT_WAIT_MS);
+	}
+	/* Late arrivals count: what the bait saw by the end decides. */
+	bait_wait(b, &live, "GET /secret/omnibox.html ", DG_AUDIT_BAIT_AFTER_MS);
+out:
+	dg_cli_live_close(&live);
+	return r;
+}
+
+int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, bool progress,
+			   struct dg_audit_bait_seen *seen, struct dg_err *err)
 {
 	memset(seen, 0, sizeof(*seen));
 	struct bait *b = malloc(sizeof(*b));
@@ -252,6 +330,9 @@ int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, struct dg_aud
 		free(b);
 		return r;
 	}
+	b->progress = progress;
+	b->label = deny ? "deny" : "control";
+	b->t0_ms = dg_now_ms();
 	char text[2048], resolve[128], deny_rule[160] = "";
 	if (deny)
 		snprintf(deny_rule, sizeof(deny_rule),
@@ -265,48 +346,35 @@ int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, struct dg_aud
 		 (unsigned long long)lim->scratch_mb, b->port, deny_rule, b->port);
 	snprintf(resolve, sizeof(resolve), DG_AUDIT_BAIT_HOST ":%d=127.0.0.1:%d", b->port, b->port);
 	struct dg_policy p;
-	struct dg_rec_live live = {0};
 	if ((r = dg_policy_parse(text, strlen(text), "<audit bait policy>", &p, err)))
 		goto out;
-	if ((r = dg_cli_live_open(&p, "browser", resolve, &live, err)))
-		goto out_policy;
-	/* Both allowed WebSockets arriving is the sign the page and its worker
-	 * ran: only then does a missing /secret/ one mean anything. A page
-	 * that did not run them (a slow machine) is loaded again. */
-	for (int i = 0; i < DG_AUDIT_PAGE_TRIES && !(seen->ok_page && seen->ok_worker); i++) {
-		char act[512];
-		snprintf(act, sizeof(act), "{\"type\":\"navigate\",\"url\":\"http://" DG_AUDIT_BAIT_HOST
-			 ":%d/page.html?try=%d\"}", b->port, i);
-		if ((r = live_step(&live, act, err)))
-			goto out_live;
-		seen->ok_page = bait_wait(b, &live, "GET /ok/page ", DG_AUDIT_BAIT_WAIT_MS);
-		seen->ok_worker = bait_wait(b, &live, "GET /ok/worker ", DG_AUDIT_BAIT_WAIT_MS);
+	/* A run that did not show the page, its worker and a tab opened from
+	 * the omnibox proves less than it could: a fresh browser runs again.
+	 * The bait's log spans every run: an allowed twin seen in one run and
+	 * its denied twin in none is the finding; a denied one seen in any run
+	 * is a leak. */
+	for (int run = 0; run < DG_AUDIT_BAIT_RUNS; run++) {
+		seen->runs = run + 1;
+		if ((r = bait_run(b, &p, resolve, err)) < 0)
+			break;
+		if (bait_saw(b, "GET /ok/page ") && bait_saw(b, "GET /ok/worker ") &&
+		    bait_saw(b, "GET /ok/omnibox.html "))
+			break;
 	}
-	seen->secret_page = bait_wait(b, &live, "GET /secret/page ", DG_AUDIT_BAIT_AFTER_MS);
-	seen->secret_worker = bait_wait(b, &live, "GET /secret/worker ", DG_AUDIT_BAIT_AFTER_MS);
-	/* The denied URL first, then an allowed one the same way: its arrival
-	 * shows the keys did open a tab, so a missing denied one means held. */
-	for (int i = 0; i < DG_AUDIT_OMNIBOX_TRIES && !seen->ok_omnibox; i++) {
-		if ((r = omnibox(&live, b->port, "/secret/omnibox.html", err)) ||
-		    (r = omnibox(&live, b->port, "/ok/omnibox.html", err)))
-			goto out_live;
-		seen->ok_omnibox = bait_wait(b, &live, "GET /ok/omnibox.html ", DG_AUDIT_BAIT_WAIT_MS);
-	}
-	/* Late arrivals count: what the bait saw by the end decides. */
-	seen->secret_omnibox = bait_wait(b, &live, "GET /secret/omnibox.html ", DG_AUDIT_BAIT_AFTER_MS);
+	if (r > 0)
+		r = 0;
 	seen->ok_page = bait_saw(b, "GET /ok/page ");
 	seen->ok_worker = bait_saw(b, "GET /ok/worker ");
+	seen->ok_omnibox = bait_saw(b, "GET /ok/omnibox.html ");
 	seen->secret_page = bait_saw(b, "GET /secret/page ");
 	seen->secret_worker = bait_saw(b, "GET /secret/worker ");
+	seen->secret_omnibox = bait_saw(b, "GET /secret/omnibox.html ");
 	pthread_mutex_lock(&b->mu);
 	snprintf(seen->log, sizeof(seen->log), "%s", b->log);
 	pthread_mutex_unlock(&b->mu);
 	for (char *c = seen->log; *c; c++)
 		if (*c == '\n')
 			*c = ';';
-out_live:
-	dg_cli_live_close(&live);
-out_policy:
 	dg_policy_free(&p);
 out:
 	bait_stop(b);

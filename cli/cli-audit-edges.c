@@ -344,6 +344,8 @@ void dg_audit_browser_edge(struct audit *au)
 					  "deny (ws://" DG_AUDIT_BAIT_HOST ":PORT/secret/...), the host and port "
 					  "allowed by egress",
 					  "a denied URL, around the browser's request guard");
+	if (ws)
+		ws->with_next = true; /* both come from the same bait runs */
 	struct finding *om = dg_audit_add(au, "egress", "browser-omnibox",
 					  "a denied URL typed into the omnibox and opened in a new tab with "
 					  "alt+Enter (driven through the worker)",
@@ -360,7 +362,7 @@ void dg_audit_browser_edge(struct audit *au)
 	    ":PORT/secret/omnibox.html; key alt+Return");
 	struct dg_audit_bait_seen *c = malloc(sizeof(*c)), *p = malloc(sizeof(*p));
 	struct dg_err err = {{0}};
-	if (!c || !p || dg_audit_browser_paths(&au->policy.limits, false, c, &err) != 0) {
+	if (!c || !p || dg_audit_browser_paths(&au->policy.limits, false, au->progress, c, &err) != 0) {
 		fmt(ws->evidence, sizeof(ws->evidence), "the control could not run: %s",
 		    c && p ? err.msg : "out of memory");
 		fmt(om->evidence, sizeof(om->evidence), "%s", ws->evidence);
@@ -373,7 +375,7 @@ void dg_audit_browser_edge(struct audit *au)
 	fmt(om->control, sizeof(om->control), "under the same policy without the deny: the typed "
 	    "URL %s", c->secret_omnibox ? "arrived" : "did not arrive");
 	bool ws_control = c->secret_page && c->secret_worker;
-	if (dg_audit_browser_paths(&au->policy.limits, true, p, &err) != 0) {
+	if (dg_audit_browser_paths(&au->policy.limits, true, au->progress, p, &err) != 0) {
 		fmt(ws->evidence, sizeof(ws->evidence), "could not run: %s", err.msg);
 		fmt(om->evidence, sizeof(om->evidence), "%s", ws->evidence);
 		goto out;
@@ -403,6 +405,13 @@ void dg_audit_browser_edge(struct audit *au)
 		    "the same way %s",
 		    p->secret_omnibox ? "ARRIVED at the bait" : "never arrived at the bait",
 		    p->ok_omnibox ? "arrived" : "did not");
+	}
+	if (p->runs > 1) {
+		char more[96];
+		snprintf(more, sizeof(more), " (%d fresh browsers: a run that did not show every "
+			 "allowed request is done again)", p->runs);
+		strncat(ws->evidence, more, sizeof(ws->evidence) - strlen(ws->evidence) - 1);
+		strncat(om->evidence, more, sizeof(om->evidence) - strlen(om->evidence) - 1);
 	}
 out:
 	free(c);

@@ -126,12 +126,16 @@ struct finding {
 	/* the control's evidence, when there was one: "in the other session:
 	 * ..." or "on the host, as root with no filter: ..." */
 	char control[DG_AUDIT_EVIDENCE_MAX];
+	long long start_ms; /* when it began, from the audit's start */
+	bool with_next;     /* runs on with the next finding (one run, two findings) */
+	long long ms;       /* how long it took; -1 while it runs */
 };
 
 struct audit {
 	/* options */
 	const char *policy_path, *probe_path, *state_dir, *recordings;
 	bool json, state_dir_given;
+	bool progress; /* each phase and finding to stderr as it ends */
 	enum dg_profile profile;
 	/* the policy */
 	struct dg_policy policy;
@@ -161,6 +165,7 @@ struct audit {
 	struct finding *f;
 	int n;
 	long long t0_ms;
+	long long setup_ms; /* the sessions' start, before the first finding */
 	char started[32];
 };
 
@@ -222,8 +227,11 @@ struct tally {
 
 /* ---- the findings (cli-audit.c) ---- */
 
+/* A new finding that begins now (those before it end); NULL past the
+ * cap. dg_audit_finish_open ends those still open (before the report). */
 struct finding *dg_audit_add(struct audit *au, const char *edge, const char *id, const char *tried,
 			     const char *sink);
+void dg_audit_finish_open(struct audit *au);
 
 /* ---- running probes (cli-audit-run.c) ---- */
 
@@ -255,6 +263,7 @@ void dg_audit_resources_edge(struct audit *au);
 /* ---- the report (cli-audit-report.c) ---- */
 
 struct tally dg_audit_tally(const struct audit *au);
+const char *dg_audit_outcome_name(enum outcome o);
 json_t *dg_audit_report_json(const struct audit *au, int code);
 void dg_audit_kernel_ids(const struct audit *au, char *buf, size_t len);
 void dg_audit_report_text(const struct audit *au, FILE *out);

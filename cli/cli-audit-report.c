@@ -4,6 +4,11 @@
 
 static const char *const outcome_names[N_OUTCOMES] = {
 	"contained", "allowed", "leaked", "not-checked", "error", "contained-by-kernel"};
+
+const char *dg_audit_outcome_name(enum outcome o)
+{
+	return o < N_OUTCOMES ? outcome_names[o] : "?";
+}
 /* ---- the report ---------------------------------------------------------------- */
 
 struct tally dg_audit_tally(const struct audit *au)
@@ -28,15 +33,18 @@ json_t *dg_audit_report_json(const struct audit *au, int code)
 				      "evidence", f->evidence);
 		if (o && f->control[0])
 			json_object_set_new(o, "control", json_string(f->control));
+		if (o)
+			json_object_set_new(o, "ms", json_integer(f->ms));
 		json_array_append_new(findings, o);
 	}
 	json_t *policy = json_pack("{s:s, s:s, s:s?}", "name",
 				   au->policy_path ? au->policy_path : "built-in default", "sha256",
 				   au->policy_hex, "path", au->policy_path);
-	return json_pack("{s:i, s:o, s:s, s:s, s:I, s:{s:s, s:s}, s:o, s:{s:i, s:i, s:i, s:i, "
+	return json_pack("{s:i, s:o, s:s, s:s, s:I, s:I, s:{s:s, s:s}, s:o, s:{s:i, s:i, s:i, s:i, "
 			 "s:i, s:i, s:i}, s:o, s:i}",
 			 "format", 1, "policy", policy, "profile", dg_profile_name(au->profile),
 			 "started", au->started, "duration_ms", (json_int_t)(dg_now_ms() - au->t0_ms),
+			 "setup_ms", (json_int_t)au->setup_ms,
 			 "deskgate_probe", "path", au->probe_real, "sha256", au->probe_hex,
 			 "findings", findings, "summary", "probes", au->n, "contained",
 			 t.n[OUT_CONTAINED], "contained_by_kernel", t.n[OUT_KERNEL], "allowed",

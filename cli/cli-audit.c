@@ -38,6 +38,29 @@
 #define MFD_EXEC 0x0010U
 #endif
 
+/* Ends the findings that run (ms < 0: their time is up to now) and, with
+ * --progress, says so. Findings run one after the other (or a few
+ * together, from one run), so they end when the next begins or the report
+ * is made. */
+void dg_audit_finish_open(struct audit *au)
+{
+	long long now = dg_now_ms() - au->t0_ms;
+	for (int i = 0; i < au->n; i++) {
+		struct finding *f = &au->f[i];
+		if (f->ms >= 0)
+			continue;
+		if (f->with_next && i == au->n - 1) {
+			f->with_next = false; /* it ends with the one added now */
+			continue;
+		}
+		f->ms = now - f->start_ms;
+		if (au->progress)
+			fprintf(stderr, "deskgate audit: %7.1f s  %-36s %s (%.1f s)\n",
+				(double)now / 1000.0, f->id, dg_audit_outcome_name(f->outcome),
+				(double)f->ms / 1000.0);
+	}
+}
+
 /* A new finding, or NULL past DG_AUDIT_FINDINGS_MAX (a bug: the battery is
  * fixed and smaller). */
 struct finding *dg_audit_add(struct audit *au, const char *edge, const char *id, const char *tried,
@@ -48,8 +71,11 @@ struct finding *dg_audit_add(struct audit *au, const char *edge, const char *id,
 			DG_AUDIT_FINDINGS_MAX, id);
 		return NULL;
 	}
+	dg_audit_finish_open(au);
 	struct finding *f = &au->f[au->n++];
 	memset(f, 0, sizeof(*f));
+	f->start_ms = dg_now_ms() - au->t0_ms;
+	f->ms = -1;
 	f->edge = edge;
 	fmt(f->id, sizeof(f->id), "%s.%s", edge, id);
 	fmt(f->tried, sizeof(f->tried), "%s", tried);
@@ -259,7 +285,7 @@ static const char *const audit_profiles[] = {"xterm", "browser", NULL};
 
 struct audit_args {
 	const char *policy, *profile, *state_dir, *recordings, *probe;
-	bool json;
+	bool json, progress;
 };
 
 static const struct dg_opt audit_opts[] = {
@@ -268,6 +294,8 @@ static const struct dg_opt audit_opts[] = {
 	DG_OPT_CHOICE_(struct audit_args, profile, "--profile", "xterm|browser", audit_profiles, 0,
 		       "the audited session's profile (default browser)"),
 	DG_OPT_SWITCH_(struct audit_args, json, "--json", "print one JSON object instead of lines"),
+	DG_OPT_SWITCH_(struct audit_args, progress, "--progress",
+		       "say on stderr what runs as it ends, with the time it took"),
 	DG_OPT_VALUE_(struct audit_args, state_dir, "--state-dir", "DIR", 0,
 		      "the gateway's state directory: probed, and where the result is kept "
 		      "(default /var/lib/deskgate when it exists)"),
@@ -299,6 +327,7 @@ static int parse_args(struct audit *au, int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	au->json = a.json;
+	au->progress = a.progress;
 	au->policy_path = a.policy;
 	au->state_dir = a.state_dir;
 	au->state_dir_given = a.state_dir != NULL;
@@ -370,6 +399,10 @@ int dg_cmd_audit(int argc, char **argv)
 		fprintf(stderr, "deskgate audit: cleaning up stale jails: %s\n", e2.msg);
 	if (load_probe(au, &err) || host_bait(au, &err) || start_sessions(au, &err))
 		goto failed;
+	au->setup_ms = dg_now_ms() - au->t0_ms;
+	if (au->progress)
+		fprintf(stderr, "deskgate audit: %7.1f s  the audited and the other session started\n",
+			(double)au->setup_ms / 1000.0);
 	dg_audit_egress_edge(au);
 	dg_audit_filesystem_edge(au);
 	dg_audit_credentials_edge(au);
@@ -377,6 +410,7 @@ int dg_cmd_audit(int argc, char **argv)
 	if (au->profile == DG_PROFILE_BROWSER)
 		dg_audit_browser_edge(au);
 	dg_audit_resources_edge(au);
+	dg_audit_finish_open(au);
 	stop_all(au);
 
 	struct tally t = dg_audit_tally(au);

@@ -74,6 +74,10 @@ void dg_cli_session_close(struct dg_cli_session *s);
 #define DG_AUDIT_OMNIBOX_PAUSE_MS "1000" /* between the omnibox's keys (a wait action) */
 #define DG_AUDIT_OMNIBOX_TRIES 3        /* the denied-then-allowed sequence, until the
 					 * allowed URL shows the keys opened a tab */
+#define DG_AUDIT_BAIT_TRIES_MS 45000    /* no new try (page or omnibox) starts past this,
+					 * from the browser's start: bounds one bait run */
+#define DG_AUDIT_BAIT_RUNS 2            /* fresh browsers, until one showed the page, its
+					 * worker and an omnibox tab */
 
 /* What the bait site received. */
 struct dg_audit_bait_seen {
@@ -81,6 +85,7 @@ struct dg_audit_bait_seen {
 	bool secret_page, secret_worker;  /* the denied ones */
 	bool secret_omnibox;              /* the denied URL typed, opened by alt+Enter */
 	bool ok_omnibox;                  /* an allowed one the same way: the keys worked */
+	int runs;                         /* fresh browsers it took (DG_AUDIT_BAIT_RUNS at most) */
 	char log[DG_AUDIT_BAIT_LOG_MAX];  /* its request lines, ';'-separated */
 };
 
@@ -89,11 +94,15 @@ struct dg_audit_bait_seen {
  * the site and, with deny, denies its /secret/ paths; opens the bait page
  * (WebSockets from the page and a worker), then types a /secret/ URL into
  * the omnibox and presses alt+Enter, then the same with an allowed URL;
- * tears everything down. Returns 0 with
+ * tears everything down. Each try starts only within DG_AUDIT_BAIT_TRIES_MS
+ * of the browser's start; a run that did not show all three allowed
+ * requests is done again in a fresh browser (DG_AUDIT_BAIT_RUNS in all).
+ * With progress, says each step on stderr as it ends (with the time it
+ * took). Returns 0 with
  * seen filled, or a negative errno (err says what could not run). Root
  * only (it starts a jail). */
-int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, struct dg_audit_bait_seen *seen,
-			   struct dg_err *err);
+int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, bool progress,
+			   struct dg_audit_bait_seen *seen, struct dg_err *err);
 
 /* ---- the live runner (cli-live.c) ---------------------------------------- */
 
