@@ -443,7 +443,24 @@ enum dg_wire {
 	DG_WIRE_CANONICAL,
 	DG_WIRE_ANTHROPIC,
 	DG_WIRE_OPENAI,
+	DG_WIRE_HELLO,     /* the agent's hello: no action, the events it wants */
 };
+
+/* What an agent may ask for in its hello, {"type": "hello", "events":
+ * [...]}: the messages its socket gets besides the answers (bits of
+ * dg_adapted.events). Without a hello it gets none: after an action, the
+ * next text message on the agent's socket is that action's answer. */
+enum dg_agent_event {
+	DG_AGENT_EVENT_PAGE = 1u << 0,     /* "page": the page changed (URL, title, tab) */
+	DG_AGENT_EVENT_GUARD = 1u << 1,    /* "guard": a download or file chooser refused */
+	DG_AGENT_EVENT_DECISION = 1u << 2, /* "decision": the browser's and the proxy's
+					      decisions on requests the page made */
+};
+#define DG_AGENT_EVENT_KINDS 3
+#define DG_AGENT_EVENTS_MAX 8 /* entries of a hello's "events" list */
+
+/* The name of one event bit ("page", ...), or NULL when it is not one. */
+const char *dg_agent_event_name(unsigned bit);
 
 /* The desktop's size and the size of the display the model was told about.
  * model_w = model_h = 0 means the same as the desktop. */
@@ -481,6 +498,7 @@ struct dg_adapted {
 						   pending_safety_checks (an array,
 						   maybe empty); NULL otherwise */
 	struct dg_adapt_scale scale;            /* as given, model size filled in */
+	unsigned events;                        /* DG_WIRE_HELLO: dg_agent_event bits */
 };
 
 /* Parses one message of len bytes (see "Which format a message is") for the
@@ -500,7 +518,7 @@ int dg_adapt_parse(const char *msg, size_t len, const struct dg_adapt_scale *sca
 /* Releases what a holds and zeroes it. Safe on a zeroed or freed struct. */
 void dg_adapted_free(struct dg_adapted *a);
 
-/* "canonical", "anthropic", "openai", "unknown". */
+/* "canonical", "anthropic", "openai", "hello", "unknown". */
 const char *dg_wire_name(enum dg_wire w);
 
 /* What happened to a parsed message, for its answer. Strings may be NULL;

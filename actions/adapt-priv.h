@@ -133,4 +133,7 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 /* An OpenAI computer_call item into a (call_id and safety checks first). */
 int dg_adapt_openai_call(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);
 
+/* The agent's hello (adapt-hello.c): its "events" into a->events. */
+int dg_adapt_hello(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);
+
 #endif

@@ -35,6 +35,8 @@ const char *dg_wire_name(enum dg_wire w)
 		return "anthropic";
 	case DG_WIRE_OPENAI:
 		return "openai";
+	case DG_WIRE_HELLO:
+		return "hello";
 	case DG_WIRE_UNKNOWN:
 		break;
 	}
@@ -450,6 +452,10 @@ static int detect(struct dg_adapt_ctx *c, const json_t *obj, size_t len, struct 
 		if (dg_adapt_str_is(type, "computer_call")) {
 			a->wire = DG_WIRE_OPENAI;
 			return dg_adapt_openai_call(c, obj, a);
+		}
+		if (dg_adapt_str_is(type, "hello")) {
+			a->wire = DG_WIRE_HELLO;
+			return dg_adapt_hello(c, obj, a);
 		}
 		if (strlen(s) == slen && dg_action_type_from_name(s) >= 0) {
 			a->wire = DG_WIRE_CANONICAL;

@@ -218,6 +218,14 @@ struct gw_session *dg_gw_session_find(struct gw *gw, const char *id)
 	return NULL;
 }
 
+void dg_gw_agent_event(struct gw_session *s, unsigned kind, json_t *ev)
+{
+	if (s->agent && (s->agent->events & kind))
+		dg_gw_ws_send_json(s->agent, ev);
+	else
+		json_decref(ev);
+}
+
 void dg_gw_broadcast(struct gw_session *s, json_t *ev)
 {
 	for (struct conn *o = s->observers; o; o = o->next_observer)

@@ -37,8 +37,15 @@ static void worker_event(struct gw_session *s, json_t *ev)
 	}
 	json_t *out = json_deep_copy(ev);
 	json_object_set_new(out, "type", json_string("event"));
-	if (s->agent)
-		dg_gw_ws_send_json(s->agent, json_incref(out));
+	/* The agent gets page and guard events only when its hello asked
+	 * (one rule for its socket: the next message after an action is the
+	 * answer); observers get every one. */
+	unsigned bit = !kind ? 0
+		       : strcmp(kind, "page") == 0  ? DG_AGENT_EVENT_PAGE
+		       : strcmp(kind, "guard") == 0 ? DG_AGENT_EVENT_GUARD
+						    : 0;
+	if (bit)
+		dg_gw_agent_event(s, bit, json_incref(out));
 	dg_gw_broadcast(s, out);
 	if (kind && strcmp(kind, "error") == 0) {
 		const char *m = json_string_value(json_object_get(ev, "message"));

@@ -156,11 +156,15 @@ void dg_gw_note(struct gw_session *s, json_t *ev)
 
 /* Ties a browser or egress decision to the action that led to it: the
  * number of the action running (1-based, as the recording counts them), or
- * null when the page acted on its own between actions. */
+ * null when the page acted on its own between actions. Decisions go to the
+ * agent too when its hello asked for them. */
 void dg_gw_note_decision(struct gw_session *s, json_t *ev)
 {
 	json_object_set_new(ev, "during_action",
 			    s->cur && !s->appr.pending ? json_integer((json_int_t)s->n_actions) : json_null());
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	if (type && strcmp(type, "decision") == 0)
+		dg_gw_agent_event(s, DG_AGENT_EVENT_DECISION, json_incref(ev));
 	dg_gw_note(s, ev);
 }
 

@@ -407,9 +407,32 @@ static void refuse_current(struct gw_session *s)
 	finish_request(s);
 }
 
+/* The agent's hello, in its turn among its messages: from now on its
+ * socket gets the events it names; answered with the session's hello and
+ * the events it now gets. */
+static void agent_hello(struct gw_session *s)
+{
+	struct request *r = s->cur;
+	if (r->agent) {
+		r->agent->events = r->ad.events;
+		json_t *j = dg_gw_session_hello(s);
+		json_t *names = json_array();
+		for (int i = 0; i < DG_AGENT_EVENT_KINDS; i++)
+			if (r->ad.events & (1u << i))
+				json_array_append_new(names, json_string(dg_agent_event_name(1u << i)));
+		json_object_set_new(j, "events", names);
+		dg_gw_ws_send_json(r->agent, j);
+	}
+	s->cur = NULL;
+	dg_gw_request_free(r);
+	run_next(s);
+}
+
 static void run_step(struct gw_session *s)
 {
 	struct request *r = s->cur;
+	if (r->ad.wire == DG_WIRE_HELLO)
+		return agent_hello(s);
 	s->last_activity_ms = dg_now_ms(); /* session.c's idle timer reads it */
 	dg_gw_decide_action(s, r, &r->ad.act[r->index]);
 	if (r->decision.verdict == DG_VERDICT_ASK)

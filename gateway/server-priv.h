@@ -86,6 +86,7 @@ struct conn {
 	bool closing;         /* close once the queue is sent */
 	long long window_start;
 	int window_count;     /* actions in the current one-second window */
+	unsigned events;      /* the agent: dg_agent_event bits its hello asked for */
 };
 
 /* An agent's message, waiting or running. */
@@ -353,6 +354,12 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 void dg_gw_session_ready(struct gw_session *s);
 void dg_gw_session_end(struct gw_session *s, const char *reason);
 json_t *dg_gw_session_json(const struct gw_session *s, bool with_token);
+/* The session's JSON with "type": "hello" (a new reference): what every
+ * connection gets first, and the answer to an agent's own hello. */
+json_t *dg_gw_session_hello(const struct gw_session *s);
+/* Sends ev (a new reference, taken) to s's agent when it asked for events
+ * of kind (a dg_agent_event bit) in its hello; drops it otherwise. */
+void dg_gw_agent_event(struct gw_session *s, unsigned kind, json_t *ev);
 bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t len);
 void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c);
 void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c);

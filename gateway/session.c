@@ -389,7 +389,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	memset(s, 0, sizeof(*s));
 }
 
-static json_t *hello(const struct gw_session *s)
+json_t *dg_gw_session_hello(const struct gw_session *s)
 {
 	json_t *j = dg_gw_session_json(s, false);
 	json_object_set_new(j, "type", json_string("hello"));
@@ -401,7 +401,7 @@ void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c)
 	s->agent = c;
 	lws_sul_cancel(&s->sul_grace);
 	touch(s);
-	dg_gw_ws_send_json(c, hello(s));
+	dg_gw_ws_send_json(c, dg_gw_session_hello(s));
 }
 
 void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c)
@@ -422,7 +422,7 @@ void dg_gw_session_observer_attach(struct gw_session *s, struct conn *c)
 	c->next_observer = s->observers;
 	s->observers = c;
 	s->n_observers++;
-	dg_gw_ws_send_json(c, hello(s));
+	dg_gw_ws_send_json(c, dg_gw_session_hello(s));
 	if (s->png)
 		dg_gw_ws_send_frame(c, s->png, s->png_len);
 }

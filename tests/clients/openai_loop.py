@@ -73,8 +73,9 @@ async def canonical(ws, action):
         if isinstance(msg, bytes):
             continue
         res = json.loads(msg)
-        if res.get("type") == "event":
-            continue
+        if res.get("type") in ("event", "decision"):
+            # An agent that asked for no events gets answers only.
+            raise SystemExit("the agent's socket carried %s before the answer" % msg[:300])
         if "frame" in res:
             await ws.recv()
         return res

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dg_test.h"
+#include "dg_test_agent.h"
 
 #define T_ACT 60
 /* Two glyphs are "different" when at least this share of the pixels inked
@@ -43,29 +44,10 @@ static const char *str(json_t *j, const char *key)
 	return s ? s : "";
 }
 
-/* The next text message (JSON) that is not an event; binary messages
- * before it are dropped unless png is given, where the last one goes. */
+/* The agent's next answer (frames before it dropped). */
 static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 {
-	double end = dg_test_now() + timeout_s;
-	for (;;) {
-		struct dg_ws_msg m;
-		double left = end - dg_test_now();
-		int r = dg_ws_recv(ws, left > 0 ? left : 0, &m);
-		cr_assert_eq(r, 1, "%s", r == 0 ? "no message in time" : "the connection closed");
-		if (m.binary) {
-			dg_ws_msg_free(&m);
-			continue;
-		}
-		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
-		dg_ws_msg_free(&m);
-		const char *type = str(j, "type");
-		if (strcmp(type, "event") == 0 || strcmp(type, "decision") == 0) {
-			json_decref(j);
-			continue;
-		}
-		return j;
-	}
+	return dg_test_agent_recv(ws, timeout_s, false);
 }
 
 static struct dg_ws *open_session(const char *profile)

@@ -34,6 +34,7 @@
 
 #include "egress-priv.h"
 #include "dg_test.h"
+#include "dg_test_agent.h"
 #include "server-priv.h"
 
 #define T_ACT 60.0     /* one action, at worst (ASan, a loaded machine) */
@@ -182,28 +183,10 @@ struct sess {
 	struct dg_ws *ws;
 };
 
-/* The next text message that is not an event (frames skipped). */
+/* The agent's next answer (frames before it dropped). */
 static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 {
-	double end = dg_test_now() + timeout_s;
-	for (;;) {
-		struct dg_ws_msg m;
-		double left = end - dg_test_now();
-		int r = dg_ws_recv(ws, left > 0 ? left : 0, &m);
-		cr_assert_eq(r, 1, "%s", r == 0 ? "no message in time" : "the connection closed");
-		if (m.binary) {
-			dg_ws_msg_free(&m);
-			continue;
-		}
-		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
-		cr_assert(j, "not JSON: %.200s", m.data);
-		dg_ws_msg_free(&m);
-		if (strcmp(str(j, "type"), "event") == 0) {
-			json_decref(j);
-			continue;
-		}
-		return j;
-	}
+	return dg_test_agent_recv(ws, timeout_s, false);
 }
 
 /* The agent's side of a session the POST created (its answer: created),

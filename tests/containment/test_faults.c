@@ -38,6 +38,7 @@
 
 #include "desktop/spawner/spawner.h"
 #include "dg_test.h"
+#include "dg_test_agent.h"
 
 #define T_ACT 60.0     /* one action, at worst */
 #define T_CREATE 120.0 /* one session creation, at worst */
@@ -182,28 +183,10 @@ static struct dg_ws *agent_connect(struct sess *s)
 	return ws;
 }
 
-/* The next text message as JSON (frames and worker events skipped). */
+/* The agent's next answer (frames before it dropped). */
 static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 {
-	double end = dg_test_now() + timeout_s;
-	for (;;) {
-		struct dg_ws_msg m;
-		double left = end - dg_test_now();
-		int r = dg_ws_recv(ws, left > 0 ? left : 0, &m);
-		cr_assert_eq(r, 1, "%s", r == 0 ? "no message in time" : "the connection closed");
-		if (m.binary) {
-			dg_ws_msg_free(&m);
-			continue;
-		}
-		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
-		cr_assert(j, "not JSON: %.200s", m.data);
-		dg_ws_msg_free(&m);
-		if (strcmp(str(j, "type"), "event") == 0) {
-			json_decref(j);
-			continue;
-		}
-		return j;
-	}
+	return dg_test_agent_recv(ws, timeout_s, false);
 }
 
 /* POST /v1/sessions, then the agent's WebSocket (hello read). */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dg_test.h"
+#include "dg_test_agent.h"
 
 #define T_ACT 60
 
@@ -73,6 +74,17 @@ static void handle(struct dg_site *s, int c, const char *path)
 			 "fetch('/sw-ok'),fetch('http://denied.test:%d/sw',{mode:'no-cors'})])));",
 			 s->other_port);
 		dg_site_reply(c, "200 OK", "application/javascript", "", js);
+	} else if (strncmp(path, "/selfnav", 8) == 0) {
+		/* A page that keeps changing by itself: its title every 50 ms,
+		 * its URL (pushState) every 120 ms, and it loads itself again
+		 * 6 times. */
+		dg_site_reply(c, "200 OK", "text/html", "",
+			      "<!doctype html><title>nav</title><script>"
+			      "const n=+new URLSearchParams(location.search).get('n')||0;let k=0;"
+			      "setInterval(()=>{document.title='nav '+n+' '+(k++)},50);"
+			      "setInterval(()=>{history.pushState(null,'','#'+k)},120);"
+			      "if(n<6)setTimeout(()=>{location.href='/selfnav?n='+(n+1)},400);"
+			      "</script>nav");
 	} else if (strcmp(path, "/file.bin") == 0) {
 		dg_site_reply(c, "200 OK", "application/octet-stream",
 			      "Content-Disposition: attachment; filename=x.bin\r\n", "payload");
@@ -100,25 +112,7 @@ static json_t *http(const char *method, const char *path, const char *token, con
 
 static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 {
-	double end = dg_test_now() + timeout_s;
-	for (;;) {
-		struct dg_ws_msg m;
-		double left = end - dg_test_now();
-		int r = dg_ws_recv(ws, left > 0 ? left : 0, &m);
-		cr_assert_eq(r, 1, "%s", r == 0 ? "no message in time" : "the connection closed");
-		if (m.binary) {
-			dg_ws_msg_free(&m);
-			continue; /* frames: not looked at here */
-		}
-		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
-		dg_ws_msg_free(&m);
-		const char *type = json_string_value(json_object_get(j, "type"));
-		if (type && strcmp(type, "event") == 0) {
-			json_decref(j);
-			continue;
-		}
-		return j;
-	}
+	return dg_test_agent_recv(ws, timeout_s, false);
 }
 
 /* Sends a canonical action and returns its result (after a "pending"
@@ -218,6 +212,122 @@ static unsigned long metric(const char *name)
 	unsigned long v = p ? strtoul(p + strlen(name), NULL, 10) : 0;
 	dg_http_free(&r);
 	return v;
+}
+
+/* The next text message, events included (for an agent that asked). */
+static json_t *recv_any(struct dg_ws *ws, double timeout_s)
+{
+	return dg_test_agent_recv(ws, timeout_s, true);
+}
+
+/* Issue 16, point 5: with a page that navigates by itself, the next text
+ * message after each action is its answer; page and decision events reach
+ * the agent only once its hello asked for them. */
+Test(policy_browser, agent_socket_answers_in_turn)
+{
+	char id[64], url[256];
+	struct dg_ws *ws = open_session(id, sizeof(id));
+	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d/selfnav\"}",
+		 allowed_site.port);
+	json_t *r = act(ws, url, NULL, 0);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "navigate: %s", str(r, "error"));
+	json_decref(r);
+	/* recv_json fails on anything but an answer; the page changes on its
+	 * own between actions too. */
+	usleep(1000000);
+	for (int i = 0; i < 12; i++)
+		json_decref(act(ws, "{\"type\":\"wait\",\"ms\":200}", NULL, 0));
+
+	/* The agent asks for page and decision events: answered by a hello. */
+	cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"hello\",\"events\":[\"decision\",\"page\"]}"), 0);
+	r = recv_json(ws, T_ACT);
+	cr_assert_str_eq(str(r, "type"), "hello");
+	cr_assert_str_eq(str(r, "id"), id);
+	char *ev = json_dumps(json_object_get(r, "events"), JSON_COMPACT);
+	cr_assert_str_eq(ev, "[\"page\",\"decision\"]");
+	free(ev);
+	json_decref(r);
+	int pages = 0, decisions = 0;
+	const char *then[] = {url, "{\"type\":\"wait\",\"ms\":200}"};
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(dg_ws_send_text(ws, then[i]), 0);
+		for (;;) {
+			r = recv_any(ws, T_ACT);
+			const char *type = str(r, "type");
+			if (strcmp(type, "event") == 0 && strcmp(str(r, "event"), "page") == 0)
+				pages++;
+			else if (strcmp(type, "decision") == 0)
+				decisions++;
+			else
+				cr_assert_str_eq(type, "result", "%s", json_dumps(r, 0));
+			bool done = strcmp(type, "result") == 0;
+			json_decref(r);
+			if (done)
+				break;
+		}
+		/* Between actions the worker reports what the page does on
+		 * its own: 2 s of it, no action running. */
+		for (double end = dg_test_now() + 2; i == 0 && dg_test_now() < end;) {
+			struct dg_ws_msg m;
+			if (dg_ws_recv(ws, end - dg_test_now(), &m) != 1)
+				break;
+			json_t *j = m.binary ? NULL : json_loadb((const char *)m.data, m.len, 0, NULL);
+			dg_ws_msg_free(&m);
+			if (j && strcmp(str(j, "type"), "event") == 0 &&
+			    strcmp(str(j, "event"), "page") == 0)
+				pages++;
+			else if (j && strcmp(str(j, "type"), "decision") == 0)
+				decisions++;
+			else if (j)
+				cr_assert_fail("between actions: %s", json_dumps(j, 0));
+			json_decref(j);
+		}
+	}
+	cr_assert_gt(pages, 0, "no page event after asking for them");
+	cr_assert_gt(decisions, 0, "no decision after asking for them (the page loads itself)");
+
+	/* Bad hellos are refused naming the field; the socket stays usable. */
+	const char *bad[][2] = {{"{\"type\":\"hello\",\"events\":[\"pages\"]}", "hello.events[0]"},
+				{"{\"type\":\"hello\",\"events\":[\"page\",\"page\"]}", "named twice"},
+				{"{\"type\":\"hello\",\"events\":\"page\"}", "hello.events"},
+				{"{\"type\":\"hello\",\"watch\":true}", "unknown field \"watch\""},
+				{"{\"type\":\"hello\",\"events\":[\"page\",\"page\",\"page\",\"page\","
+				 "\"page\",\"page\",\"page\",\"page\",\"page\"]}", "at most 8"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(dg_ws_send_text(ws, bad[i][0]), 0);
+		for (;;) { /* events asked for earlier may still come first */
+			r = recv_any(ws, T_ACT);
+			if (strcmp(str(r, "type"), "error") == 0)
+				break;
+			cr_assert(strcmp(str(r, "type"), "event") == 0 ||
+				  strcmp(str(r, "type"), "decision") == 0, "%s", json_dumps(r, 0));
+			json_decref(r);
+		}
+		const char *msg = json_string_value(
+			json_object_get(json_object_get(r, "error"), "message"));
+		cr_assert(msg && strstr(msg, bad[i][1]), "%s: %s", bad[i][0], msg ? msg : "(none)");
+		json_decref(r);
+	}
+
+	/* events [] asks for none again: answers only. */
+	cr_assert_eq(dg_ws_send_text(ws, "{\"type\":\"hello\",\"events\":[]}"), 0);
+	for (;;) {
+		r = recv_any(ws, T_ACT);
+		bool hello = strcmp(str(r, "type"), "hello") == 0;
+		if (hello)
+			cr_assert(json_array_size(json_object_get(r, "events")) == 0);
+		json_decref(r);
+		if (hello)
+			break;
+	}
+	json_decref(act(ws, url, NULL, 0));
+	usleep(1000000);
+	for (int i = 0; i < 8; i++)
+		json_decref(act(ws, "{\"type\":\"wait\",\"ms\":200}", NULL, 0));
+	dg_ws_close(ws);
+	char del[128];
+	snprintf(del, sizeof(del), "/v1/sessions/%s", id);
+	json_decref(http("DELETE", del, DG_TEST_AGENT_TOKEN, NULL, 200));
 }
 
 Test(policy_browser, every_way_out_of_the_browser)

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "dg_test.h"
+#include "dg_test_agent.h"
 
 #define T_ACT 60
 #define LOG_MAX 512
@@ -359,25 +360,7 @@ static json_t *http(const char *method, const char *path, const char *token, con
 
 static json_t *recv_json(struct dg_ws *ws, double timeout_s)
 {
-	double end = dg_test_now() + timeout_s;
-	for (;;) {
-		struct dg_ws_msg m;
-		double left = end - dg_test_now();
-		int r = dg_ws_recv(ws, left > 0 ? left : 0, &m);
-		cr_assert_eq(r, 1, "%s", r == 0 ? "no message in time" : "the connection closed");
-		if (m.binary) {
-			dg_ws_msg_free(&m);
-			continue;
-		}
-		json_t *j = json_loadb((const char *)m.data, m.len, 0, NULL);
-		dg_ws_msg_free(&m);
-		const char *type = json_string_value(json_object_get(j, "type"));
-		if (type && strcmp(type, "event") == 0) {
-			json_decref(j);
-			continue;
-		}
-		return j;
-	}
+	return dg_test_agent_recv(ws, timeout_s, false);
 }
 
 static json_t *act(struct dg_ws *ws, const char *action)

@@ -225,10 +225,7 @@ static bool take(struct sess *s)
 		cr_assert(j, "session %s: not JSON: %.200s", s->id, m.data);
 		dg_ws_msg_free(&m);
 		const char *type = str(j, "type");
-		if (strcmp(type, "event") == 0) {
-			json_decref(j);
-			continue;
-		}
+		DG_TEST_NO_STRAY_EVENT(j);
 		char *dump = json_dumps(j, JSON_COMPACT);
 		cr_assert_str_eq(type, "result", "session %s: answer %d is not a result: %.400s", s->id,
 				 s->answered + 1, dump);

@@ -1,5 +1,7 @@
 #include "dg_test.h"
 
+#include <jansson.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1803,4 +1805,16 @@ unsigned char *dg_test_png_rgb(const unsigned char *png, size_t len, int *w, int
 	*w = (int)pi.width;
 	*h = (int)pi.height;
 	return rgb;
+}
+
+int dg_test_stray_event(const void *json, char *buf, size_t len)
+{
+	const json_t *j = json;
+	const char *type = json_string_value(json_object_get(j, "type"));
+	if (!type || (strcmp(type, "event") != 0 && strcmp(type, "decision") != 0))
+		return 0;
+	char *text = json_dumps(j, JSON_COMPACT);
+	snprintf(buf, len, "%s", text ? text : type);
+	free(text);
+	return 1;
 }

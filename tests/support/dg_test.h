@@ -359,4 +359,21 @@ char *dg_test_read_file(const char *path);
  * mount and parent ids. Returns how many and lists them in what. */
 int dg_test_new_mounts(const char *before, char *what, size_t what_len);
 
+/* 1 when json (a json_t * read from an agent's socket) is an event or a
+ * decision, which an agent's socket carries only when its hello asked for
+ * them; its text (cut to len) then goes into buf. 0 otherwise. */
+int dg_test_stray_event(const void *json, char *buf, size_t len);
+
+/* Fails the test when j, read from an agent's socket that asked for no
+ * events, is not an answer (docs/agents.md: after an action, the next text
+ * message is its answer). Needs criterion. */
+#define DG_TEST_NO_STRAY_EVENT(j)                                                              \
+	do {                                                                                   \
+		char stray_[512];                                                              \
+		cr_assert(!dg_test_stray_event((j), stray_, sizeof(stray_)),                   \
+			  "the agent's socket carried a message that is no answer, without a " \
+			  "hello asking for events: %s",                                       \
+			  stray_);                                                             \
+	} while (0)
+
 #endif
