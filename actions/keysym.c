@@ -33,12 +33,17 @@ enum {
 	KS_END = 0xff57,
 	KS_INSERT = 0xff63,
 	KS_F1 = 0xffbe,
+	KS_ISO_LOCK = 0xfe01,
+	KS_ISO_LEVEL5_LOCK = 0xfe13,
+	KS_ISO_LEFT_TAB = 0xfe20,
 	KS_SHIFT_L = 0xffe1,
+	KS_SHIFT_R = 0xffe2,
 	KS_CONTROL_L = 0xffe3,
 	KS_CAPS_LOCK = 0xffe5,
 	KS_META_L = 0xffe7,
 	KS_ALT_L = 0xffe9,
 	KS_SUPER_L = 0xffeb,
+	KS_HYPER_R = 0xffee,
 	KS_DELETE = 0xffff,
 	KS_SPACE = 0x20,
 };
@@ -231,6 +236,65 @@ int dg_keysym_name(uint32_t keysym, char *buf, size_t len)
 		n = snprintf(buf, len, "U%04X", (unsigned)cp);
 	}
 	return n >= 0 && (size_t)n < len ? 0 : -ENOSPC;
+}
+
+/* ---- the US layout's Shift level ------------------------------------------ */
+
+/* The keys of Xvnc's default keymap (XKB "pc105" with layout "us") that
+ * give another keysym with Shift: each key's level 1 and level 2, from
+ * xkb-data's symbols/us ("basic") and symbols/pc (Tab). The letters a..z
+ * and A..Z are the rest of that table and are computed. Checked against
+ * /usr/share/X11/xkb/symbols/us by tests/unit/test_actions_keysym.c. */
+static const struct {
+	uint32_t base, shifted;
+} us_shift_levels[] = {
+	{'`', '~'}, {'1', '!'}, {'2', '@'},  {'3', '#'}, {'4', '$'}, {'5', '%'},
+	{'6', '^'}, {'7', '&'}, {'8', '*'},  {'9', '('}, {'0', ')'}, {'-', '_'},
+	{'=', '+'}, {'[', '{'}, {']', '}'},  {';', ':'}, {'\'', '"'}, {',', '<'},
+	{'.', '>'}, {'/', '?'}, {'\\', '|'},
+	{KS_TAB, KS_ISO_LEFT_TAB},
+};
+
+int dg_keysym_us_shifted(uint32_t keysym, uint32_t *shifted)
+{
+	if (keysym >= 'a' && keysym <= 'z') {
+		*shifted = keysym - 'a' + 'A';
+		return 0;
+	}
+	for (size_t i = 0; i < N_OF(us_shift_levels); i++) {
+		if (us_shift_levels[i].base == keysym) {
+			*shifted = us_shift_levels[i].shifted;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int dg_keysym_us_unshifted(uint32_t keysym, uint32_t *base)
+{
+	if (keysym >= 'A' && keysym <= 'Z') {
+		*base = keysym - 'A' + 'a';
+		return 0;
+	}
+	for (size_t i = 0; i < N_OF(us_shift_levels); i++) {
+		if (us_shift_levels[i].shifted == keysym) {
+			*base = us_shift_levels[i].base;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+bool dg_keysym_is_shift(uint32_t keysym)
+{
+	return keysym == KS_SHIFT_L || keysym == KS_SHIFT_R;
+}
+
+bool dg_keysym_is_modifier(uint32_t keysym)
+{
+	/* Shift_L .. Hyper_R (keysymdef.h), ISO_Level3_Shift and its kin. */
+	return (keysym >= KS_SHIFT_L && keysym <= KS_HYPER_R) ||
+	       (keysym >= KS_ISO_LOCK && keysym <= KS_ISO_LEVEL5_LOCK);
 }
 
 /* ---- chords ---------------------------------------------------------------- */

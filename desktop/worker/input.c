@@ -44,10 +44,46 @@ static void modifiers(struct dg_input *in, unsigned mods, bool down)
 		key(in, ks[down ? i : n - 1 - i], down);
 }
 
+/* What a chord sends, as xdotool's key press yields it on the US layout
+ * (see "the US layout's Shift level" in actions/actions.h): the chord's
+ * keys in the order written, each key but a modifier at the Shift level in
+ * effect when it is pressed: with Shift held, the key's Shift keysym
+ * (shift+a sends Shift_L, A); a keysym of the Shift level without Shift
+ * held gets Shift_L pressed before it (ctrl+A sends Control_L, Shift_L, A),
+ * and the keys after it are at that level too. So Xvnc never has to fake
+ * a Shift level, which it does with Caps Lock. The canonical action keeps
+ * the chord as the agent wrote it. */
+struct sent_chord {
+	uint32_t keysyms[DG_CHORD_MAX + 1]; /* at most one Shift_L added */
+	int n;
+};
+
+static void plan_chord(const struct dg_chord *c, struct sent_chord *out)
+{
+	bool shift = false;
+	out->n = 0;
+	for (int i = 0; i < c->n; i++) {
+		uint32_t ks = c->keysyms[i], other;
+		if (dg_keysym_is_shift(ks)) {
+			shift = true;
+		} else if (!dg_keysym_is_modifier(ks)) {
+			if (shift && dg_keysym_us_shifted(ks, &other) == 0) {
+				ks = other;
+			} else if (!shift && dg_keysym_us_unshifted(ks, &other) == 0) {
+				out->keysyms[out->n++] = DG_KEYSYM_SHIFT_L;
+				shift = true;
+			}
+		}
+		out->keysyms[out->n++] = ks;
+	}
+}
+
 static void chord(struct dg_input *in, const struct dg_chord *c, bool down)
 {
-	for (int i = 0; i < c->n; i++)
-		key(in, c->keysyms[down ? i : c->n - 1 - i], down);
+	struct sent_chord s;
+	plan_chord(c, &s);
+	for (int i = 0; i < s.n; i++)
+		key(in, s.keysyms[down ? i : s.n - 1 - i], down);
 }
 
 /* Lets time pass between the clicks of a multi-click: applications drop
@@ -163,10 +199,24 @@ static int type_text(struct dg_input *in, const struct dg_action *a, struct dg_e
 	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
 	if (r == 0)
 		prime(in, ks, n);
+	/* A character of a key's Shift level (capitals, !, ?, ...) is typed
+	 * with Shift_L held, as a US keyboard types it, never left to Xvnc
+	 * (which would press Caps Lock); Shift is held across a run of such
+	 * characters and released before any other key (Shift+Return is not
+	 * Return to every application). */
+	bool shift = false;
 	for (size_t i = 0; r == 0 && i < n; i++) {
+		uint32_t base;
+		bool up = dg_keysym_us_unshifted(ks[i], &base) == 0;
+		if (up != shift) {
+			key(in, DG_KEYSYM_SHIFT_L, up);
+			shift = up;
+		}
 		key(in, ks[i], true);
 		key(in, ks[i], false);
 	}
+	if (shift)
+		key(in, DG_KEYSYM_SHIFT_L, false);
 	free(ks);
 	return r;
 }

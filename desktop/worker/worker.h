@@ -45,6 +45,7 @@
 #define DG_WORKER_PRIMED_MAX 256
 #define DG_WORKER_PRIME_PAUSE_MS 40
 #define DG_KEYSYM_CONTROL_L 0xffe3
+#define DG_KEYSYM_SHIFT_L 0xffe1
 /* After a page load, how long settling waits for the first screen update
  * (the paint of the new page) before it accepts an unchanged screen. */
 #define DG_WORKER_PAINT_WAIT_MS 500
