@@ -299,9 +299,9 @@ int dg_keys_format(const struct dg_chord *chords, int n, char *buf, size_t len);
  *
  * dg_keysym_us_shifted: the keysym the key of keysym gives with Shift, for
  * the keys whose Shift level differs (a..z, the digits and the US
- * punctuation keys, Tab); dg_keysym_us_unshifted: for a keysym at such a
- * key's Shift level (A..Z, !, ?, ISO_Left_Tab, ...), the key's level-1
- * keysym. Both return 0 or -ENOENT (any other keysym: its key has no other
+ * punctuation keys, Tab, the keypad with Num Lock off: KP_End -> KP_1);
+ * dg_keysym_us_unshifted: for a keysym at such a key's Shift level (A..Z,
+ * !, ?, ISO_Left_Tab, KP_1, ...), the key's level-1 keysym. Both return 0 or -ENOENT (any other keysym: its key has no other
  * Shift level, or it is no key of the layout). */
 int dg_keysym_us_shifted(uint32_t keysym, uint32_t *shifted);
 int dg_keysym_us_unshifted(uint32_t keysym, uint32_t *base);

@@ -32,6 +32,28 @@ enum {
 	KS_PAGE_DOWN = 0xff56,
 	KS_END = 0xff57,
 	KS_INSERT = 0xff63,
+	KS_KP_HOME = 0xff95,
+	KS_KP_LEFT = 0xff96,
+	KS_KP_UP = 0xff97,
+	KS_KP_RIGHT = 0xff98,
+	KS_KP_DOWN = 0xff99,
+	KS_KP_PRIOR = 0xff9a,
+	KS_KP_NEXT = 0xff9b,
+	KS_KP_END = 0xff9c,
+	KS_KP_BEGIN = 0xff9d,
+	KS_KP_INSERT = 0xff9e,
+	KS_KP_DELETE = 0xff9f,
+	KS_KP_DECIMAL = 0xffae,
+	KS_KP_0 = 0xffb0,
+	KS_KP_1 = 0xffb1,
+	KS_KP_2 = 0xffb2,
+	KS_KP_3 = 0xffb3,
+	KS_KP_4 = 0xffb4,
+	KS_KP_5 = 0xffb5,
+	KS_KP_6 = 0xffb6,
+	KS_KP_7 = 0xffb7,
+	KS_KP_8 = 0xffb8,
+	KS_KP_9 = 0xffb9,
 	KS_F1 = 0xffbe,
 	KS_ISO_LOCK = 0xfe01,
 	KS_ISO_LEVEL5_LOCK = 0xfe13,
@@ -242,9 +264,11 @@ int dg_keysym_name(uint32_t keysym, char *buf, size_t len)
 
 /* The keys of Xvnc's default keymap (XKB "pc105" with layout "us") that
  * give another keysym with Shift: each key's level 1 and level 2, from
- * xkb-data's symbols/us ("basic") and symbols/pc (Tab). The letters a..z
- * and A..Z are the rest of that table and are computed. Checked against
- * /usr/share/X11/xkb/symbols/us by tests/unit/test_actions_keysym.c. */
+ * xkb-data's symbols/us ("basic"), symbols/pc (Tab) and symbols/keypad
+ * ("x11": the keypad with Num Lock off, its digits at the Shift level, so
+ * KP_1 is typed with Shift, not by Xvnc turning Num Lock on and leaving
+ * it). The letters a..z and A..Z are the rest of that table and are
+ * computed. Checked against those files by tests/unit/test_actions_keysym.c. */
 static const struct {
 	uint32_t base, shifted;
 } us_shift_levels[] = {
@@ -253,6 +277,10 @@ static const struct {
 	{'=', '+'}, {'[', '{'}, {']', '}'},  {';', ':'}, {'\'', '"'}, {',', '<'},
 	{'.', '>'}, {'/', '?'}, {'\\', '|'},
 	{KS_TAB, KS_ISO_LEFT_TAB},
+	{KS_KP_HOME, KS_KP_7},  {KS_KP_UP, KS_KP_8},    {KS_KP_PRIOR, KS_KP_9},
+	{KS_KP_LEFT, KS_KP_4},  {KS_KP_BEGIN, KS_KP_5}, {KS_KP_RIGHT, KS_KP_6},
+	{KS_KP_END, KS_KP_1},   {KS_KP_DOWN, KS_KP_2},  {KS_KP_NEXT, KS_KP_3},
+	{KS_KP_INSERT, KS_KP_0}, {KS_KP_DELETE, KS_KP_DECIMAL},
 };
 
 int dg_keysym_us_shifted(uint32_t keysym, uint32_t *shifted)

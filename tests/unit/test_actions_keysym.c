@@ -666,13 +666,17 @@ static size_t read_xkb_levels(const char *path, const char *section, const char 
 }
 
 /* The table is exactly the layout Xvnc runs: every two-level key of "us"
- * (basic) and the Tab key of "pc" map both ways, and nothing else does. */
+ * (basic), the Tab key of "pc" and the keypad of "keypad" (x11) map both
+ * ways, and nothing else does. */
 Test(us_shift, table_is_the_xkb_us_layout)
 {
 	uint32_t pairs[128][2];
 	size_t n = read_xkb_levels(XKB_DIR "/us", "basic", NULL, pairs, 100);
 	cr_assert_eq(n, 47, "%zu two-level keys in us(basic)", n);
 	n += read_xkb_levels(XKB_DIR "/pc", "pc105", "TAB", pairs + n, 128 - n);
+	size_t n_keypad = read_xkb_levels(XKB_DIR "/keypad", "x11", NULL, pairs + n, 128 - n);
+	cr_assert_eq(n_keypad, 12, "%zu two-level keys in keypad(x11)", n_keypad);
+	n += n_keypad;
 	size_t with_levels = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t a = pairs[i][0], b = pairs[i][1], got;
@@ -694,7 +698,8 @@ Test(us_shift, table_is_the_xkb_us_layout)
 	}
 	cr_assert_eq(known, with_levels, "%zu keysyms with a Shift level, the layout has %zu",
 		     known, with_levels);
-	cr_assert_eq(with_levels, 48); /* 47 of us(basic) and Tab */
+	/* 47 of us(basic), Tab, 11 of the keypad (KPPT is KP_Decimal twice) */
+	cr_assert_eq(with_levels, 59);
 }
 
 Test(us_shift, examples_and_refusals)
@@ -708,6 +713,8 @@ Test(us_shift, examples_and_refusals)
 	cr_assert_eq(got, '?');
 	cr_assert_eq(dg_keysym_us_shifted(0xff09, &got), 0); /* Tab */
 	cr_assert_eq(got, 0xfe20);                            /* ISO_Left_Tab */
+	cr_assert_eq(dg_keysym_us_unshifted(0xffb1, &got), 0); /* KP_1 */
+	cr_assert_eq(got, 0xff9c);                             /* KP_End */
 	cr_assert_eq(dg_keysym_us_unshifted('Z', &got), 0);
 	cr_assert_eq(got, 'z');
 	cr_assert_eq(dg_keysym_us_unshifted('"', &got), 0);
