@@ -313,6 +313,12 @@ Test(keys, browser_shifted_chords_and_text, .timeout = 300)
 	page_key(&g, "a", "log:a|a");
 	page_key(&g, "A", "log:S-Shift S-A|A");
 
+	/* hold_key presses and releases the same keys: nothing stays down. */
+	act0(&g, "{\"type\":\"hold_key\",\"keys\":\"shift+a\",\"ms\":100}");
+	assert_title(&g, "log:S-Shift S-A|A", "hold_key shift+a");
+	assert_x_state(&g, "hold_key shift+a");
+	clear_log(&g, "hold_key shift+a");
+
 	/* OpenAI: ["SHIFT", "A"] is the chord Shift_L+a. */
 	openai_keypress(&g, "[\"SHIFT\",\"A\"]");
 	assert_title(&g, "log:S-Shift S-A|A", "keypress [SHIFT, A]");
