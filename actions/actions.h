@@ -286,6 +286,33 @@ int dg_keys_parse(const char *keys, struct dg_chord *chords, int max, int *n,
  * Returns 0, -ENOENT (a keysym without a name) or -ENOSPC. */
 int dg_keys_format(const struct dg_chord *chords, int n, char *buf, size_t len);
 
+/* ---- the US layout's Shift level ---------------------------------------------
+ *
+ * Xvnc's keymap is the US layout, and a key event names a keysym, not a
+ * key: a keysym that its key gives at the other Shift level than the one
+ * held makes Xvnc fake its way there (it presses Caps Lock and leaves it
+ * on, or releases Shift), so "shift+a" sent as Shift_L, a arrives as "a".
+ * The desktop's input therefore sends what xdotool's key press yields on
+ * that layout: with Shift held, the key's Shift keysym (a -> A, 1 -> !,
+ * slash -> question, Tab -> ISO_Left_Tab); a keysym of the Shift level
+ * without Shift held, with Shift pressed around it.
+ *
+ * dg_keysym_us_shifted: the keysym the key of keysym gives with Shift, for
+ * the keys whose Shift level differs (a..z, the digits and the US
+ * punctuation keys, Tab, the keypad with Num Lock off: KP_End -> KP_1);
+ * dg_keysym_us_unshifted: for a keysym at such a key's Shift level (A..Z,
+ * !, ?, ISO_Left_Tab, KP_1, ...), the key's level-1 keysym. Both return 0 or -ENOENT (any other keysym: its key has no other
+ * Shift level, or it is no key of the layout). */
+int dg_keysym_us_shifted(uint32_t keysym, uint32_t *shifted);
+int dg_keysym_us_unshifted(uint32_t keysym, uint32_t *base);
+
+/* Shift_L or Shift_R. */
+bool dg_keysym_is_shift(uint32_t keysym);
+
+/* A modifier keysym (Shift_L..Hyper_R, ISO_Lock..ISO_Level5_Lock): held
+ * while the chord's other keys are pressed. */
+bool dg_keysym_is_modifier(uint32_t keysym);
+
 /* ---- text ------------------------------------------------------------------ */
 
 /* The keysym that types Unicode code point cp: '\n' and '\r' -> Return

@@ -32,13 +32,40 @@ enum {
 	KS_PAGE_DOWN = 0xff56,
 	KS_END = 0xff57,
 	KS_INSERT = 0xff63,
+	KS_KP_HOME = 0xff95,
+	KS_KP_LEFT = 0xff96,
+	KS_KP_UP = 0xff97,
+	KS_KP_RIGHT = 0xff98,
+	KS_KP_DOWN = 0xff99,
+	KS_KP_PRIOR = 0xff9a,
+	KS_KP_NEXT = 0xff9b,
+	KS_KP_END = 0xff9c,
+	KS_KP_BEGIN = 0xff9d,
+	KS_KP_INSERT = 0xff9e,
+	KS_KP_DELETE = 0xff9f,
+	KS_KP_DECIMAL = 0xffae,
+	KS_KP_0 = 0xffb0,
+	KS_KP_1 = 0xffb1,
+	KS_KP_2 = 0xffb2,
+	KS_KP_3 = 0xffb3,
+	KS_KP_4 = 0xffb4,
+	KS_KP_5 = 0xffb5,
+	KS_KP_6 = 0xffb6,
+	KS_KP_7 = 0xffb7,
+	KS_KP_8 = 0xffb8,
+	KS_KP_9 = 0xffb9,
 	KS_F1 = 0xffbe,
+	KS_ISO_LOCK = 0xfe01,
+	KS_ISO_LEVEL5_LOCK = 0xfe13,
+	KS_ISO_LEFT_TAB = 0xfe20,
 	KS_SHIFT_L = 0xffe1,
+	KS_SHIFT_R = 0xffe2,
 	KS_CONTROL_L = 0xffe3,
 	KS_CAPS_LOCK = 0xffe5,
 	KS_META_L = 0xffe7,
 	KS_ALT_L = 0xffe9,
 	KS_SUPER_L = 0xffeb,
+	KS_HYPER_R = 0xffee,
 	KS_DELETE = 0xffff,
 	KS_SPACE = 0x20,
 };
@@ -231,6 +258,71 @@ int dg_keysym_name(uint32_t keysym, char *buf, size_t len)
 		n = snprintf(buf, len, "U%04X", (unsigned)cp);
 	}
 	return n >= 0 && (size_t)n < len ? 0 : -ENOSPC;
+}
+
+/* ---- the US layout's Shift level ------------------------------------------ */
+
+/* The keys of Xvnc's default keymap (XKB "pc105" with layout "us") that
+ * give another keysym with Shift: each key's level 1 and level 2, from
+ * xkb-data's symbols/us ("basic"), symbols/pc (Tab) and symbols/keypad
+ * ("x11": the keypad with Num Lock off, its digits at the Shift level, so
+ * KP_1 is typed with Shift, not by Xvnc turning Num Lock on and leaving
+ * it). The letters a..z and A..Z are the rest of that table and are
+ * computed. Checked against those files by tests/unit/test_actions_keysym.c. */
+static const struct {
+	uint32_t base, shifted;
+} us_shift_levels[] = {
+	{'`', '~'}, {'1', '!'}, {'2', '@'},  {'3', '#'}, {'4', '$'}, {'5', '%'},
+	{'6', '^'}, {'7', '&'}, {'8', '*'},  {'9', '('}, {'0', ')'}, {'-', '_'},
+	{'=', '+'}, {'[', '{'}, {']', '}'},  {';', ':'}, {'\'', '"'}, {',', '<'},
+	{'.', '>'}, {'/', '?'}, {'\\', '|'},
+	{KS_TAB, KS_ISO_LEFT_TAB},
+	{KS_KP_HOME, KS_KP_7},  {KS_KP_UP, KS_KP_8},    {KS_KP_PRIOR, KS_KP_9},
+	{KS_KP_LEFT, KS_KP_4},  {KS_KP_BEGIN, KS_KP_5}, {KS_KP_RIGHT, KS_KP_6},
+	{KS_KP_END, KS_KP_1},   {KS_KP_DOWN, KS_KP_2},  {KS_KP_NEXT, KS_KP_3},
+	{KS_KP_INSERT, KS_KP_0}, {KS_KP_DELETE, KS_KP_DECIMAL},
+};
+
+int dg_keysym_us_shifted(uint32_t keysym, uint32_t *shifted)
+{
+	if (keysym >= 'a' && keysym <= 'z') {
+		*shifted = keysym - 'a' + 'A';
+		return 0;
+	}
+	for (size_t i = 0; i < N_OF(us_shift_levels); i++) {
+		if (us_shift_levels[i].base == keysym) {
+			*shifted = us_shift_levels[i].shifted;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int dg_keysym_us_unshifted(uint32_t keysym, uint32_t *base)
+{
+	if (keysym >= 'A' && keysym <= 'Z') {
+		*base = keysym - 'A' + 'a';
+		return 0;
+	}
+	for (size_t i = 0; i < N_OF(us_shift_levels); i++) {
+		if (us_shift_levels[i].shifted == keysym) {
+			*base = us_shift_levels[i].base;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+bool dg_keysym_is_shift(uint32_t keysym)
+{
+	return keysym == KS_SHIFT_L || keysym == KS_SHIFT_R;
+}
+
+bool dg_keysym_is_modifier(uint32_t keysym)
+{
+	/* Shift_L .. Hyper_R (keysymdef.h), ISO_Level3_Shift and its kin. */
+	return (keysym >= KS_SHIFT_L && keysym <= KS_HYPER_R) ||
+	       (keysym >= KS_ISO_LOCK && keysym <= KS_ISO_LEVEL5_LOCK);
 }
 
 /* ---- chords ---------------------------------------------------------------- */

@@ -26,13 +26,8 @@
 #include "desktop/worker/cdp-priv.h"
 #include "desktop/worker/frame-priv.h"
 #include "desktop/worker/guard-priv.h"
+#include "desktop/worker/input-priv.h"
 #include "desktop/worker/worker.h"
-
-/* RFB button-mask bits of the wheel: 4 up, 5 down, 6 left, 7 right. */
-#define WHEEL_UP 4
-#define WHEEL_DOWN 5
-#define WHEEL_LEFT 6
-#define WHEEL_RIGHT 7
 
 enum phase {
 	PHASE_IDLE,
@@ -61,16 +56,13 @@ struct worker {
 	long long next_probe;    /* ms: the next idle tab probe, with more than one page */
 	bool await_paint;        /* settling after a page load: see advance() */
 	int quiet_ms;            /* the quiet period this settling waits for */
-	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
-	int n_primed;
 	enum dg_profile profile;
 	int width, height;
 	/* framebuffer bookkeeping */
 	uint64_t area;           /* pixels received since connecting */
 	long long last_update;   /* ms of the last framebuffer rectangle */
 	uint64_t updates;
-	int buttons;             /* RFB button mask held now */
-	int px, py;              /* pointer position */
+	struct dg_input in;      /* the input sent to Xvnc (input.c) */
 	/* the action in progress */
 	enum phase phase;
 	struct dg_action act;
@@ -140,50 +132,14 @@ static void on_update(rfbClient *c, int x, int y, int w, int h)
 
 /* ---- RFB input ---------------------------------------------------------- */
 
-static void pointer(struct worker *w, int x, int y, int mask)
-{
-	w->px = x;
-	w->py = y;
-	w->buttons = mask;
-	if (!SendPointerEvent(w->vnc, x, y, mask))
-		die("sending a pointer event failed: the desktop is gone");
-}
-
-static void key(struct worker *w, uint32_t keysym, bool down)
-{
-	if (!SendKeyEvent(w->vnc, keysym, down ? TRUE : FALSE))
-		die("sending a key event failed: the desktop is gone");
-}
-
-static int button_bit(enum dg_button b)
-{
-	return 1 << ((int)b - 1);
-}
-
-static void modifiers(struct worker *w, unsigned mods, bool down)
-{
-	uint32_t ks[DG_MOD_COUNT];
-	int n = dg_modifier_keysyms(mods, ks);
-	for (int i = 0; i < n; i++)
-		key(w, ks[down ? i : n - 1 - i], down);
-}
-
-static void chord(struct worker *w, const struct dg_chord *c, bool down)
-{
-	for (int i = 0; i < c->n; i++)
-		key(w, c->keysyms[down ? i : c->n - 1 - i], down);
-}
-
 static void pump_rfb(struct worker *w);
 
-/* Lets time pass between the clicks of a multi-click: applications drop
- * a press whose server timestamp equals the previous one's. Xvnc handles a
- * client's messages in order, so the answer to a full 1x1 update request
- * sent after the first click proves that click was processed; then the
- * pause gives the next press a later timestamp even when Xvnc was busy.
- * The worker blocks for these few milliseconds; it serves one session. */
-static void gap(struct worker *w, int ms)
+/* dg_input's sync: Xvnc handles a client's messages in order, so the
+ * answer to a full 1x1 update request sent now proves that everything sent
+ * before it was processed. */
+static void sync_rfb(void *arg)
 {
+	struct worker *w = arg;
 	uint64_t before = w->updates;
 	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, FALSE))
 		die("the desktop is gone");
@@ -196,116 +152,6 @@ static void gap(struct worker *w, int ms)
 		}
 		pump_rfb(w);
 	}
-	struct timespec ts = {0, (long)ms * 1000000};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static void click(struct worker *w, const struct dg_action *a)
-{
-	int bit = button_bit(a->button);
-	modifiers(w, a->modifiers, true);
-	pointer(w, a->x, a->y, w->buttons);
-	for (int i = 0; i < a->count; i++) {
-		if (i > 0)
-			gap(w, DG_WORKER_CLICK_GAP_MS);
-		pointer(w, a->x, a->y, w->buttons | bit);
-		pointer(w, a->x, a->y, w->buttons & ~bit);
-	}
-	modifiers(w, a->modifiers, false);
-}
-
-static void drag(struct worker *w, const struct dg_action *a)
-{
-	int bit = button_bit(a->button);
-	modifiers(w, a->modifiers, true);
-	pointer(w, a->path[0][0], a->path[0][1], w->buttons);
-	pointer(w, a->path[0][0], a->path[0][1], w->buttons | bit);
-	/* Intermediate motion so the application sees a drag, not a jump. */
-	for (int i = 1; i < a->n_path; i++) {
-		int x0 = a->path[i - 1][0], y0 = a->path[i - 1][1];
-		int x1 = a->path[i][0], y1 = a->path[i][1];
-		int steps = abs(x1 - x0) > abs(y1 - y0) ? abs(x1 - x0) : abs(y1 - y0);
-		steps = steps / 16 + 1;
-		for (int s = 1; s <= steps; s++)
-			pointer(w, x0 + (x1 - x0) * s / steps, y0 + (y1 - y0) * s / steps, w->buttons);
-	}
-	int last = a->n_path - 1;
-	pointer(w, a->path[last][0], a->path[last][1], w->buttons & ~bit);
-	modifiers(w, a->modifiers, false);
-}
-
-static void wheel(struct worker *w, int button, int notches)
-{
-	int bit = 1 << (button - 1);
-	for (int i = 0; i < notches; i++) {
-		pointer(w, w->px, w->py, w->buttons | bit);
-		pointer(w, w->px, w->py, w->buttons & ~bit);
-	}
-}
-
-static void scroll(struct worker *w, const struct dg_action *a)
-{
-	modifiers(w, a->modifiers, true);
-	pointer(w, a->x, a->y, w->buttons);
-	wheel(w, a->dy > 0 ? WHEEL_DOWN : WHEEL_UP, abs(a->dy));
-	wheel(w, a->dx > 0 ? WHEEL_RIGHT : WHEEL_LEFT, abs(a->dx));
-	modifiers(w, a->modifiers, false);
-}
-
-/* Xvnc maps a keysym that is not in its keymap (é, 漢, 😀) onto a spare
- * keycode when it is first pressed, and sends the press right after the
- * keymap change. Chromium can read that first press with its old keymap and
- * drop the character. So, in the browser, the first use of such a keysym is
- * primed: pressed with Control held (which inserts no text), then a pause
- * for the browser to take the new keymap, then typed for real. xterm reads
- * the keymap change before the key and needs none of this. */
-static bool needs_priming(struct worker *w, uint32_t ks)
-{
-	if (w->profile != DG_PROFILE_BROWSER || (ks >= 0x20 && ks <= 0x7e) || (ks & 0xff00) == 0xff00)
-		return false;
-	for (int i = 0; i < w->n_primed; i++) {
-		if (w->primed[i] == ks)
-			return false;
-	}
-	return true;
-}
-
-static void prime(struct worker *w, const uint32_t *ks, size_t n)
-{
-	bool any = false;
-	for (size_t i = 0; i < n; i++) {
-		if (!needs_priming(w, ks[i]))
-			continue;
-		key(w, DG_KEYSYM_CONTROL_L, true);
-		key(w, ks[i], true);
-		key(w, ks[i], false);
-		key(w, DG_KEYSYM_CONTROL_L, false);
-		if (w->n_primed < DG_WORKER_PRIMED_MAX)
-			w->primed[w->n_primed++] = ks[i];
-		else
-			w->primed[ks[i] % DG_WORKER_PRIMED_MAX] = ks[i];
-		any = true;
-	}
-	if (any)
-		gap(w, DG_WORKER_PRIME_PAUSE_MS);
-}
-
-static int type_text(struct worker *w, const struct dg_action *a, struct dg_err *err)
-{
-	size_t max = a->text_len + 1, n = 0;
-	uint32_t *ks = calloc(max, sizeof(*ks));
-	if (!ks)
-		return dg_err_set(err, -ENOMEM, "out of memory");
-	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
-	if (r == 0)
-		prime(w, ks, n);
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		key(w, ks[i], true);
-		key(w, ks[i], false);
-	}
-	free(ks);
-	return r;
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -402,7 +248,7 @@ static void finish(struct worker *w)
 	}
 	json_t *res = json_pack("{s:I, s:b, s:s, s:[i,i], s:I, s:f, s:I}", "id", (json_int_t)w->id,
 				"ok", w->error == NULL, "action", dg_action_type_name(w->act.type),
-				"cursor", w->px, w->py, "settle_ms",
+				"cursor", w->in.px, w->in.py, "settle_ms",
 				(json_int_t)(t_end - w->t_injected), "encode_ms", encode_ms,
 				"total_ms", (json_int_t)(t_end - w->t_start));
 	if (!res)
@@ -575,7 +421,7 @@ static void barrier(struct worker *w)
 				   "awaitPromise", 1, "returnByValue", 1);
 	/* The keys are in the browser's X queue once Xvnc has answered a
 	 * request sent after them: only then is the page asked for frames. */
-	gap(w, 0);
+	sync_rfb(w);
 	w->phase = PHASE_BARRIER;
 	w->t_injected = dg_now_ms();
 	w->nav_deadline = w->t_injected + DG_WORKER_BARRIER_MAX_MS;
@@ -706,38 +552,23 @@ static void run_action(struct worker *w)
 	}
 	switch (a->type) {
 	case DG_ACTION_CLICK:
-		click(w, a);
-		break;
 	case DG_ACTION_MOVE:
-		modifiers(w, a->modifiers, true);
-		pointer(w, a->x, a->y, w->buttons);
-		modifiers(w, a->modifiers, false);
-		break;
 	case DG_ACTION_DRAG:
-		drag(w, a);
-		break;
 	case DG_ACTION_MOUSE_DOWN:
-	case DG_ACTION_MOUSE_UP: {
-		int bit = button_bit(a->button);
-		int x = a->has_xy ? a->x : w->px, y = a->has_xy ? a->y : w->py;
-		pointer(w, x, y, a->type == DG_ACTION_MOUSE_DOWN ? w->buttons | bit : w->buttons & ~bit);
-		break;
-	}
+	case DG_ACTION_MOUSE_UP:
 	case DG_ACTION_SCROLL:
-		scroll(w, a);
-		break;
 	case DG_ACTION_TYPE:
-		if (type_text(w, a, &err))
+	case DG_ACTION_KEY: {
+		int r = dg_input_run(&w->in, a, &err);
+		if (r == -EPIPE)
+			die("%s", err.msg);
+		if (r)
 			set_error(w, "%s", err.msg);
 		break;
-	case DG_ACTION_KEY:
-		for (int i = 0; i < a->n_chords; i++) {
-			chord(w, &a->chords[i], true);
-			chord(w, &a->chords[i], false);
-		}
-		break;
+	}
 	case DG_ACTION_HOLD_KEY:
-		chord(w, &a->chords[0], true);
+		if (dg_input_chord(&w->in, &a->chords[0], true, &err))
+			die("%s", err.msg);
 		w->hold_until = dg_now_ms() + a->ms;
 		w->phase = PHASE_HOLD;
 		return;
@@ -836,7 +667,8 @@ static int advance(struct worker *w)
 	case PHASE_HOLD:
 		if (t < w->hold_until)
 			return (int)(w->hold_until - t);
-		chord(w, &w->act.chords[0], false);
+		if (dg_input_chord(&w->in, &w->act.chords[0], false, &(struct dg_err){{0}}))
+			die("sending a key event failed: the desktop is gone");
 		settle(w);
 		return 0;
 	case PHASE_WAIT:
@@ -984,8 +816,9 @@ static void connect_rfb(struct worker *w)
 		}
 		pump_rfb(w);
 	}
-	w->px = w->width / 2;
-	w->py = w->height / 2;
+	w->in = (struct dg_input){.vnc = c, .prime = w->profile == DG_PROFILE_BROWSER,
+				  .px = w->width / 2, .py = w->height / 2,
+				  .sync = sync_rfb, .sync_arg = w};
 }
 
 /* The first frame shows the X server's empty root window: the profile's

@@ -2,7 +2,8 @@
  * into screenshots and actions into input. It parses the hostile desktop's
  * bytes (RFB from Xvnc, DevTools JSON from Chromium) so that its owner never
  * does. Single-threaded: one poll loop over the control socket, the RFB
- * socket and the DevTools pipes (worker.c), with the DevTools client
+ * socket and the DevTools pipes (worker.c), with the RFB input (input.c:
+ * actions as pointer and key events), the DevTools client
  * (cdp.c: the pipe, cdp-page.c: the page state), the browser guard
  * (guard.c) and the PNG encoder (frame.c: checks, scaling, hash;
  * frame-png.c: libpng; frame-stripes.c: the striped, cached encoder).
@@ -40,10 +41,11 @@
 /* Longest wait for Xvnc to answer the sync request between clicks. */
 #define DG_WORKER_SYNC_MAX_MS 200
 /* Keysyms outside the keymap primed before their first use in the browser
- * (see prime() in worker.c), and the pause that lets the browser follow. */
+ * (see prime() in input.c), and the pause that lets the browser follow. */
 #define DG_WORKER_PRIMED_MAX 256
 #define DG_WORKER_PRIME_PAUSE_MS 40
 #define DG_KEYSYM_CONTROL_L 0xffe3
+#define DG_KEYSYM_SHIFT_L 0xffe1
 /* After a page load, how long settling waits for the first screen update
  * (the paint of the new page) before it accepts an unchanged screen. */
 #define DG_WORKER_PAINT_WAIT_MS 500

@@ -623,3 +623,121 @@ Test(text, codepoint_rule)
 	cr_assert_eq(dg_keysym_from_codepoint(0x110000, &k), -EINVAL);
 	cr_assert_eq(dg_keysym_from_codepoint(0xffffffff, &k), -EINVAL);
 }
+
+/* ---- the US layout's Shift level ------------------------------------------ */
+
+#define XKB_DIR "/usr/share/X11/xkb/symbols"
+
+/* Reads the two-level keys `key <NAME> { [ level1, level2 ] };` of the
+ * xkb_symbols section `section` of an XKB symbols file (only the key named
+ * only, when not NULL) into pairs (keysyms by their X names); returns how
+ * many. */
+static size_t read_xkb_levels(const char *path, const char *section, const char *only,
+			      uint32_t (*pairs)[2], size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert(f, "cannot open %s (xkb-data)", path);
+	char line[512], want[128];
+	snprintf(want, sizeof(want), "xkb_symbols \"%s\"", section);
+	bool in = false;
+	size_t n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!in) {
+			in = strstr(line, want) != NULL;
+			continue;
+		}
+		if (strncmp(line, "};", 2) == 0)
+			break;
+		char name[16], l1[64], l2[64];
+		int end = 0;
+		if (sscanf(line, " key <%15[^>]> { [ %63[^, \t] , %63[^],\t ] ] } ;%n", name, l1, l2,
+			   &end) != 3 || end == 0)
+			continue;
+		if (only && strcmp(name, only) != 0)
+			continue;
+		cr_assert_lt(n, cap);
+		cr_assert_eq(dg_keysym_from_name(l1, &pairs[n][0]), 0, "%s: %s", path, l1);
+		cr_assert_eq(dg_keysym_from_name(l2, &pairs[n][1]), 0, "%s: %s", path, l2);
+		n++;
+	}
+	fclose(f);
+	cr_assert(in, "no section %s in %s", section, path);
+	return n;
+}
+
+/* The table is exactly the layout Xvnc runs: every two-level key of "us"
+ * (basic), the Tab key of "pc" and the keypad of "keypad" (x11) map both
+ * ways, and nothing else does. */
+Test(us_shift, table_is_the_xkb_us_layout)
+{
+	uint32_t pairs[128][2];
+	size_t n = read_xkb_levels(XKB_DIR "/us", "basic", NULL, pairs, 100);
+	cr_assert_eq(n, 47, "%zu two-level keys in us(basic)", n);
+	n += read_xkb_levels(XKB_DIR "/pc", "pc105", "TAB", pairs + n, 128 - n);
+	size_t n_keypad = read_xkb_levels(XKB_DIR "/keypad", "x11", NULL, pairs + n, 128 - n);
+	cr_assert_eq(n_keypad, 12, "%zu two-level keys in keypad(x11)", n_keypad);
+	n += n_keypad;
+	size_t with_levels = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t a = pairs[i][0], b = pairs[i][1], got;
+		if (a == b)
+			continue;
+		with_levels++;
+		cr_assert_eq(dg_keysym_us_shifted(a, &got), 0, "0x%x has no Shift level", a);
+		cr_assert_eq(got, b, "0x%x with Shift: 0x%x, want 0x%x", a, got, b);
+		cr_assert_eq(dg_keysym_us_unshifted(b, &got), 0, "0x%x is not a Shift level", b);
+		cr_assert_eq(got, a, "0x%x without Shift: 0x%x, want 0x%x", b, got, a);
+	}
+	/* Nothing beyond the layout: count every keysym the table knows of in
+	 * the ranges it could hold. */
+	size_t known = 0;
+	for (uint32_t k = 0; k <= 0xffff; k++) {
+		uint32_t got;
+		if (dg_keysym_us_shifted(k, &got) == 0)
+			known++;
+	}
+	cr_assert_eq(known, with_levels, "%zu keysyms with a Shift level, the layout has %zu",
+		     known, with_levels);
+	/* 47 of us(basic), Tab, 11 of the keypad (KPPT is KP_Decimal twice) */
+	cr_assert_eq(with_levels, 59);
+}
+
+Test(us_shift, examples_and_refusals)
+{
+	uint32_t got;
+	cr_assert_eq(dg_keysym_us_shifted('a', &got), 0);
+	cr_assert_eq(got, 'A');
+	cr_assert_eq(dg_keysym_us_shifted('1', &got), 0);
+	cr_assert_eq(got, '!');
+	cr_assert_eq(dg_keysym_us_shifted('/', &got), 0);
+	cr_assert_eq(got, '?');
+	cr_assert_eq(dg_keysym_us_shifted(0xff09, &got), 0); /* Tab */
+	cr_assert_eq(got, 0xfe20);                            /* ISO_Left_Tab */
+	cr_assert_eq(dg_keysym_us_unshifted(0xffb1, &got), 0); /* KP_1 */
+	cr_assert_eq(got, 0xff9c);                             /* KP_End */
+	cr_assert_eq(dg_keysym_us_unshifted('Z', &got), 0);
+	cr_assert_eq(got, 'z');
+	cr_assert_eq(dg_keysym_us_unshifted('"', &got), 0);
+	cr_assert_eq(got, '\'');
+	/* No other level: already shifted, not on the layout, or a function key. */
+	uint32_t none[] = {'A', '!', ' ', 0xe9 /* é */, 0xc9 /* É */, 0xff0d /* Return */,
+			   0xffe1 /* Shift_L */, 0x01006f22 /* 漢 */};
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+		cr_assert_eq(dg_keysym_us_shifted(none[i], &got), -ENOENT, "0x%x", none[i]);
+	uint32_t lower[] = {'a', '1', ' ', 0xe9, 0xc9, 0xff0d, 0xff09, 0xffe1};
+	for (size_t i = 0; i < sizeof(lower) / sizeof(lower[0]); i++)
+		cr_assert_eq(dg_keysym_us_unshifted(lower[i], &got), -ENOENT, "0x%x", lower[i]);
+}
+
+Test(us_shift, modifiers)
+{
+	cr_assert(dg_keysym_is_shift(0xffe1) && dg_keysym_is_shift(0xffe2));
+	cr_assert_not(dg_keysym_is_shift(0xffe3));
+	uint32_t mods[] = {0xffe1, 0xffe2, 0xffe3, 0xffe4, 0xffe5, 0xffe7, 0xffe9, 0xffeb, 0xffee,
+			   0xfe03 /* ISO_Level3_Shift */};
+	for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++)
+		cr_assert(dg_keysym_is_modifier(mods[i]), "0x%x", mods[i]);
+	uint32_t keys[] = {'a', 'A', 0xff09, 0xff0d, 0xffe0, 0xffef, 0xfe20 /* ISO_Left_Tab */};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		cr_assert_not(dg_keysym_is_modifier(keys[i]), "0x%x", keys[i]);
+}
