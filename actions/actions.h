@@ -350,7 +350,14 @@ int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, 
  *       "tool_use"        an Anthropic tool_use content block, exactly as the
  *                         Messages API returns it: type, id, name, input
  *                         (name must be "computer"; id 1..DG_ADAPT_ID_MAX
- *                         printable ASCII bytes, no spaces);
+ *                         printable ASCII bytes, no spaces), and what the
+ *                         SDK's types add: caller ({type, tool_id?}),
+ *                         cache_control ({type: "ephemeral", ttl?}),
+ *                         toolset_name (null or "computer"; another toolset
+ *                         is refused). With toolset_name "computer" the
+ *                         block may also be a member of the computer
+ *                         toolset: name is the action ("left_click") and
+ *                         input has no "action";
  *       "computer_call"   an OpenAI computer_call output item, exactly as the
  *                         Responses API returns it: type, id, call_id, one of
  *                         action (preview) or actions (batched),
@@ -375,7 +382,12 @@ int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, 
  * Anthropic input is "anthropic.input" whether it came alone or inside a
  * block. One relaxation: an optional field whose value is null counts as
  * absent (SDKs dump unset fields as null; the reference tools treat None as
- * not given). Coordinates are JSON integers in MODEL space (see scaling).
+ * not given). Coordinates are JSON numbers in MODEL space (see scaling);
+ * like every integer field (scroll_amount, OpenAI scroll_x), a non-integer
+ * is rounded to the nearest integer, halves away from zero (the SDKs type
+ * them as `number`): the canonical action holds what is done, the wire
+ * action (a->wire_actions, a->raw: what the recording keeps) what was
+ * received.
  *
  * Anthropic actions (the union of computer_20241022, computer_20250124 and
  * computer_20251124: a message does not say which version the tool was
@@ -385,7 +397,9 @@ int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, 
  * chord of modifier keys held during the action ("shift", "ctrl+shift";
  * any name dg_keys_parse resolves to a Control, Shift, Alt, Super or Meta
  * keysym).
- *   key              text (chords)                    -> key
+ *   key              text (chords), repeat? (1..DG_ACTION_CHORDS_MAX times,
+ *                    the computer toolset's)          -> key (the chords
+ *                    written out repeat times, at most DG_ACTION_CHORDS_MAX)
  *   type             text                             -> type
  *   mouse_move       coordinate                       -> move
  *   left_click       coordinate?, mods                -> click (left)
@@ -463,6 +477,9 @@ int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, 
 #define DG_ADAPT_PNG_MAX (32 * 1024 * 1024) /* bytes of a PNG put into an answer */
 #define DG_ADAPT_NOTE_MAX 2048             /* bytes of each text put into an answer
                                               (error, reason, rule, ...); longer is cut */
+#define DG_ADAPT_REAL_MAX 1e9              /* magnitude of a non-integer number
+                                              (coordinate, amount) rounded to an
+                                              integer; beyond it, refused */
 #define DG_ADAPT_NAME_MAX 24               /* room for a wire action name */
 
 enum dg_wire {
@@ -521,6 +538,8 @@ struct dg_adapted {
 	char name[DG_ADAPT_ACTIONS_MAX][DG_ADAPT_NAME_MAX];
 	int n;
 	bool batched;                           /* OpenAI "actions" rather than "action" */
+	bool toolset;                           /* Anthropic: toolset_name "computer"
+						   (the answer names it too) */
 	json_t *safety_checks;                  /* OpenAI: validated copy of
 						   pending_safety_checks (an array,
 						   maybe empty); NULL otherwise */
@@ -582,22 +601,25 @@ struct dg_adapt_outcome {
  *   "data":...}} when a PNG is given. When nothing else would be said and no
  *   PNG is given, one text block "deskgate ran <action>". is_error is !ok.
  *   When only the input was sent (no id), the same block WITHOUT
- *   "tool_use_id": the agent holds the id and adds it.
+ *   "tool_use_id": the agent holds the id and adds it. A block of the
+ *   computer toolset (toolset_name "computer") is answered with
+ *   "toolset_name":"computer" too.
  *
  * OpenAI: a JSON ARRAY of the items to append to the next request's input:
  *   first {"type":"computer_call_output","call_id":ID,
  *   "acknowledged_safety_checks":[...],"output":{"type":"computer_screenshot",
- *   "image_url":"data:image/png;base64,...","current_url":URL}} (current_url
- *   only when a URL is given, and only when it is 1..DG_ACTION_URL_MAX
- *   bytes of UTF-8 without control characters: a mangled URL would mislead
- *   the model; inside output, where OpenAI's reference harness puts it);
- *   then, when the call was refused, failed or did not
- *   parse (or o->text is given), {"type":"message","role":"user","content":
- *   [{"type":"input_text","text":"..."}]}. An array because
- *   computer_call_output has no error field: without the message the model
- *   would only see an unchanged screen. For a batch the text says which
- *   action ("action 3 of 5 (click)") and that the rest did not run. The PNG
- *   is required (the output has no other form).
+ *   "image_url":"data:image/png;base64,..."}}, exactly the openai SDK's
+ *   ResponseInputItem.ComputerCallOutput (neither the item nor its output
+ *   has a URL field); then, when there is something to say,
+ *   {"type":"message","role":"user","content":[{"type":"input_text",
+ *   "text":"..."}]}: the refusal or failure (the call was refused, failed or
+ *   did not parse), o->text, and "current_url: URL" when a URL is given
+ *   that is 1..DG_ACTION_URL_MAX bytes of UTF-8 without control characters
+ *   (a mangled URL would mislead the model), one per line in that order. An
+ *   array because computer_call_output has no error or URL field: without
+ *   the message the model would only see the screen. For a batch the text
+ *   says which action ("action 3 of 5 (click)") and that the rest did not
+ *   run. The PNG is required (the output has no other form).
  *
  * Canonical messages are answered by the gateway in its own format: -EINVAL.
  * Returns 0, -EINVAL (inconsistent outcome: done out of range, ok with done

@@ -263,18 +263,23 @@ static json_t *anthropic_answer(const struct dg_adapted *a, const struct dg_adap
 		json_decref(r);
 		return NULL;
 	}
+	/* A toolset member's result names its toolset, as the SDK's own
+	 * toolResult() does. */
+	if (r && a->toolset && json_object_set_new(r, "toolset_name", json_string("computer")) != 0) {
+		json_decref(r);
+		return NULL;
+	}
 	return r;
 }
 
 static json_t *openai_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
 {
+	/* Exactly ResponseInputItem.ComputerCallOutput of the openai SDK: its
+	 * output (ResponseComputerToolCallOutputScreenshot) has type, file_id,
+	 * image_url and nothing else, and the item has no URL field either; the
+	 * page's URL goes to the model in the user message below. */
 	json_t *output = dg_adapt_obj("type", json_string("computer_screenshot"), "image_url",
 				 png_string(o, "data:image/png;base64,"), NULL);
-	if (output && o->url && url_ok(o->url) &&
-	    json_object_set_new(output, "current_url", json_string(o->url)) != 0) {
-		json_decref(output);
-		output = NULL;
-	}
 	json_t *acks = a->safety_checks ? json_deep_copy(a->safety_checks) : json_array();
 	json_t *item = dg_adapt_obj("type", json_string("computer_call_output"), "call_id",
 			       json_string(a->call_id), "acknowledged_safety_checks", acks, "output",
@@ -291,6 +296,12 @@ static json_t *openai_answer(const struct dg_adapted *a, const struct dg_adapt_o
 		if (b.len)
 			sb_str(&b, "\n");
 		sb_note(&b, o->text);
+	}
+	if (o->url && url_ok(o->url)) {
+		if (b.len)
+			sb_str(&b, "\n");
+		sb_str(&b, "current_url: ");
+		sb_str(&b, o->url);
 	}
 	bool ok = !b.oom;
 	if (ok && b.len) {

@@ -53,12 +53,12 @@ static int anthropic_mods(struct dg_adapt_ctx *c, const json_t *v, unsigned *mod
 
 /* ---- Anthropic ------------------------------------------------------------------- */
 
-enum afield { A_COORD, A_START, A_TEXT, A_DIR, A_AMOUNT, A_DURATION, A_REGION, A_N };
+enum afield { A_COORD, A_START, A_TEXT, A_DIR, A_AMOUNT, A_DURATION, A_REGION, A_REPEAT, A_N };
 
 static const char *const afield_names[A_N] = {
 	[A_COORD] = "coordinate",      [A_START] = "start_coordinate", [A_TEXT] = "text",
 	[A_DIR] = "scroll_direction",  [A_AMOUNT] = "scroll_amount",   [A_DURATION] = "duration",
-	[A_REGION] = "region",
+	[A_REGION] = "region",         [A_REPEAT] = "repeat",
 };
 
 enum akind { AK_KEY, AK_TYPE, AK_MOVE, AK_CLICK, AK_DRAG, AK_DOWN, AK_UP, AK_SCROLL, AK_HOLD,
@@ -71,7 +71,7 @@ static const struct {
 	int count;          /* clicks */
 	unsigned allowed, required;
 } anthropic_actions[] = {
-	{"key", AK_KEY, NULL, 0, B(A_TEXT), B(A_TEXT)},
+	{"key", AK_KEY, NULL, 0, B(A_TEXT) | B(A_REPEAT), B(A_TEXT)},
 	{"type", AK_TYPE, NULL, 0, B(A_TEXT), B(A_TEXT)},
 	{"mouse_move", AK_MOVE, NULL, 0, B(A_COORD), B(A_COORD)},
 	{"left_click", AK_CLICK, "left", 1, B(A_COORD) | B(A_TEXT), 0},
@@ -116,7 +116,9 @@ static int anthropic_region(struct dg_adapt_ctx *c, const json_t *v, json_t **ou
 		int rc = dg_adapt_coord(c, where, json_array_get(v, (size_t)k), k % 2 == 0, k >= 2, &r[k]);
 		if (rc < 0)
 			return rc;
-		m[k] = json_integer_value(json_array_get(v, (size_t)k));
+		rc = dg_adapt_int(c, where, json_array_get(v, (size_t)k), &m[k]);
+		if (rc < 0)
+			return rc;
 	}
 	if (m[2] <= m[0])
 		return dg_adapt_fail(c, -EINVAL, ".region", "x2 (%" JSON_INTEGER_FORMAT
@@ -132,6 +134,43 @@ static int anthropic_region(struct dg_adapt_ctx *c, const json_t *v, json_t **ou
 		r[3] = r[1] + 1;
 	*out = json_pack("[iiii]", r[0], r[1], r[2], r[3]);
 	return *out ? 0 : dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+}
+
+/* key with `repeat` (computer toolset): the chords of s pressed `repeat`
+ * times, as one canonical key action of the chords written out, so the
+ * policy decides every press; 1..DG_ACTION_CHORDS_MAX chords in all. */
+static int anthropic_repeat(struct dg_adapt_ctx *c, const char *s, size_t len, const json_t *rv,
+			    struct dg_action *out)
+{
+	static const struct dg_adapt_rename map[] = {{"keys", "text"}};
+	struct dg_chord chords[DG_ACTION_CHORDS_MAX];
+	struct dg_err e;
+	json_int_t r = 0;
+	int n = 0;
+	int rc = dg_adapt_int(c, ".repeat", rv, &r);
+	if (rc < 0)
+		return rc;
+	if (r < 1 || r > DG_ACTION_CHORDS_MAX)
+		return dg_adapt_fail(c, -EINVAL, ".repeat", "%" JSON_INTEGER_FORMAT
+			     " is out of range [1, %d]", r, DG_ACTION_CHORDS_MAX);
+	/* Bad text is the canonical parser's to name; a count needs it good. */
+	if (len <= DG_ACTION_KEYS_MAX && !memchr(s, '\0', len) &&
+	    dg_keys_parse(s, chords, DG_ACTION_CHORDS_MAX, &n, &e) == 0 &&
+	    (long long)n * r > DG_ACTION_CHORDS_MAX)
+		return dg_adapt_fail(c, -EINVAL, ".repeat", "%" JSON_INTEGER_FORMAT " times %d chords "
+			     "is over the limit of %d chords", r, n, DG_ACTION_CHORDS_MAX);
+	size_t total = (size_t)r * (len + 1);
+	char *keys = malloc(total);
+	if (!keys)
+		return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+	for (json_int_t i = 0; i < r; i++) {
+		memcpy(keys + (size_t)i * (len + 1), s, len);
+		keys[(size_t)i * (len + 1) + len] = ' ';
+	}
+	json_t *k = json_stringn(keys, total - 1);
+	free(keys);
+	return dg_adapt_finish(c, dg_adapt_obj("type", json_string("key"), "keys", k, NULL), map,
+			       N_OF(map), out);
 }
 
 /* Translates one Anthropic input object into a canonical action. */
@@ -179,6 +218,8 @@ int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg
 		rc = dg_adapt_string(c, ".text", text, &s, &len);
 		if (rc < 0)
 			return rc;
+		if (present & B(A_REPEAT))
+			return anthropic_repeat(c, s, len, json_object_get(in, "repeat"), out);
 		return dg_adapt_finish(c, dg_adapt_obj("type", json_string("key"), "keys", json_stringn(s, len),
 					 NULL),
 			      map, N_OF(map), out);
@@ -312,16 +353,83 @@ int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg
 }
 
 
+/* The fields of a tool_use block deskgate does not act on, checked so that
+ * what the SDKs send is accepted and nothing else: `caller` (who invoked the
+ * tool: {type, tool_id?}) and `cache_control` ({type: "ephemeral", ttl?}). */
+static int anthropic_caller(struct dg_adapt_ctx *c, const json_t *v)
+{
+	static const char *const names[] = {"tool_id"};
+	struct dg_adapt_fields f = {names, 1, "type", "caller", B(0), 0};
+	char val[DG_SHOW_VALUE_BUF];
+	unsigned present = 0;
+	if (!json_is_object(v)) {
+		dg_show_value(v, val, sizeof(val));
+		return dg_adapt_fail(c, -EINVAL, ".caller", "%s is not an object {type, tool_id?}", val);
+	}
+	snprintf(c->prefix, sizeof(c->prefix), "anthropic.caller");
+	int rc = dg_adapt_check_fields(c, v, &f, &present);
+	const json_t *t = json_object_get(v, "type");
+	if (rc == 0 && !t)
+		rc = dg_adapt_fail(c, -EINVAL, ".type", "required (\"direct\", or the server tool)");
+	if (rc == 0)
+		rc = dg_adapt_id(c, ".type", t, NULL);
+	if (rc == 0 && (present & B(0)))
+		rc = dg_adapt_id(c, ".tool_id", json_object_get(v, "tool_id"), NULL);
+	snprintf(c->prefix, sizeof(c->prefix), "anthropic");
+	return rc;
+}
+
+static int anthropic_cache_control(struct dg_adapt_ctx *c, const json_t *v)
+{
+	static const char *const names[] = {"ttl"};
+	struct dg_adapt_fields f = {names, 1, "type", "cache_control", B(0), 0};
+	char val[DG_SHOW_VALUE_BUF];
+	unsigned present = 0;
+	if (!json_is_object(v)) {
+		dg_show_value(v, val, sizeof(val));
+		return dg_adapt_fail(c, -EINVAL, ".cache_control", "%s is not an object {type, ttl?}",
+			     val);
+	}
+	snprintf(c->prefix, sizeof(c->prefix), "anthropic.cache_control");
+	int rc = dg_adapt_check_fields(c, v, &f, &present);
+	const json_t *t = json_object_get(v, "type"), *ttl = json_object_get(v, "ttl");
+	if (rc == 0 && !t)
+		rc = dg_adapt_fail(c, -EINVAL, ".type", "required (\"ephemeral\")");
+	if (rc == 0 && !dg_adapt_str_is(t, "ephemeral")) {
+		dg_show_value(t, val, sizeof(val));
+		rc = dg_adapt_fail(c, -EINVAL, ".type", "%s is not \"ephemeral\"", val);
+	}
+	if (rc == 0 && (present & B(0)) && !dg_adapt_str_is(ttl, "5m") && !dg_adapt_str_is(ttl, "1h")) {
+		dg_show_value(ttl, val, sizeof(val));
+		rc = dg_adapt_fail(c, -EINVAL, ".ttl", "%s is not \"5m\" or \"1h\"", val);
+	}
+	snprintf(c->prefix, sizeof(c->prefix), "anthropic");
+	return rc;
+}
+
+/* true when the JSON string v names an action of the computer tool. */
+static bool anthropic_member(const json_t *v)
+{
+	for (size_t t = 0; t < N_OF(anthropic_actions); t++)
+		if (dg_adapt_str_is(v, anthropic_actions[t].name))
+			return true;
+	return false;
+}
+
 int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a)
 {
-	static const char *const names[] = {"id", "name", "input"};
-	struct dg_adapt_fields f = {names, 3, "type", "tool_use", B(0) | B(1) | B(2), B(0) | B(1) | B(2)};
+	static const char *const names[] = {"id", "name", "input", "caller", "cache_control",
+					    "toolset_name"};
+	enum { F_ID, F_NAME, F_INPUT, F_CALLER, F_CACHE, F_TOOLSET, F_N };
+	struct dg_adapt_fields f = {names, F_N, "type", "tool_use", B(F_N) - 1,
+				    B(F_ID) | B(F_NAME) | B(F_INPUT)};
 	char name[DG_ADAPT_NAME_MAX] = "";
 	char val[DG_SHOW_VALUE_BUF];
 	unsigned present = 0;
 	struct dg_action act;
 	snprintf(c->prefix, sizeof(c->prefix), "anthropic");
-	/* The id first, so that even a refused block can be answered. */
+	/* The id first, so that even a refused block can be answered, and the
+	 * toolset, so that the answer names it. */
 	const json_t *id = json_object_get(obj, "id");
 	if (id && !json_is_null(id)) {
 		int rc = dg_adapt_id(c, ".id", id, a->call_id);
@@ -329,18 +437,58 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 			return rc;
 		a->has_id = true;
 	}
+	const json_t *ts = json_object_get(obj, "toolset_name");
+	if (dg_adapt_str_is(ts, "computer"))
+		a->toolset = true;
 	int rc = dg_adapt_check_fields(c, obj, &f, &present);
 	if (rc < 0)
 		return rc;
+	if ((present & B(F_TOOLSET)) && !a->toolset) {
+		dg_show_value(ts, val, sizeof(val));
+		return dg_adapt_fail(c, -EINVAL, ".toolset_name", "%s is not \"computer\" (deskgate is "
+			     "the computer tool only)", val);
+	}
+	if (present & B(F_CALLER)) {
+		rc = anthropic_caller(c, json_object_get(obj, "caller"));
+		if (rc < 0)
+			return rc;
+	}
+	if (present & B(F_CACHE)) {
+		rc = anthropic_cache_control(c, json_object_get(obj, "cache_control"));
+		if (rc < 0)
+			return rc;
+	}
+	/* The computer tool is named "computer"; a member of the computer
+	 * toolset is named after its action, its input without "action". */
 	const json_t *nv = json_object_get(obj, "name");
-	if (!dg_adapt_str_is(nv, "computer")) {
+	bool member = a->toolset && anthropic_member(nv);
+	if (!member && !dg_adapt_str_is(nv, "computer")) {
 		dg_show_value(nv, val, sizeof(val));
-		return dg_adapt_fail(c, -EINVAL, ".name", "%s is not \"computer\" (deskgate is the computer "
-			     "tool only)", val);
+		return dg_adapt_fail(c, -EINVAL, ".name", a->toolset ?
+			     "%s is not an action of the computer toolset (left_click, type, key, "
+			     "screenshot, ...)" :
+			     "%s is not \"computer\" (deskgate is the computer tool only)", val);
 	}
 	const json_t *in = json_object_get(obj, "input");
 	snprintf(c->prefix, sizeof(c->prefix), "anthropic.input");
-	rc = dg_adapt_anthropic_input(c, in, &act, name);
+	if (!member) {
+		rc = dg_adapt_anthropic_input(c, in, &act, name);
+	} else {
+		if (!json_is_object(in)) {
+			dg_show_value(in, val, sizeof(val));
+			return dg_adapt_fail(c, -EINVAL, "", "%s is not a JSON object", val);
+		}
+		if (json_object_get(in, "action"))
+			return dg_adapt_fail(c, -EINVAL, ".action", "not a field of a toolset member's "
+				     "input (the block's name is the action)");
+		json_t *copy = json_copy((json_t *)in);
+		if (!copy || json_object_set(copy, "action", (json_t *)nv) != 0) {
+			json_decref(copy);
+			return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+		}
+		rc = dg_adapt_anthropic_input(c, copy, &act, name);
+		json_decref(copy);
+	}
 	if (rc < 0)
 		return rc;
 	return dg_adapt_store(c, a, &act, in, name);

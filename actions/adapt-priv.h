@@ -48,7 +48,8 @@ bool dg_adapt_str_is(const json_t *v, const char *s);
 int dg_adapt_string(struct dg_adapt_ctx *c, const char *where, const json_t *v, const char **s,
 		    size_t *len);
 
-/* v as an integer, or -EINVAL. */
+/* v as an integer, or -EINVAL: an integer, or a real rounded to the
+ * nearest (halves away from zero), |v| at most DG_ADAPT_REAL_MAX. */
 int dg_adapt_int(struct dg_adapt_ctx *c, const char *where, const json_t *v, json_int_t *out);
 
 /* An id: 1..DG_ADAPT_ID_MAX bytes of printable ASCII without spaces, copied

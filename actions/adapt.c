@@ -107,14 +107,27 @@ int dg_adapt_string(struct dg_adapt_ctx *c, const char *where, const json_t *v, 
 	return 0;
 }
 
+/* A JSON number as an integer. The SDKs type coordinates and amounts as
+ * `number`, so a real is what a model may send (640.5): it is rounded to
+ * the nearest integer, halves away from zero, and the wire action (kept in
+ * the recording) still holds what was received. */
 int dg_adapt_int(struct dg_adapt_ctx *c, const char *where, const json_t *v, json_int_t *out)
 {
-	if (!json_is_integer(v)) {
-		char val[DG_SHOW_VALUE_BUF];
-		dg_show_value(v, val, sizeof(val));
-		return dg_adapt_fail(c, -EINVAL, where, "%s is not an integer", val);
+	char val[DG_SHOW_VALUE_BUF];
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return 0;
 	}
-	*out = json_integer_value(v);
+	dg_show_value(v, val, sizeof(val));
+	if (!json_is_real(v))
+		return dg_adapt_fail(c, -EINVAL, where, "%s is not a number", val);
+	double d = json_real_value(v);
+	/* jansson refuses NaN and infinities in its input; a bound keeps
+	 * lround defined and the result far inside json_int_t. */
+	if (!(d >= -DG_ADAPT_REAL_MAX && d <= DG_ADAPT_REAL_MAX))
+		return dg_adapt_fail(c, -EINVAL, where, "%s is out of range (at most %g in magnitude)",
+			     val, DG_ADAPT_REAL_MAX);
+	*out = (json_int_t)lround(d);
 	return 0;
 }
 

@@ -593,7 +593,7 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 			o.error = err.msg;
 			o.png = s->png;
 			o.png_len = s->png_len;
-			/* computer_call_output carries current_url in browser sessions,
+			/* The OpenAI answer carries the URL in browser sessions,
 			 * refusals included. */
 			o.url = s->profile == DG_PROFILE_BROWSER ? s->url : NULL;
 			json_t *out = NULL;

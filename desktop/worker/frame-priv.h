@@ -133,6 +133,14 @@ struct dg_png_stripe_opts {
 #define DG_PNG_STRIPE_OPTS_DEFAULT                                                         \
 	((struct dg_png_stripe_opts){DG_PNG_STRIPE_ROWS, 1, DG_PNG_MAX_BYTES})
 
+/* The size a zoom of a w x h region is shown at: the largest size inside
+ * max_w x max_h (the model's display) with the region's aspect, the free
+ * side rounded to the nearest pixel, each side 1..max. A region of the
+ * display's aspect fills it (a quarter of a 1280x800 screen shown as
+ * 1024x640 is 1024x640), as Anthropic's tool scales the crop up. Sizes
+ * below 1 give max_w x max_h (at least 1x1). */
+void dg_frame_fit(int w, int h, int max_w, int max_h, int *out_w, int *out_h);
+
 /* Encodes the region of f (NULL: the whole frame) as an 8-bit RGB PNG of
  * out_w x out_h pixels into out (out->data, out->len). When out_w x out_h is
  * the region's size the pixels are copied exactly; otherwise the region is

@@ -31,6 +31,24 @@ int dg_frame_check(const struct dg_frame *f, struct dg_err *err)
 	return 0;
 }
 
+void dg_frame_fit(int w, int h, int max_w, int max_h, int *out_w, int *out_h)
+{
+	/* w/h against max_w/max_h in 64 bits: whichever side binds is filled,
+	 * the other rounded to the nearest (halves up). */
+	if (w < 1 || h < 1 || max_w < 1 || max_h < 1) {
+		*out_w = max_w > 0 ? max_w : 1;
+		*out_h = max_h > 0 ? max_h : 1;
+		return;
+	}
+	long long ow = max_w, oh = max_h;
+	if ((long long)w * max_h <= (long long)h * max_w)
+		ow = (2LL * w * max_h + h) / (2LL * h);
+	else
+		oh = (2LL * h * max_w + w) / (2LL * w);
+	*out_w = (int)(ow < 1 ? 1 : ow > max_w ? max_w : ow);
+	*out_h = (int)(oh < 1 ? 1 : oh > max_h ? max_h : oh);
+}
+
 int dg_frame_check_geometry(const struct dg_frame *f, const int region[4], int out_w, int out_h,
 			    int r[4], struct dg_err *err)
 {

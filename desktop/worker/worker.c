@@ -238,8 +238,7 @@ static void finish(struct worker *w)
 			int region[4] = {w->act.region[0], w->act.region[1],
 					 w->act.region[2] - w->act.region[0],
 					 w->act.region[3] - w->act.region[1]};
-			out_w = region[2];
-			out_h = region[3];
+			dg_frame_fit(region[2], region[3], w->out_w, w->out_h, &out_w, &out_h);
 			encode_ms = encode(w, region, out_w, out_h);
 		} else {
 			encode_ms = encode(w, NULL, out_w, out_h);

@@ -115,9 +115,20 @@ def summarize(call, answer):
     prefix = "data:image/png;base64,"
     if url.startswith(prefix):
         out["png_size"] = png_size(base64.b64decode(url[len(prefix):]))
-    current = output.get("current_url")
+    # The URL comes in the user message after the output item (the item's
+    # type has no URL field): a line "current_url: URL".
+    texts = [c["text"] for m in items[1:] for c in m.get("content", [])]
+    current = None
+    messages = []
+    for text in texts:
+        lines = text.split("\n")
+        urls = [l[len("current_url: "):] for l in lines if l.startswith("current_url: ")]
+        current = urls[-1] if urls else current
+        rest = "\n".join(l for l in lines if not l.startswith("current_url: "))
+        if rest:
+            messages.append(rest)
     out["current_url"] = current[:40] if current else current
-    out["messages"] = [c["text"] for m in items[1:] for c in m.get("content", [])]
+    out["messages"] = messages
     return out
 
 

@@ -177,10 +177,10 @@ Test(desktop, size_is_the_sessions, .timeout = 60)
 	cr_assert_eq(img.h, 768);
 	free(img.rgb);
 	json_decref(res);
-	/* zoom: the region at full resolution */
+	/* zoom: the region scaled to fit the screenshot's size, its aspect kept */
 	res = act(&k, "{\"type\":\"zoom\",\"region\":[0,0,200,100]}", &img);
-	cr_assert_eq(img.w, 200);
-	cr_assert_eq(img.h, 100);
+	cr_assert_eq(img.w, 1024);
+	cr_assert_eq(img.h, 512);
 	free(img.rgb);
 	json_decref(res);
 	desk_end(&k);

@@ -772,8 +772,8 @@ Test(gateway, c_client_anthropic_loop_xterm_and_browser)
 	anth0(ws, "toolu_07",
 	      "{\"action\":\"left_click_drag\",\"start_coordinate\":[100,100],\"coordinate\":[300,200]}",
 	      1024, 640);
-	/* zoom: the region, model coordinates, shown at the desktop's resolution */
-	anth0(ws, "toolu_08", "{\"action\":\"zoom\",\"region\":[0,0,512,320]}", 640, 400);
+	/* zoom: the region, model coordinates, scaled up to the model's display */
+	anth0(ws, "toolu_08", "{\"action\":\"zoom\",\"region\":[0,0,512,320]}", 1024, 640);
 	char *t = anth(ws, "toolu_09", "{\"action\":\"cursor_position\"}", false, -1, 0);
 	cr_assert_str_eq(t, "X=300,Y=200");
 	free(t);
@@ -845,7 +845,7 @@ Test(gateway, c_client_anthropic_loop_xterm_and_browser)
 	cr_assert_str_eq(t, "drag:500,250-750,313");
 	free(t);
 	free(old);
-	anth0(ws, "toolu_20", "{\"action\":\"zoom\",\"region\":[0,0,512,320]}", 640, 400);
+	anth0(ws, "toolu_20", "{\"action\":\"zoom\",\"region\":[0,0,512,320]}", 1024, 640);
 	t = anth(ws, "toolu_21", "{\"action\":\"cursor_position\"}", false, -1, 0);
 	cr_assert_str_eq(t, "X=600,Y=250");
 	free(t);
@@ -858,6 +858,117 @@ Test(gateway, c_client_anthropic_loop_xterm_and_browser)
 	cr_assert_str_eq(t, old, "something reached the page");
 	free(t);
 	free(old);
+	dg_ws_close(ws);
+	json_decref(s.j);
+	stop_server();
+}
+
+/* ---- zoom at the model's display size (issue 16, point 6) ------------------- */
+
+/* A checkerboard of 80-pixel red and blue squares. */
+static const char pattern_page[] =
+	"data:text/html,<!doctype html><title>pattern</title><style>html,body{margin:0;"
+	"height:100%25;background:repeating-conic-gradient(%23f00 0 25%25,%2300f 0 50%25) "
+	"0 0/160px 160px}</style>";
+
+/* A canonical action's PNG, decoded; its size must be w x h. */
+static unsigned char *act_rgb(struct dg_ws *ws, const char *action, int w, int h)
+{
+	unsigned char *png = NULL;
+	size_t len = 0;
+	json_t *j = send_recv(ws, action, &png, &len);
+	cr_assert(json_is_true(json_object_get(j, "ok")), "%s failed: %s", action,
+		  json_string_value(json_object_get(j, "error")));
+	json_decref(j);
+	cr_assert(png, "%s: no PNG", action);
+	int gw = 0, gh = 0;
+	unsigned char *rgb = dg_test_png_rgb(png, len, &gw, &gh);
+	free(png);
+	cr_assert(rgb, "%s: the PNG does not decode", action);
+	cr_assert(gw == w && gh == h, "%s: %dx%d, want %dx%d", action, gw, gh, w, h);
+	return rgb;
+}
+
+/* The pixel at (x, y) of a w-wide RGB image when its 5x5 neighbourhood is
+ * one colour (within 8 per channel); -1 near a square's edge. */
+static long flat_pixel(const unsigned char *rgb, int w, int h, int x, int y)
+{
+	if (x < 2 || y < 2 || x >= w - 2 || y >= h - 2)
+		return -1;
+	const unsigned char *c = rgb + ((size_t)y * w + x) * 3;
+	for (int dy = -2; dy <= 2; dy++)
+		for (int dx = -2; dx <= 2; dx++) {
+			const unsigned char *p = rgb + ((size_t)(y + dy) * w + (x + dx)) * 3;
+			for (int k = 0; k < 3; k++)
+				if (abs(p[k] - c[k]) > 8)
+					return -1;
+		}
+	return (long)c[0] << 16 | c[1] << 8 | c[2];
+}
+
+/* The zoom of the desktop region [x0, y0, x0 + rw, y0 + rh], zw x zh, shows
+ * what the screenshot (sw x sh of the dw x dh desktop) shows there: sampled
+ * every 20 desktop pixels where both are flat, the colours agree, and both
+ * squares' colours are seen. */
+static void assert_zoom_is_region(const unsigned char *shot, int sw, int sh, int dw, int dh,
+				  const unsigned char *zoom, int zw, int zh, int x0, int y0, int rw,
+				  int rh)
+{
+	int compared = 0, red = 0, blue = 0;
+	for (int dy = y0 + 10; dy < y0 + rh; dy += 20)
+		for (int dx = x0 + 10; dx < x0 + rw; dx += 20) {
+			long s = flat_pixel(shot, sw, sh, dx * sw / dw, dy * sh / dh);
+			long z = flat_pixel(zoom, zw, zh, (dx - x0) * zw / rw, (dy - y0) * zh / rh);
+			if (s < 0 || z < 0)
+				continue;
+			cr_assert_eq(s, z, "desktop (%d, %d): the screenshot shows %06lx, the zoom "
+				     "%06lx", dx, dy, s, z);
+			compared++;
+			red += (z >> 16) > 0xc0 && (z & 0xff) < 0x40;
+			blue += (z & 0xff) > 0xc0 && (z >> 16) < 0x40;
+		}
+	cr_assert(compared >= 100 && red > 10 && blue > 10,
+		  "too few flat samples (%d; %d red, %d blue): is the pattern page shown?", compared,
+		  red, blue);
+}
+
+Test(gateway, zoom_is_scaled_to_the_display)
+{
+	serve("");
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN,
+	       "{\"profile\":\"browser\",\"display\":{\"width\":1024,\"height\":640}}");
+	struct dg_ws *ws = agent(&s, DG_TEST_AGENT_TOKEN);
+	json_t *nav = json_pack("{s:s, s:s}", "type", "navigate", "url", pattern_page);
+	char *text = json_dumps(nav, JSON_COMPACT);
+	json_decref(nav);
+	json_decref(act_ok(ws, text));
+	free(text);
+	free(wait_title(ws, NULL, "pattern"));
+	/* A quarter of the 1280x800 desktop, as the model names it: shown at
+	 * the display's 1024x640, not at the desktop's 640x400. */
+	anth0(ws, "toolu_z1", "{\"action\":\"zoom\",\"region\":[0,0,512,320]}", 1024, 640);
+	anth0(ws, "toolu_z2", "{\"action\":\"zoom\",\"region\":[512,320,1024,640]}", 1024, 640);
+	/* Another aspect fits inside the display: 2:1 -> 1024x512; 1:2 -> 320x640. */
+	anth0(ws, "toolu_z3", "{\"action\":\"zoom\",\"region\":[0,0,400,200]}", 1024, 512);
+	anth0(ws, "toolu_z4", "{\"action\":\"zoom\",\"region\":[0,0,100,200]}", 320, 640);
+	/* The pixels are the region's. */
+	unsigned char *shot = act_rgb(ws, "{\"type\":\"screenshot\"}", 1024, 640);
+	unsigned char *z = act_rgb(ws, "{\"type\":\"zoom\",\"region\":[0,0,640,400]}", 1024, 640);
+	assert_zoom_is_region(shot, 1024, 640, 1280, 800, z, 1024, 640, 0, 0, 640, 400);
+	free(z);
+	z = act_rgb(ws, "{\"type\":\"zoom\",\"region\":[600,380,1240,780]}", 1024, 640);
+	assert_zoom_is_region(shot, 1024, 640, 1280, 800, z, 1024, 640, 600, 380, 640, 400);
+	free(z);
+	free(shot);
+	dg_ws_close(ws);
+	json_decref(s.j);
+
+	/* Without a display the model's size is the desktop's. */
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}");
+	ws = agent(&s, DG_TEST_AGENT_TOKEN);
+	anth0(ws, "toolu_z5", "{\"action\":\"zoom\",\"region\":[0,0,640,400]}", 1280, 800);
+	free(act_rgb(ws, "{\"type\":\"zoom\",\"region\":[640,400,1280,800]}", 1280, 800));
 	dg_ws_close(ws);
 	json_decref(s.j);
 	stop_server();

@@ -468,7 +468,7 @@ Test(anthropic, unknown_actions_and_fields)
 	assert_refused(parse("{'action':'navigate','url':'https://x/'}"), -EINVAL,
 		       "anthropic.input.action: unknown action \"navigate\"");
 	assert_refused(anthropic_block("{'action':'key','text':'a','coordinate':[1,1]}"), -EINVAL,
-		       "anthropic.input: unknown field \"coordinate\" for key (allowed: text)");
+		       "anthropic.input: unknown field \"coordinate\" for key (allowed: text, repeat)");
 	assert_refused(anthropic_block("{'action':'mouse_move','coordinate':[1,1],'text':'shift'}"),
 		       -EINVAL,
 		       "anthropic.input: unknown field \"text\" for mouse_move (allowed: coordinate)");
@@ -513,22 +513,17 @@ Test(anthropic, wrong_types)
 		       "anthropic.input.coordinate: \"512,320\" is not an [x, y] pair");
 	assert_refused(anthropic_block("{'action':'left_click','coordinate':[1,2,3]}"), -EINVAL,
 		       "anthropic.input.coordinate: an array is not an [x, y] pair");
-	assert_refused(anthropic_block("{'action':'left_click','coordinate':[1.5,2]}"), -EINVAL,
-		       "anthropic.input.coordinate[0]: 1.5 is not an integer");
-	assert_refused(anthropic_block("{'action':'left_click','coordinate':[1,2.0]}"), -EINVAL,
-		       "anthropic.input.coordinate[1]: 2.0 is not an integer");
 	assert_refused(anthropic_block("{'action':'left_click','coordinate':['1',2]}"), -EINVAL,
-		       "anthropic.input.coordinate[0]: \"1\" is not an integer");
+		       "anthropic.input.coordinate[0]: \"1\" is not a number");
+	assert_refused(anthropic_block("{'action':'left_click','coordinate':[1,true]}"), -EINVAL,
+		       "anthropic.input.coordinate[1]: true is not a number");
 	assert_refused(anthropic_block("{'action':'type','text':42}"), -EINVAL,
 		       "anthropic.input.text: 42 is not a string");
 	assert_refused(anthropic_block("{'action':'key','text':['ctrl','s']}"), -EINVAL,
 		       "anthropic.input.text: an array is not a string");
 	assert_refused(anthropic_block("{'action':'scroll','scroll_direction':'down',"
 				       "'scroll_amount':'3'}"),
-		       -EINVAL, "anthropic.input.scroll_amount: \"3\" is not an integer");
-	assert_refused(anthropic_block("{'action':'scroll','scroll_direction':'down',"
-				       "'scroll_amount':3.0}"),
-		       -EINVAL, "anthropic.input.scroll_amount: 3.0 is not an integer");
+		       -EINVAL, "anthropic.input.scroll_amount: \"3\" is not a number");
 	assert_refused(anthropic_block("{'action':'scroll','scroll_direction':'sideways',"
 				       "'scroll_amount':3}"),
 		       -EINVAL,
@@ -620,9 +615,7 @@ Test(anthropic, block_envelope)
 		       -EINVAL, "anthropic.name: required for tool_use");
 	assert_refused(parse("{'type':'tool_use','id':'toolu_1','name':'computer',"
 			     "'input':{'action':'screenshot'},'cache_control':{}}"),
-		       -EINVAL,
-		       "anthropic: unknown field \"cache_control\" for tool_use (allowed: id, name, "
-		       "input)");
+		       -EINVAL, "anthropic.cache_control.type: required (\"ephemeral\")");
 	cr_assert(ad.has_id, "the id is read first, so the refusal can be answered");
 	assert_refused(parse("{'type':'tool_use','id':'toolu 1','name':'computer',"
 			     "'input':{'action':'screenshot'}}"),
@@ -834,9 +827,7 @@ Test(openai, batch_errors_name_the_action)
 		       "openai.actions[0].button: unknown button \"middle\" (allowed: left, right, "
 		       "wheel, back, forward)");
 	assert_refused(openai_batch(&xga, "[{'type':'move','x':'1','y':1}]"), -EINVAL,
-		       "openai.actions[0].x: \"1\" is not an integer");
-	assert_refused(openai_batch(&xga, "[{'type':'move','x':1,'y':1.5}]"), -EINVAL,
-		       "openai.actions[0].y: 1.5 is not an integer");
+		       "openai.actions[0].x: \"1\" is not a number");
 	assert_refused(openai_batch(&xga, "[{'type':'move','x':1024,'y':1}]"), -EINVAL,
 		       "openai.actions[0].x: 1024 is off the display (width 1024)");
 	assert_refused(openai_batch(&xga, "[{'type':'wait','ms':500}]"), -EINVAL,
@@ -1509,27 +1500,44 @@ Test(answer, openai_screenshot_and_safety_checks)
 
 Test(answer, openai_current_url)
 {
+	/* Neither ResponseInputItem.ComputerCallOutput nor its output has a URL
+	 * field (openai SDK): the URL goes to the model in the user message. */
 	assert_ok(openai_preview(&xga, "{'type':'screenshot'}"));
 	struct dg_adapt_outcome o = {.ok = true, .done = 1, .png = png, .png_len = sizeof(png),
 				     .url = "https://example.com/a?b=c"};
 	assert_ok(answer(&o));
-	json_t *out = json_object_get(json_array_get(ans, 0), "output");
-	cr_assert_str_eq(sget(out, "current_url"), "https://example.com/a?b=c");
-	cr_assert_eq(json_array_size(json_object_get(json_array_get(ans, 0),
-						     "acknowledged_safety_checks")), 0);
+	cr_assert_eq(json_array_size(ans), 2);
+	json_t *item = json_array_get(ans, 0);
+	cr_assert_eq(json_object_size(item), 4);
+	json_t *out = json_object_get(item, "output");
+	cr_assert_eq(json_object_size(out), 2, "output is {type, image_url}");
+	cr_assert_null(json_object_get(out, "current_url"));
+	cr_assert_eq(json_array_size(json_object_get(item, "acknowledged_safety_checks")), 0);
+	json_t *msg = json_array_get(ans, 1);
+	cr_assert_str_eq(sget(msg, "type"), "message");
+	cr_assert_str_eq(sget(msg, "role"), "user");
+	json_t *part = json_array_get(json_object_get(msg, "content"), 0);
+	cr_assert_str_eq(sget(part, "type"), "input_text");
+	cr_assert_str_eq(sget(part, "text"), "current_url: https://example.com/a?b=c");
+	/* After a refusal's headline, on its own line. */
+	o.ok = false;
+	o.done = 0;
+	o.error = "boom";
+	assert_ok(answer(&o));
+	part = json_array_get(json_object_get(json_array_get(ans, 1), "content"), 0);
+	cr_assert_str_eq(sget(part, "text"),
+			 "deskgate failed screenshot: boom\ncurrent_url: https://example.com/a?b=c");
+	o.ok = true;
+	o.done = 1;
+	o.error = NULL;
 	/* A URL that is not clean text is left out, not mangled. */
-	o.url = "https://example.com/\x01";
-	assert_ok(answer(&o));
-	cr_assert_null(json_object_get(json_object_get(json_array_get(ans, 0), "output"),
-				       "current_url"));
-	o.url = "https://example.com/\xff";
-	assert_ok(answer(&o));
-	cr_assert_null(json_object_get(json_object_get(json_array_get(ans, 0), "output"),
-				       "current_url"));
-	o.url = "";
-	assert_ok(answer(&o));
-	cr_assert_null(json_object_get(json_object_get(json_array_get(ans, 0), "output"),
-				       "current_url"));
+	static const char *const bad[] = {"https://example.com/\x01", "https://example.com/\xff",
+					  ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o.url = bad[i];
+		assert_ok(answer(&o));
+		cr_assert_eq(json_array_size(ans), 1, "url %zu left out", i);
+	}
 }
 
 Test(answer, openai_refused_in_a_batch)
@@ -1858,4 +1866,206 @@ Test(hostile, mutated_messages)
 	}
 #undef RND
 	cr_assert(accepted > 30, "only %d mutations accepted: the seeds are broken", accepted);
+}
+
+/* ---- what the SDKs send (issue 16, point 7) ---------------------------------------- */
+
+/* A block with extra top-level fields (' for "), desktop = model size. */
+static int anthropic_block_with(const char *fields, const char *input)
+{
+	char *m = NULL;
+	cr_assert(asprintf(&m, "{'type':'tool_use','id':'toolu_7','name':'computer',%s"
+			       "'input':%s}", fields, input) > 0);
+	int rc = parse_sc(&same, m);
+	free(m);
+	return rc;
+}
+
+Test(anthropic, sdk_block_fields)
+{
+	/* BetaToolUseBlock's caller, BetaToolUseBlockParam's cache_control,
+	 * and toolset_name as the SDKs dump them. */
+	assert_ok(anthropic_block_with("'caller':{'type':'direct'},'cache_control':{'type':"
+				       "'ephemeral'},'toolset_name':null,",
+				       "{'action':'left_click','coordinate':[5,6]}"));
+	assert_same(0, "{'type':'click','x':5,'y':6}");
+	cr_assert(!ad.toolset);
+	assert_ok(anthropic_block_with("'caller':{'type':'code_execution_20250825','tool_id':"
+				       "'srvtoolu_1'},'cache_control':{'type':'ephemeral','ttl':"
+				       "'1h'},'toolset_name':'computer',",
+				       "{'action':'screenshot'}"));
+	cr_assert(ad.toolset);
+	assert_ok(anthropic_block_with("'caller':null,'cache_control':null,",
+				       "{'action':'screenshot'}"));
+	/* A toolset_name naming another tool is refused, and the refusal is
+	 * still answerable. */
+	assert_refused(anthropic_block_with("'toolset_name':'browser',", "{'action':'screenshot'}"),
+		       -EINVAL,
+		       "anthropic.toolset_name: \"browser\" is not \"computer\" (deskgate is the "
+		       "computer tool only)");
+	cr_assert(ad.has_id);
+	assert_refused(anthropic_block_with("'toolset_name':7,", "{'action':'screenshot'}"), -EINVAL,
+		       "anthropic.toolset_name: 7 is not \"computer\" (deskgate is the computer tool "
+		       "only)");
+	assert_refused(anthropic_block_with("'caller':'direct',", "{'action':'screenshot'}"), -EINVAL,
+		       "anthropic.caller: \"direct\" is not an object {type, tool_id?}");
+	assert_refused(anthropic_block_with("'caller':{'type':'direct','x':1},",
+					    "{'action':'screenshot'}"),
+		       -EINVAL, "anthropic.caller: unknown field \"x\" for caller (allowed: tool_id)");
+	assert_refused(anthropic_block_with("'caller':{},", "{'action':'screenshot'}"), -EINVAL,
+		       "anthropic.caller.type: required (\"direct\", or the server tool)");
+	assert_refused(anthropic_block_with("'caller':{'type':'a b'},", "{'action':'screenshot'}"),
+		       -EINVAL,
+		       "anthropic.caller.type: \"a b\" has a byte 0x20 at 1 (ids are printable ASCII "
+		       "without spaces)");
+	assert_refused(anthropic_block_with("'cache_control':{'type':'persistent'},",
+					    "{'action':'screenshot'}"),
+		       -EINVAL, "anthropic.cache_control.type: \"persistent\" is not \"ephemeral\"");
+	assert_refused(anthropic_block_with("'cache_control':{'type':'ephemeral','ttl':'2h'},",
+					    "{'action':'screenshot'}"),
+		       -EINVAL, "anthropic.cache_control.ttl: \"2h\" is not \"5m\" or \"1h\"");
+	assert_refused(anthropic_block_with("'cache_control':{'type':'ephemeral','scope':1},",
+					    "{'action':'screenshot'}"),
+		       -EINVAL,
+		       "anthropic.cache_control: unknown field \"scope\" for cache_control (allowed: "
+		       "ttl)");
+	assert_refused(anthropic_block_with("'citations':[],", "{'action':'screenshot'}"), -EINVAL,
+		       "anthropic: unknown field \"citations\" for tool_use (allowed: id, name, "
+		       "input, caller, cache_control, toolset_name)");
+}
+
+Test(anthropic, toolset_member_blocks)
+{
+	/* BetaComputerLeftClickToolUseBlock: the member is the name. */
+	assert_ok(parse("{'type':'tool_use','id':'toolu_8','name':'left_click','toolset_name':"
+			"'computer','input':{'coordinate':[512,320],'text':'shift'},'caller':"
+			"{'type':'direct'}}"));
+	assert_same(0, "{'type':'click','x':640,'y':400,'modifiers':['shift']}");
+	cr_assert(ad.toolset);
+	cr_assert_str_eq(ad.name[0], "left_click");
+	assert_ok(parse("{'type':'tool_use','id':'toolu_8','name':'scroll','toolset_name':"
+			"'computer','input':{'scroll_direction':'up','scroll_amount':2}}"));
+	assert_same(0, "{'type':'scroll','x':100,'y':200,'dy':-2}");
+	assert_refused(parse("{'type':'tool_use','id':'toolu_8','name':'left_click','input':"
+			     "{'coordinate':[1,1]}}"),
+		       -EINVAL,
+		       "anthropic.name: \"left_click\" is not \"computer\" (deskgate is the computer "
+		       "tool only)");
+	assert_refused(parse("{'type':'tool_use','id':'toolu_8','name':'navigate','toolset_name':"
+			     "'computer','input':{}}"),
+		       -EINVAL,
+		       "anthropic.name: \"navigate\" is not an action of the computer toolset "
+		       "(left_click, type, key, screenshot, ...)");
+	assert_refused(parse("{'type':'tool_use','id':'toolu_8','name':'left_click','toolset_name':"
+			     "'computer','input':{'action':'right_click'}}"),
+		       -EINVAL,
+		       "anthropic.input.action: not a field of a toolset member's input (the "
+		       "block's name is the action)");
+	assert_refused(parse("{'type':'tool_use','id':'toolu_8','name':'key','toolset_name':"
+			     "'computer','input':[]}"),
+		       -EINVAL, "anthropic.input: an array is not a JSON object");
+	assert_refused(parse("{'type':'tool_use','id':'toolu_8','name':'key','toolset_name':"
+			     "'computer','input':{'text':'ctrl+a','x':1}}"),
+		       -EINVAL, "anthropic.input: unknown field \"x\" for key (allowed: text, repeat)");
+}
+
+Test(anthropic, non_integer_numbers_rounded)
+{
+	/* The SDKs type coordinates and amounts as number: rounded to the
+	 * nearest integer, halves away from zero; the wire action keeps what
+	 * was received. */
+	assert_ok(parse_sc(&same, "{'action':'left_click','coordinate':[640.5,400.49]}"));
+	assert_same(0, "{'type':'click','x':641,'y':400}");
+	cr_assert(json_is_real(json_array_get(json_object_get(ad.wire_actions[0], "coordinate"), 0)));
+	assert_ok(parse_sc(&same, "{'action':'left_click','coordinate':[-0.4,2.0]}"));
+	assert_same(0, "{'type':'click','x':0,'y':2}");
+	/* Rounded in model space, then scaled: 640.5 -> 641 -> 801.25 -> 801. */
+	assert_ok(parse("{'action':'mouse_move','coordinate':[640.5,400]}"));
+	assert_same(0, "{'type':'move','x':801,'y':500}");
+	assert_ok(parse_sc(&same, "{'action':'scroll','scroll_direction':'down','scroll_amount':1.5}"));
+	assert_same(0, "{'type':'scroll','x':100,'y':200,'dy':2}");
+	assert_ok(parse_sc(&same, "{'action':'scroll','scroll_direction':'down','scroll_amount':3.0}"));
+	assert_same(0, "{'type':'scroll','x':100,'y':200,'dy':3}");
+	assert_refused(parse_sc(&same, "{'action':'scroll','scroll_direction':'down',"
+				       "'scroll_amount':0.4}"),
+		       -EINVAL, "anthropic.input.scroll_amount: 0 is out of range [1, 100] (wheel "
+				"notches)");
+	assert_ok(parse_sc(&same, "{'action':'zoom','region':[0.5,0,10.4,10]}"));
+	assert_canon(0, "{'region':[1,0,10,10],'type':'zoom'}");
+	assert_refused(parse_sc(&same, "{'action':'zoom','region':[9.6,0,10.4,10]}"), -EINVAL,
+		       "anthropic.input.region: x2 (10) must be greater than x1 (10)");
+	/* Off the display after rounding: 1279.5 -> 1280. */
+	assert_refused(parse_sc(&same, "{'action':'left_click','coordinate':[1279.5,0]}"), -EINVAL,
+		       "anthropic.input.coordinate[0]: 1280 is off the display (width 1280)");
+	assert_ok(parse_sc(&same, "{'action':'left_click','coordinate':[1279.49,0]}"));
+	/* The bound on a real, at it and past it. */
+	assert_refused(parse_sc(&same, "{'action':'left_click','coordinate':[1000000000.0,0]}"),
+		       -EINVAL,
+		       "anthropic.input.coordinate[0]: 1000000000 is off the display (width 1280)");
+	assert_refused_prefix(parse_sc(&same, "{'action':'left_click','coordinate':[1000000000.5,0]}"),
+			      -EINVAL, "anthropic.input.coordinate[0]: 1000000000.5 is out of range "
+				       "(at most 1e+09 in magnitude)");
+	assert_refused_prefix(parse_sc(&same, "{'action':'left_click','coordinate':[-1e300,0]}"),
+			      -EINVAL, "anthropic.input.coordinate[0]: ");
+}
+
+Test(openai, non_integer_numbers_rounded)
+{
+	assert_ok(openai_batch(&xga, "[{'type':'click','button':'left','x':640.5,'y':400.2},"
+				     "{'type':'scroll','x':1.5,'y':2,'scroll_x':0,'scroll_y':149.6},"
+				     "{'type':'drag','path':[{'x':0.5,'y':1},{'x':10,'y':20.5}]}]"));
+	assert_same(0, "{'type':'click','x':641,'y':400}");
+	/* 149.6 -> 150 px -> 1.5 notches -> 2. */
+	assert_same(1, "{'type':'scroll','x':2,'y':2,'dy':2}");
+	assert_same(2, "{'type':'drag','path':[[1,1],[10,21]]}");
+	assert_refused(openai_batch(&xga, "[{'type':'move','x':1023.5,'y':1}]"), -EINVAL,
+		       "openai.actions[0].x: 1024 is off the display (width 1024)");
+}
+
+Test(answer, anthropic_toolset_member)
+{
+	assert_ok(parse("{'type':'tool_use','id':'toolu_9','name':'screenshot','toolset_name':"
+			"'computer','input':{}}"));
+	struct dg_adapt_outcome o = {.ok = true, .done = 1, .png = png, .png_len = sizeof(png)};
+	assert_ok(answer(&o));
+	cr_assert_str_eq(sget(ans, "toolset_name"), "computer");
+	cr_assert_str_eq(sget(ans, "tool_use_id"), "toolu_9");
+	/* The computer tool's own blocks are answered without it. */
+	assert_ok(anthropic_block("{'action':'screenshot'}"));
+	assert_ok(answer(&o));
+	cr_assert_null(json_object_get(ans, "toolset_name"));
+	/* A refused member is answered as a member. */
+	cr_assert_neq(parse("{'type':'tool_use','id':'toolu_9','name':'zoom','toolset_name':"
+			    "'computer','input':{}}"), 0);
+	struct dg_adapt_outcome r = {.error = err.msg, .png = png, .png_len = sizeof(png)};
+	assert_ok(answer(&r));
+	cr_assert_str_eq(sget(ans, "toolset_name"), "computer");
+	cr_assert(json_is_true(json_object_get(ans, "is_error")));
+}
+
+Test(anthropic, key_repeat)
+{
+	/* BetaComputerKeyInput.repeat: the chords pressed that many times. */
+	assert_ok(anthropic_block("{'action':'key','text':'ctrl+a','repeat':3}"));
+	assert_canon(0, "{'keys':'Control_L+a Control_L+a Control_L+a','type':'key'}");
+	assert_ok(anthropic_block("{'action':'key','text':'Tab','repeat':null}"));
+	assert_canon(0, "{'keys':'Tab','type':'key'}");
+	assert_ok(anthropic_block("{'action':'key','text':'Tab','repeat':1.5}"));
+	assert_canon(0, "{'keys':'Tab Tab','type':'key'}");
+	/* At the limit of 32 chords in all, and past it. */
+	assert_ok(anthropic_block("{'action':'key','text':'a b','repeat':16}"));
+	cr_assert_eq(ad.act[0].n_chords, 32);
+	assert_refused(anthropic_block("{'action':'key','text':'a b','repeat':17}"), -EINVAL,
+		       "anthropic.input.repeat: 17 times 2 chords is over the limit of 32 chords");
+	assert_ok(anthropic_block("{'action':'key','text':'a','repeat':32}"));
+	assert_refused(anthropic_block("{'action':'key','text':'a','repeat':33}"), -EINVAL,
+		       "anthropic.input.repeat: 33 is out of range [1, 32]");
+	assert_refused(anthropic_block("{'action':'key','text':'a','repeat':0}"), -EINVAL,
+		       "anthropic.input.repeat: 0 is out of range [1, 32]");
+	assert_refused(anthropic_block("{'action':'key','text':'a','repeat':'2'}"), -EINVAL,
+		       "anthropic.input.repeat: \"2\" is not a number");
+	assert_refused_prefix(anthropic_block("{'action':'key','text':'Retrun','repeat':2}"),
+			      -EINVAL, "anthropic.input.text: ");
+	assert_refused(anthropic_block("{'action':'type','text':'a','repeat':2}"), -EINVAL,
+		       "anthropic.input: unknown field \"repeat\" for type (allowed: text)");
 }

@@ -1351,3 +1351,34 @@ Test(frame, helper_thread_limits_failures_and_restart)
 	dg_png_free(&p);
 	tframe_free(&t);
 }
+
+/* The size a zoom is shown at: the region's aspect inside the display. */
+Test(frame, fit_keeps_the_aspect_inside_the_display)
+{
+	int w = 0, h = 0;
+	/* A quarter of a 1280x800 desktop shown to the model as 1024x640. */
+	dg_frame_fit(640, 400, 1024, 640, &w, &h);
+	cr_assert(w == 1024 && h == 640, "%dx%d", w, h);
+	/* Without a display: the desktop's size. */
+	dg_frame_fit(640, 400, 1280, 800, &w, &h);
+	cr_assert(w == 1280 && h == 800, "%dx%d", w, h);
+	dg_frame_fit(200, 100, 1024, 768, &w, &h);
+	cr_assert(w == 1024 && h == 512, "%dx%d", w, h);
+	dg_frame_fit(100, 200, 1024, 640, &w, &h);
+	cr_assert(w == 320 && h == 640, "%dx%d", w, h);
+	/* Rounded to the nearest: 3x1 in 1000x1000 -> 1000x333.33 -> 333. */
+	dg_frame_fit(3, 1, 1000, 1000, &w, &h);
+	cr_assert(w == 1000 && h == 333, "%dx%d", w, h);
+	/* A sliver keeps at least one pixel; the largest sizes do not overflow. */
+	dg_frame_fit(8192, 1, 1024, 640, &w, &h);
+	cr_assert(w == 1024 && h == 1, "%dx%d", w, h);
+	dg_frame_fit(DG_FRAME_MAX_DIM, DG_FRAME_MAX_DIM - 1, DG_FRAME_MAX_DIM, DG_FRAME_MAX_DIM, &w,
+		     &h);
+	cr_assert(w == DG_FRAME_MAX_DIM && h == DG_FRAME_MAX_DIM - 1, "%dx%d", w, h);
+	/* Shrinking too: a region larger than the display. */
+	dg_frame_fit(1280, 800, 640, 640, &w, &h);
+	cr_assert(w == 640 && h == 400, "%dx%d", w, h);
+	/* Nonsense sizes give the display. */
+	dg_frame_fit(0, 10, 1024, 640, &w, &h);
+	cr_assert(w == 1024 && h == 640, "%dx%d", w, h);
+}
