@@ -23,6 +23,7 @@
 
 #include "actions/actions.h"
 #include "desktop/proto/proto.h"
+#include "desktop/worker/ack-priv.h"
 #include "desktop/worker/cdp-priv.h"
 #include "desktop/worker/frame-priv.h"
 #include "desktop/worker/guard-priv.h"
@@ -46,7 +47,8 @@ enum phase {
 	PHASE_TABS,     /* settled: asking the pages which tab is in front */
 	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
-	PHASE_BARRIER,  /* browser, after keys: until the page has drawn frames since */
+	PHASE_BARRIER,  /* browser, after keys or a load: until the page has drawn frames since */
+	PHASE_TYPE,     /* browser, type: until the page has received every key (ack.c) */
 };
 
 struct worker {
@@ -55,6 +57,7 @@ struct worker {
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
+	struct dg_ack ack;       /* browser: typing the page acknowledges */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
 	bool probing;            /* a tab probe (dg_guard_probe_tabs) is in flight */
 	bool probe_again;        /* ... and its answer is older than what follows it */
@@ -291,21 +294,15 @@ static void prime(struct worker *w, const uint32_t *ks, size_t n)
 		gap(w, DG_WORKER_PRIME_PAUSE_MS);
 }
 
-static int type_text(struct worker *w, const struct dg_action *a, struct dg_err *err)
+/* Types keysyms (a type action's text, or a chunk of it: see ack.c). */
+static void type_keys(void *arg, const uint32_t *ks, size_t n)
 {
-	size_t max = a->text_len + 1, n = 0;
-	uint32_t *ks = calloc(max, sizeof(*ks));
-	if (!ks)
-		return dg_err_set(err, -ENOMEM, "out of memory");
-	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
-	if (r == 0)
-		prime(w, ks, n);
-	for (size_t i = 0; r == 0 && i < n; i++) {
+	struct worker *w = arg;
+	prime(w, ks, n);
+	for (size_t i = 0; i < n; i++) {
 		key(w, ks[i], true);
 		key(w, ks[i], false);
 	}
-	free(ks);
-	return r;
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -557,17 +554,21 @@ static void barrier_done(void *arg, int status, json_t *result, const char *erro
 	(void)status, (void)result, (void)error_message;
 	if (w->phase == PHASE_BARRIER) {
 		long long t = w->t_injected;
+		bool paint = w->await_paint;
 		settle(w);
 		w->t_injected = t; /* the settle bound still counts from the input */
 		w->quiet_ms = DG_WORKER_KEYS_QUIET_MS;
+		w->await_paint = paint;
 	}
 }
 
-static void barrier(struct worker *w)
+/* paint: after a load, settling then waits for the page's paint (advance()). */
+static void barrier(struct worker *w, bool paint)
 {
 	const char *sid = w->cdp && dg_cdp_ready(w->cdp) ? dg_cdp_session_id(w->cdp) : NULL;
 	if (!sid || !sid[0]) {
 		settle(w);
+		w->await_paint = paint;
 		return;
 	}
 	json_t *params = json_pack("{s:s, s:b, s:b}", "expression",
@@ -577,11 +578,25 @@ static void barrier(struct worker *w)
 	 * request sent after them: only then is the page asked for frames. */
 	gap(w, 0);
 	w->phase = PHASE_BARRIER;
+	w->await_paint = paint;
 	w->t_injected = dg_now_ms();
 	w->nav_deadline = w->t_injected + DG_WORKER_BARRIER_MAX_MS;
 	struct dg_err err = {{0}};
 	if (dg_cdp_send(w->cdp, "Runtime.evaluate", params, sid, barrier_done, w, &err) != 0)
 		settle(w);
+}
+
+/* The page has received every key typed (or typing ended at its bound);
+ * without a browser, the X server has them once it answers a sync. */
+static void typed(void *arg, const char *error)
+{
+	struct worker *w = arg;
+	if (error)
+		set_error(w, "%s", error);
+	if (w->phase == PHASE_TYPE && !w->cdp)
+		gap(w, 0);
+	if (w->phase == PHASE_TYPE)
+		w->cdp ? barrier(w, false) : settle(w);
 }
 
 /* ---- browser actions ---------------------------------------------------- */
@@ -641,20 +656,9 @@ static void run_action(struct worker *w);
 /* Input that a rule about the page's URL may have decided (regions). */
 static bool is_input(enum dg_action_type t)
 {
-	switch (t) {
-	case DG_ACTION_CLICK:
-	case DG_ACTION_MOVE:
-	case DG_ACTION_DRAG:
-	case DG_ACTION_MOUSE_DOWN:
-	case DG_ACTION_MOUSE_UP:
-	case DG_ACTION_SCROLL:
-	case DG_ACTION_TYPE:
-	case DG_ACTION_KEY:
-	case DG_ACTION_HOLD_KEY:
-		return true;
-	default:
-		return false;
-	}
+	return t == DG_ACTION_CLICK || t == DG_ACTION_MOVE || t == DG_ACTION_DRAG ||
+	       t == DG_ACTION_MOUSE_DOWN || t == DG_ACTION_MOUSE_UP || t == DG_ACTION_SCROLL ||
+	       t == DG_ACTION_TYPE || t == DG_ACTION_KEY || t == DG_ACTION_HOLD_KEY;
 }
 
 /* The tab in front is known now: the action runs only at the page it was
@@ -727,8 +731,11 @@ static void run_action(struct worker *w)
 		scroll(w, a);
 		break;
 	case DG_ACTION_TYPE:
-		if (type_text(w, a, &err))
-			set_error(w, "%s", err.msg);
+		w->phase = PHASE_TYPE; /* set first: typed() checks it */
+		if (dg_ack_type(&w->ack, w->cdp, a->text, a->text_len, type_keys, typed, w, &err) == 0)
+			return;
+		w->phase = PHASE_IDLE;
+		set_error(w, "%s", err.msg);
 		break;
 	case DG_ACTION_KEY:
 		for (int i = 0; i < a->n_chords; i++) {
@@ -773,8 +780,8 @@ static void run_action(struct worker *w)
 		finish(w);
 		return;
 	}
-	if (w->cdp && (a->type == DG_ACTION_TYPE || a->type == DG_ACTION_KEY)) {
-		barrier(w);
+	if (w->cdp && a->type == DG_ACTION_KEY) {
+		barrier(w, false);
 		return;
 	}
 	settle(w);
@@ -847,8 +854,7 @@ static int advance(struct worker *w)
 	case PHASE_BROWSER:
 	case PHASE_LOAD:
 		if (w->phase == PHASE_LOAD && !dg_cdp_loading(w->cdp)) {
-			settle(w);
-			w->await_paint = true;
+			barrier(w, true); /* the loaded page's frames, then its paint */
 			return 0;
 		}
 		if (t < w->nav_deadline)
@@ -895,6 +901,8 @@ static int advance(struct worker *w)
 			return (int)(w->nav_deadline - t);
 		finish(w); /* the page's title may be stale; the screen is not */
 		return 0;
+	case PHASE_TYPE:
+		return dg_ack_advance(&w->ack);
 	case PHASE_BARRIER:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);
