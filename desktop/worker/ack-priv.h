@@ -15,7 +15,8 @@
  * there resolves when the count reaches what was sent. The action is done
  * when the page has received the last key.
  *
- * Counted are the keyup events of keys that type text: modifier keys and
+ * Counted are the keyup events of keys that type text, as the browser
+ * delivers them (not events a script dispatched): modifier keys and
  * keys released with Control held (the worker's priming of keysyms outside
  * the keymap, see prime() in worker.c) are not, so what the worker sends
  * around the text does not change the count.

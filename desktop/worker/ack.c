@@ -24,12 +24,13 @@
 #include "desktop/worker/ack-priv.h"
 
 /* The counter, in the isolated world: keyups of text keys, on the window
- * in the capture phase (before the page's own listeners on its elements). */
+ * in the capture phase (before the page's own listeners on its elements);
+ * events a script dispatched (not isTrusted) do not count. */
 #define INSTALL_JS                                                                              \
 	"(() => { let s = window.__deskgateKeys; if (!s) { s = window.__deskgateKeys = "        \
 	"{n: 0, wake: null}; const mods = ['Shift', 'Control', 'Alt', 'AltGraph', 'Meta', "     \
-	"'CapsLock', 'NumLock']; addEventListener('keyup', e => { if (e.ctrlKey || "            \
-	"mods.includes(e.key)) return; s.n++; if (s.wake) s.wake(); }, true); } "                \
+	"'CapsLock', 'NumLock']; addEventListener('keyup', e => { if (!e.isTrusted || "         \
+	"e.ctrlKey || mods.includes(e.key)) return; s.n++; if (s.wake) s.wake(); }, true); } "  \
 	"const a = document.activeElement; return [s.n, document.hasFocus() && !(a && "         \
 	"(a.tagName === 'IFRAME' || a.tagName === 'FRAME'))]; })()"
 
