@@ -48,7 +48,7 @@ enum phase {
 	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
 	PHASE_BARRIER,  /* browser, after keys or a load: until the page has drawn frames since */
-	PHASE_TYPE,     /* browser, type: until the page has received every key (ack.c) */
+	PHASE_TYPE,     /* type: until the page (ack.c), or without a browser X, has every key */
 };
 
 struct worker {
