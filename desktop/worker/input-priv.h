@@ -36,6 +36,12 @@ struct dg_input {
  * for a text that cannot be typed. */
 int dg_input_run(struct dg_input *in, const struct dg_action *a, struct dg_err *err);
 
+/* Types n keysyms (a text's, or a chunk of one: the worker paces a
+ * browser's typing, ack.c): primed when needed, a character of a Shift
+ * level with Shift_L held, nothing left held. 0, or -EPIPE when an event
+ * could not be sent. */
+int dg_input_type_keys(struct dg_input *in, const uint32_t *ks, size_t n);
+
 /* Presses (down) or releases chord c: hold_key's two halves. Returns 0 or
  * -EPIPE with err, as dg_input_run. */
 int dg_input_chord(struct dg_input *in, const struct dg_chord *c, bool down, struct dg_err *err);

@@ -190,22 +190,16 @@ static void prime(struct dg_input *in, const uint32_t *ks, size_t n)
 		gap(in, DG_WORKER_PRIME_PAUSE_MS);
 }
 
-static int type_text(struct dg_input *in, const struct dg_action *a, struct dg_err *err)
+int dg_input_type_keys(struct dg_input *in, const uint32_t *ks, size_t n)
 {
-	size_t max = a->text_len + 1, n = 0;
-	uint32_t *ks = calloc(max, sizeof(*ks));
-	if (!ks)
-		return dg_err_set(err, -ENOMEM, "out of memory");
-	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
-	if (r == 0)
-		prime(in, ks, n);
+	prime(in, ks, n);
 	/* A character of a key's Shift level (capitals, !, ?, ...) is typed
 	 * with Shift_L held, as a US keyboard types it, never left to Xvnc
 	 * (which would press Caps Lock); Shift is held across a run of such
 	 * characters and released before any other key (Shift+Return is not
-	 * Return to every application). */
+	 * Return to every application) and at the end. */
 	bool shift = false;
-	for (size_t i = 0; r == 0 && i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		uint32_t base;
 		bool up = dg_keysym_us_unshifted(ks[i], &base) == 0;
 		if (up != shift) {
@@ -217,6 +211,18 @@ static int type_text(struct dg_input *in, const struct dg_action *a, struct dg_e
 	}
 	if (shift)
 		key(in, DG_KEYSYM_SHIFT_L, false);
+	return in->failed ? -EPIPE : 0;
+}
+
+static int type_text(struct dg_input *in, const struct dg_action *a, struct dg_err *err)
+{
+	size_t max = a->text_len + 1, n = 0;
+	uint32_t *ks = calloc(max, sizeof(*ks));
+	if (!ks)
+		return dg_err_set(err, -ENOMEM, "out of memory");
+	int r = dg_text_to_keysyms(a->text, a->text_len, ks, max, &n, err);
+	if (r == 0)
+		dg_input_type_keys(in, ks, n);
 	free(ks);
 	return r;
 }

@@ -23,6 +23,7 @@
 
 #include "actions/actions.h"
 #include "desktop/proto/proto.h"
+#include "desktop/worker/ack-priv.h"
 #include "desktop/worker/cdp-priv.h"
 #include "desktop/worker/frame-priv.h"
 #include "desktop/worker/guard-priv.h"
@@ -41,7 +42,8 @@ enum phase {
 	PHASE_TABS,     /* settled: asking the pages which tab is in front */
 	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
-	PHASE_BARRIER,  /* browser, after keys: until the page has drawn frames since */
+	PHASE_BARRIER,  /* browser, after keys or a load: until the page has drawn frames since */
+	PHASE_TYPE,     /* type: until the page (ack.c), or without a browser X, has every key */
 };
 
 struct worker {
@@ -50,6 +52,7 @@ struct worker {
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
+	struct dg_ack ack;       /* browser: typing the page acknowledges */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
 	bool probing;            /* a tab probe (dg_guard_probe_tabs) is in flight */
 	bool probe_again;        /* ... and its answer is older than what follows it */
@@ -152,6 +155,14 @@ static void sync_rfb(void *arg)
 		}
 		pump_rfb(w);
 	}
+}
+
+/* Types keysyms (a type action's text, or a chunk of it: see ack.c). */
+static void type_keys(void *arg, const uint32_t *ks, size_t n)
+{
+	struct worker *w = arg;
+	if (dg_input_type_keys(&w->in, ks, n) == -EPIPE)
+		die("sending an input event failed: the desktop is gone");
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -402,17 +413,21 @@ static void barrier_done(void *arg, int status, json_t *result, const char *erro
 	(void)status, (void)result, (void)error_message;
 	if (w->phase == PHASE_BARRIER) {
 		long long t = w->t_injected;
+		bool paint = w->await_paint;
 		settle(w);
 		w->t_injected = t; /* the settle bound still counts from the input */
 		w->quiet_ms = DG_WORKER_KEYS_QUIET_MS;
+		w->await_paint = paint;
 	}
 }
 
-static void barrier(struct worker *w)
+/* paint: after a load, settling then waits for the page's paint (advance()). */
+static void barrier(struct worker *w, bool paint)
 {
 	const char *sid = w->cdp && dg_cdp_ready(w->cdp) ? dg_cdp_session_id(w->cdp) : NULL;
 	if (!sid || !sid[0]) {
 		settle(w);
+		w->await_paint = paint;
 		return;
 	}
 	json_t *params = json_pack("{s:s, s:b, s:b}", "expression",
@@ -422,11 +437,25 @@ static void barrier(struct worker *w)
 	 * request sent after them: only then is the page asked for frames. */
 	sync_rfb(w);
 	w->phase = PHASE_BARRIER;
+	w->await_paint = paint;
 	w->t_injected = dg_now_ms();
 	w->nav_deadline = w->t_injected + DG_WORKER_BARRIER_MAX_MS;
 	struct dg_err err = {{0}};
 	if (dg_cdp_send(w->cdp, "Runtime.evaluate", params, sid, barrier_done, w, &err) != 0)
 		settle(w);
+}
+
+/* The page has received every key typed (or typing ended at its bound);
+ * without a browser, the X server has them once it answers a sync. */
+static void typed(void *arg, const char *error)
+{
+	struct worker *w = arg;
+	if (error)
+		set_error(w, "%s", error);
+	if (w->phase == PHASE_TYPE && !w->cdp)
+		sync_rfb(w);
+	if (w->phase == PHASE_TYPE)
+		w->cdp ? barrier(w, false) : settle(w);
 }
 
 /* ---- browser actions ---------------------------------------------------- */
@@ -486,20 +515,9 @@ static void run_action(struct worker *w);
 /* Input that a rule about the page's URL may have decided (regions). */
 static bool is_input(enum dg_action_type t)
 {
-	switch (t) {
-	case DG_ACTION_CLICK:
-	case DG_ACTION_MOVE:
-	case DG_ACTION_DRAG:
-	case DG_ACTION_MOUSE_DOWN:
-	case DG_ACTION_MOUSE_UP:
-	case DG_ACTION_SCROLL:
-	case DG_ACTION_TYPE:
-	case DG_ACTION_KEY:
-	case DG_ACTION_HOLD_KEY:
-		return true;
-	default:
-		return false;
-	}
+	return t == DG_ACTION_CLICK || t == DG_ACTION_MOVE || t == DG_ACTION_DRAG ||
+	       t == DG_ACTION_MOUSE_DOWN || t == DG_ACTION_MOUSE_UP || t == DG_ACTION_SCROLL ||
+	       t == DG_ACTION_TYPE || t == DG_ACTION_KEY || t == DG_ACTION_HOLD_KEY;
 }
 
 /* The tab in front is known now: the action runs only at the page it was
@@ -556,7 +574,6 @@ static void run_action(struct worker *w)
 	case DG_ACTION_MOUSE_DOWN:
 	case DG_ACTION_MOUSE_UP:
 	case DG_ACTION_SCROLL:
-	case DG_ACTION_TYPE:
 	case DG_ACTION_KEY: {
 		int r = dg_input_run(&w->in, a, &err);
 		if (r == -EPIPE)
@@ -565,6 +582,13 @@ static void run_action(struct worker *w)
 			set_error(w, "%s", err.msg);
 		break;
 	}
+	case DG_ACTION_TYPE:
+		w->phase = PHASE_TYPE; /* set first: typed() checks it */
+		if (dg_ack_type(&w->ack, w->cdp, a->text, a->text_len, type_keys, typed, w, &err) == 0)
+			return;
+		w->phase = PHASE_IDLE;
+		set_error(w, "%s", err.msg);
+		break;
 	case DG_ACTION_HOLD_KEY:
 		if (dg_input_chord(&w->in, &a->chords[0], true, &err))
 			die("%s", err.msg);
@@ -603,8 +627,8 @@ static void run_action(struct worker *w)
 		finish(w);
 		return;
 	}
-	if (w->cdp && (a->type == DG_ACTION_TYPE || a->type == DG_ACTION_KEY)) {
-		barrier(w);
+	if (w->cdp && a->type == DG_ACTION_KEY) {
+		barrier(w, false);
 		return;
 	}
 	settle(w);
@@ -678,8 +702,7 @@ static int advance(struct worker *w)
 	case PHASE_BROWSER:
 	case PHASE_LOAD:
 		if (w->phase == PHASE_LOAD && !dg_cdp_loading(w->cdp)) {
-			settle(w);
-			w->await_paint = true;
+			barrier(w, true); /* the loaded page's frames, then its paint */
 			return 0;
 		}
 		if (t < w->nav_deadline)
@@ -726,6 +749,8 @@ static int advance(struct worker *w)
 			return (int)(w->nav_deadline - t);
 		finish(w); /* the page's title may be stale; the screen is not */
 		return 0;
+	case PHASE_TYPE:
+		return dg_ack_advance(&w->ack);
 	case PHASE_BARRIER:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);

@@ -5,8 +5,9 @@
  * socket and the DevTools pipes (worker.c), with the RFB input (input.c:
  * actions as pointer and key events), the DevTools client
  * (cdp.c: the pipe, cdp-page.c: the page state), the browser guard
- * (guard.c) and the PNG encoder (frame.c: checks, scaling, hash;
- * frame-png.c: libpng; frame-stripes.c: the striped, cached encoder).
+ * (guard.c), typing the page acknowledges (ack.c) and the PNG encoder
+ * (frame.c: checks, scaling, hash; frame-png.c: libpng; frame-stripes.c:
+ * the striped, cached encoder).
  *
  * It is started by dg_worker_start (fork + exec of `deskgate worker`), with
  * the descriptors and the messages of desktop/proto/proto.h

@@ -1261,3 +1261,193 @@ Test(cdp, callbacks_may_send)
 	no_cmd(&f);
 	fake_close(&f);
 }
+
+/* ---- ack.c: typing the page acknowledges, against the fake browser ---- */
+
+#include "ack-priv.h"
+
+struct typing {
+	size_t calls, sizes[16], total;
+	int done;
+	char error[DG_ERR_MAX];
+};
+
+static void typing_keys(void *arg, const uint32_t *ks, size_t n)
+{
+	struct typing *t = arg;
+	cr_assert_lt(t->calls, 16);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(ks[i], 'a');
+	t->sizes[t->calls++] = n;
+	t->total += n;
+}
+
+static void typing_done(void *arg, const char *error)
+{
+	struct typing *t = arg;
+	t->done++;
+	snprintf(t->error, sizeof(t->error), "%s", error ? error : "");
+}
+
+/* The next Runtime.evaluate of the typing: its contextId and whether it
+ * awaits a promise; answered with value (JSON text). */
+static void answer_eval(struct fake *f, int ctx, bool await, const char *value)
+{
+	json_t *cmd;
+	json_int_t id = expect_cmd(f, "Runtime.evaluate", &cmd);
+	json_t *p = json_object_get(cmd, "params");
+	cr_assert_str_eq(json_string_value(json_object_get(cmd, "sessionId")), "S1");
+	if (ctx)
+		cr_assert_eq(json_integer_value(json_object_get(p, "contextId")), ctx);
+	cr_assert_eq(json_is_true(json_object_get(p, "awaitPromise")), await);
+	json_decref(cmd);
+	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
+		 "\"value\":%s}}}", (long long)id, value);
+}
+
+/* Up to the counter's answer: the first round trip, the isolated world on
+ * the main frame (context 7), the counter installed there. */
+static void typing_setup(struct fake *f, struct dg_ack *a, struct typing *t, size_t n,
+			 const char *installed)
+{
+	char *text = malloc(n + 1);
+	memset(text, 'a', n);
+	text[n] = '\0';
+	cr_assert_eq(dg_ack_type(a, f->c, text, n, typing_keys, typing_done, t, &err), 0, "%s",
+		     err.msg);
+	free(text);
+	cr_assert_eq(t->done, 0, "done ran inside dg_ack_type");
+	answer_eval(f, 0, false, "0");
+	json_t *cmd;
+	json_int_t id = expect_cmd(f, "Page.createIsolatedWorld", &cmd);
+	json_t *p = json_object_get(cmd, "params");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "frameId")), "T1");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "worldName")), DG_ACK_WORLD);
+	json_decref(cmd);
+	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"executionContextId\":7}}",
+	      (long long)id);
+	cr_assert_eq(t->calls, 0, "keys typed before the page's count was known");
+	answer_eval(f, 7, false, installed);
+}
+
+/* 150 characters: chunks of DG_ACK_CHUNK, each sent once the page has the
+ * one before the last; done once the page has every key, not before. */
+Test(ack, chunks_wait_for_the_page)
+{
+	struct fake f;
+	fake_open(&f);
+	attach(&f);
+	struct dg_ack a = {0};
+	struct typing t = {0};
+	const size_t n = 2 * DG_ACK_CHUNK + 22;
+	typing_setup(&f, &a, &t, n, "[5, true]"); /* 5 keys counted before */
+	cr_assert_eq(t.calls, 1);
+	cr_assert_eq(t.sizes[0], DG_ACK_CHUNK);
+	answer_eval(&f, 7, true, "5"); /* the wait for the chunk before: none */
+	cr_assert_eq(t.calls, 2);
+	cr_assert_eq(t.sizes[1], DG_ACK_CHUNK);
+	char want[16];
+	snprintf(want, sizeof(want), "%d", 5 + DG_ACK_CHUNK - 1); /* one key short */
+	answer_eval(&f, 7, true, want);
+	cr_assert_eq(t.calls, 2, "a chunk went before the page had the one before");
+	snprintf(want, sizeof(want), "%d", 5 + DG_ACK_CHUNK);
+	answer_eval(&f, 7, true, want);
+	cr_assert_eq(t.calls, 3);
+	cr_assert_eq(t.sizes[2], 22);
+	cr_assert_eq(t.total, n);
+	snprintf(want, sizeof(want), "%zu", 5 + n - 1);
+	answer_eval(&f, 7, true, want);
+	cr_assert_eq(t.done, 0, "answered before the page had the last key");
+	snprintf(want, sizeof(want), "%zu", 5 + n);
+	answer_eval(&f, 7, true, want);
+	cr_assert_eq(t.done, 1);
+	cr_assert_str_eq(t.error, "");
+	cr_assert_eq(dg_ack_advance(&a), -1);
+	no_cmd(&f);
+	/* The next typing on this page reuses the world; one that no longer
+	 * answers (a new document) is made again. */
+	cr_assert_eq(dg_ack_type(&a, f.c, "aa", 2, typing_keys, typing_done, &t, &err), 0);
+	answer_eval(&f, 0, false, "0");
+	json_int_t id = expect_cmd(&f, "Runtime.evaluate", NULL);
+	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"code\":-32000,\"message\":"
+		 "\"Cannot find context with specified id\"}}", (long long)id);
+	id = expect_cmd(&f, "Page.createIsolatedWorld", NULL);
+	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"executionContextId\":9}}",
+	      (long long)id);
+	answer_eval(&f, 9, false, "[0, true]");
+	answer_eval(&f, 9, true, "2");
+	cr_assert_eq(t.done, 2);
+	dg_ack_free(&a);
+	fake_close(&f);
+}
+
+/* Keys that go elsewhere than the page (no focus): typed at once, done. */
+Test(ack, no_focus_types_at_once)
+{
+	struct fake f;
+	fake_open(&f);
+	attach(&f);
+	struct dg_ack a = {0};
+	struct typing t = {0};
+	typing_setup(&f, &a, &t, 300, "[0, false]");
+	cr_assert_eq(t.calls, 1);
+	cr_assert_eq(t.sizes[0], 300);
+	cr_assert_eq(t.done, 1);
+	cr_assert_str_eq(t.error, "");
+	no_cmd(&f);
+	dg_ack_free(&a);
+	fake_close(&f);
+}
+
+/* The bound: DG_ACK_BASE_MS + DG_ACK_PER_KEY_MS a character; at it the
+ * typing stops, says how far it got, and a late reply changes nothing. */
+Test(ack, bound_named_in_the_error)
+{
+	struct fake f;
+	fake_open(&f);
+	attach(&f);
+	struct dg_ack a = {0};
+	struct typing t = {0};
+	const size_t n = DG_ACK_CHUNK + 10;
+	long long t0 = dg_now_ms();
+	typing_setup(&f, &a, &t, n, "[0, true]");
+	answer_eval(&f, 7, true, "0");
+	cr_assert_eq(t.calls, 2);
+	json_int_t id = expect_cmd(&f, "Runtime.evaluate", NULL); /* waits for all: unanswered */
+	long long bound = DG_ACK_BASE_MS + (long long)n * DG_ACK_PER_KEY_MS;
+	int left = dg_ack_advance(&a);
+	cr_assert(left > 0 && left <= bound && left >= bound - (dg_now_ms() - t0) - 5,
+		  "advance says %d ms, the bound is %lld", left, bound);
+	while (dg_ack_advance(&a) > 0)
+		usleep(20000);
+	cr_assert_geq(dg_now_ms() - t0, bound);
+	cr_assert_eq(t.done, 1);
+	char want[256];
+	snprintf(want, sizeof(want), "typing stopped: %zu of %zu characters sent, but the page had "
+		 "received only 0 of their keys after", n, n);
+	cr_assert(strncmp(t.error, want, strlen(want)) == 0, "%s", t.error);
+	snprintf(want, sizeof(want), "(the bound: %d ms + %d ms a character)", DG_ACK_BASE_MS,
+		 DG_ACK_PER_KEY_MS);
+	cr_assert(strstr(t.error, want), "%s", t.error);
+	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
+		  "\"value\":%zu}}}", (long long)id, n);
+	cr_assert_eq(t.done, 1);
+	no_cmd(&f);
+	dg_ack_free(&a);
+	fake_close(&f);
+}
+
+/* Without a browser (xterm): typed at once, done from dg_ack_advance. */
+Test(ack, without_a_browser)
+{
+	struct dg_ack a = {0};
+	struct typing t = {0};
+	cr_assert_eq(dg_ack_type(&a, NULL, "aaa", 3, typing_keys, typing_done, &t, &err), 0);
+	cr_assert_eq(t.total, 3);
+	cr_assert_eq(t.done, 0);
+	cr_assert_eq(dg_ack_advance(&a), 0);
+	cr_assert_eq(t.done, 1);
+	cr_assert_eq(dg_ack_advance(&a), -1);
+	cr_assert_eq(dg_ack_type(&a, NULL, "a\x01", 2, typing_keys, typing_done, &t, &err), -EINVAL);
+	cr_assert_eq(t.done, 1);
+}
