@@ -65,6 +65,18 @@ static void one(const char *msg, size_t len, const struct dg_adapt_scale *scale,
 		dg_adapted_free(&a);
 		return;
 	}
+	if (a.wire == DG_WIRE_HELLO) {
+		/* The agent's hello: no action, only event bits that exist;
+		 * the gateway answers it, never dg_adapt_answer. */
+		DG_FUZZ_CHECK(a.n == 0, "a hello with %d actions", a.n);
+		DG_FUZZ_CHECK((a.events & ~((1u << DG_AGENT_EVENT_KINDS) - 1)) == 0, "events 0x%x",
+			      a.events);
+		for (unsigned bit = 1; bit < 1u << DG_AGENT_EVENT_KINDS; bit <<= 1)
+			DG_FUZZ_CHECK(dg_agent_event_name(bit) != NULL, "event bit 0x%x unnamed", bit);
+		answer(&a, &o); /* refused: -EINVAL */
+		dg_adapted_free(&a);
+		return;
+	}
 	DG_FUZZ_CHECK(a.n >= 1 && a.n <= DG_ADAPT_ACTIONS_MAX, "n = %d", a.n);
 	DG_FUZZ_CHECK(a.wire != DG_WIRE_UNKNOWN, "parsed without a wire format");
 	DG_FUZZ_CHECK(dg_wire_name(a.wire) != NULL, "wire %d", (int)a.wire);
