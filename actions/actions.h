@@ -505,6 +505,8 @@ enum dg_agent_event {
 
 /* The name of one event bit ("page", ...), or NULL when it is not one. */
 const char *dg_agent_event_name(unsigned bit);
+/* The bit of an event name, or 0 when name (may be NULL) names none. */
+unsigned dg_agent_event_bit(const char *name);
 
 /* The desktop's size and the size of the display the model was told about.
  * model_w = model_h = 0 means the same as the desktop. */

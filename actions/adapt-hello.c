@@ -24,6 +24,14 @@ const char *dg_agent_event_name(unsigned bit)
 	return NULL;
 }
 
+unsigned dg_agent_event_bit(const char *name)
+{
+	for (int i = 0; name && i < DG_AGENT_EVENT_KINDS; i++)
+		if (strcmp(name, event_names[i]) == 0)
+			return 1u << i;
+	return 0;
+}
+
 int dg_adapt_hello(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a)
 {
 	char esc[DG_SHOW_BUF];

@@ -40,11 +40,8 @@ static void worker_event(struct gw_session *s, json_t *ev)
 	/* The agent gets page and guard events only when its hello asked
 	 * (one rule for its socket: the next message after an action is the
 	 * answer); observers get every one. */
-	unsigned bit = !kind ? 0
-		       : strcmp(kind, "page") == 0  ? DG_AGENT_EVENT_PAGE
-		       : strcmp(kind, "guard") == 0 ? DG_AGENT_EVENT_GUARD
-						    : 0;
-	if (bit)
+	unsigned bit = dg_agent_event_bit(kind);
+	if (bit == DG_AGENT_EVENT_PAGE || bit == DG_AGENT_EVENT_GUARD)
 		dg_gw_agent_event(s, bit, json_incref(out));
 	dg_gw_broadcast(s, out);
 	if (kind && strcmp(kind, "error") == 0) {

@@ -58,6 +58,10 @@ Test(hello, names)
 	cr_assert_null(dg_agent_event_name(0));
 	cr_assert_null(dg_agent_event_name(1u << DG_AGENT_EVENT_KINDS));
 	cr_assert_null(dg_agent_event_name(DG_AGENT_EVENT_PAGE | DG_AGENT_EVENT_GUARD));
+	cr_assert_eq(dg_agent_event_bit("page"), DG_AGENT_EVENT_PAGE);
+	cr_assert_eq(dg_agent_event_bit("decision"), DG_AGENT_EVENT_DECISION);
+	cr_assert_eq(dg_agent_event_bit("error"), 0u);
+	cr_assert_eq(dg_agent_event_bit(NULL), 0u);
 }
 
 /* DG_AGENT_EVENTS_MAX entries pass (only if each is named once, so at the
