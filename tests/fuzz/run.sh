@@ -37,25 +37,46 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-failed=()
-printf '%-18s %-7s %12s %9s %8s %7s\n' target result executions exec/s corpus cov
-for t in "$@"; do
-	bin="$build/fuzz/$t"
-	if [[ ! -x $bin ]]; then
-		echo "run.sh: no fuzz target $t (have: $(cd "$build/fuzz" && echo fuzz_*))" >&2
-		failed+=("$t")
-		continue
-	fi
-	work="$build/corpus/$t"
-	log="$build/logs/$t.log"
+# Targets run side by side, one per core (DG_FUZZ_JOBS overrides): each is
+# single-threaded, and the suite's budget counts wall time. Each run writes
+# its exit code beside its log; the lines are printed afterwards, in order.
+jobs=${DG_FUZZ_JOBS:-$(nproc)}
+run_one() {
+	local t=$1 bin="$build/fuzz/$1" work="$build/corpus/$1" log="$build/logs/$1.log" rc=0
 	mkdir -p "$work"
 	if [[ -d $seeds/$t ]]; then
 		cp -R "$seeds/$t"/. "$work"/
 	fi
-	rc=0
 	(cd "$build" && "$bin" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
 		-print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "$work") \
 		>"$log" 2>&1 || rc=$?
+	echo "$rc" >"$log.rc"
+}
+failed=()
+running=0
+for t in "$@"; do
+	rm -f "$build/logs/$t.log.rc"
+	if [[ ! -x $build/fuzz/$t ]]; then
+		continue
+	fi
+	if ((running >= jobs)); then
+		wait -n || true
+		running=$((running - 1))
+	fi
+	run_one "$t" &
+	running=$((running + 1))
+done
+wait || true
+
+printf '%-18s %-7s %12s %9s %8s %7s\n' target result executions exec/s corpus cov
+for t in "$@"; do
+	log="$build/logs/$t.log"
+	if [[ ! -x $build/fuzz/$t ]]; then
+		echo "run.sh: no fuzz target $t (have: $(cd "$build/fuzz" && echo fuzz_*))" >&2
+		failed+=("$t")
+		continue
+	fi
+	rc=$(cat "$log.rc" 2>/dev/null || echo "no exit code (the run did not finish)")
 	# libFuzzer's last status line ("#N DONE cov: C ft: F corp: K/S ... exec/s: E")
 	# and its final stats (stat::number_of_executed_units, stat::average_exec_per_sec).
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
@@ -70,13 +91,13 @@ for t in "$@"; do
 		rate=$(sed -n 's/.* exec\/s: \([0-9]*\).*/\1/p' <<<"$last")
 	fi
 	result=ok
-	if ((rc != 0)); then
+	if [[ $rc != 0 ]]; then
 		result=FAILED
 		failed+=("$t")
 	fi
 	printf '%-18s %-7s %12s %9s %8s %7s\n' "$t" "$result" "${execs:-?}" "${rate:-?}" \
 		"${corp:-?}" "${cov:-?}"
-	if ((rc != 0)); then
+	if [[ $rc != 0 ]]; then
 		echo "---- $t exited with $rc; the end of $log:"
 		grep -v '^#[0-9]' "$log" | tail -n 60
 		echo "---- reproducers: $(ls "$build/artifacts" | grep "^$t-" | sed "s|^|build-fuzz/artifacts/|" | tr '\n' ' ')"
