@@ -500,6 +500,21 @@ static int page_cmd(struct dg_cdp *c, enum kind kind, const char *method, json_t
 		json_decref(params);
 		return dg_err_set(err, -EAGAIN, "cdp: no page attached yet");
 	}
+	/* A navigation gives the page the keyboard focus, as Enter in the
+	 * omnibox does: without it, keys typed after a navigate from the start
+	 * page (whose omnibox has the focus) went into the omnibox. Page.
+	 * bringToFront focuses the tab's contents; its answer is not awaited
+	 * (commands on one session run in order, so it precedes the
+	 * navigation). */
+	if (!c->closed && (kind == K_NAVIGATE || kind == K_RELOAD || kind == K_HIST_BACK ||
+			   kind == K_HIST_FORWARD)) {
+		int f = dg_cdp_send_cmd(c, K_USER, "Page.bringToFront", NULL, c->session,
+					c->page_gen, NULL, NULL, NULL, err);
+		if (f) {
+			json_decref(params);
+			return f;
+		}
+	}
 	int r = dg_cdp_send_cmd(c, kind, method, params, c->closed ? NULL : c->session,
 				c->page_gen, NULL, done, arg, err);
 	if (r == 0 && (kind == K_NAVIGATE || kind == K_RELOAD))
