@@ -309,6 +309,16 @@ int dg_keysym_us_unshifted(uint32_t keysym, uint32_t *base);
 /* Shift_L or Shift_R. */
 bool dg_keysym_is_shift(uint32_t keysym);
 
+/* A keysym a US keymap has a key for: printable ASCII and the function,
+ * cursor, keypad and modifier keys (0xff00..0xffff). Any other (é, 漢,
+ * 😀) Xvnc must map onto a spare keycode when it is pressed. */
+bool dg_keysym_in_us_keymap(uint32_t keysym);
+
+/* The code point a keysym outside the US keymap types (Latin-1 keysyms
+ * have the code point's value, Unicode keysyms are 0x01000000 + it), or 0
+ * for any other keysym. The inverse of dg_keysym_from_codepoint there. */
+uint32_t dg_keysym_codepoint(uint32_t keysym);
+
 /* A modifier keysym (Shift_L..Hyper_R, ISO_Lock..ISO_Level5_Lock): held
  * while the chord's other keys are pressed. */
 bool dg_keysym_is_modifier(uint32_t keysym);

@@ -318,6 +318,20 @@ bool dg_keysym_is_shift(uint32_t keysym)
 	return keysym == KS_SHIFT_L || keysym == KS_SHIFT_R;
 }
 
+bool dg_keysym_in_us_keymap(uint32_t keysym)
+{
+	return (keysym >= 0x20 && keysym <= 0x7e) || (keysym & 0xffffff00u) == 0xff00;
+}
+
+uint32_t dg_keysym_codepoint(uint32_t keysym)
+{
+	if (keysym >= 0xa0 && keysym <= 0xff)
+		return keysym;
+	if (keysym >= 0x01000100u && keysym <= 0x0110ffffu)
+		return keysym - 0x01000000u;
+	return 0;
+}
+
 bool dg_keysym_is_modifier(uint32_t keysym)
 {
 	/* Shift_L .. Hyper_R (keysymdef.h), ISO_Level3_Shift and its kin. */

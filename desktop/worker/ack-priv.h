@@ -21,6 +21,15 @@
  * the keymap, see prime() in worker.c) are not, so what the worker sends
  * around the text does not change the count.
  *
+ * Characters outside the US keymap (é, 漢, 😀) are not typed as keys:
+ * Xvnc maps each onto a spare keycode as it is pressed, and Chromium,
+ * reading its keymap late, dropped about two thirds of a Chinese text.
+ * They are committed as an input method commits them (Input.insertText,
+ * up to DG_ACK_INSERT_MAX at once: the page sees beforeinput and input,
+ * no keydown, as with a real IME), each run only after the page has every
+ * key typed before it, and the next keys only after the browser has
+ * answered that the page handled the insertion: the text arrives in order.
+ *
  * Bound: a type action of n characters waits at most DG_ACK_BASE_MS +
  * n * DG_ACK_PER_KEY_MS. When the page has not received the keys sent so
  * far by then, typing stops (the characters not sent yet are never typed)
@@ -52,6 +61,7 @@
 #define DG_ACK_BASE_MS 2000         /* a type action's bound: BASE + PER_KEY a character */
 #define DG_ACK_PER_KEY_MS 20
 #define DG_ACK_WORLD "deskgate-keys" /* the isolated world's name */
+#define DG_ACK_INSERT_MAX 256       /* characters outside the keymap in one insertion */
 
 /* Types n keysyms (press and release each, priming included). */
 typedef void (*dg_ack_keys_fn)(void *arg, const uint32_t *ks, size_t n);
@@ -71,6 +81,7 @@ struct dg_ack {
 	char ctx_session[DG_CDP_ID_MAX + 1]; /* ... in this page session */
 	uint32_t *ks;               /* the text's keysyms (malloc'd) */
 	size_t n, next;             /* how many; the next one to send */
+	size_t inserting;           /* characters in the insertion in flight */
 	long long expect;           /* the page's count once it has every key sent */
 	long long want;             /* ... that the wait in flight waits for */
 	long long received;         /* the page's count, last read */

@@ -150,12 +150,79 @@ static void wait_for(struct dg_ack *a, long long want)
 		uncounted(a);
 }
 
+static void inserted(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)result;
+	struct dg_ack *a = claim(arg, status);
+	if (!a)
+		return;
+	if (status != 0) {
+		snprintf(a->error, sizeof(a->error),
+			 "typing stopped: %zu of %zu characters typed; inserting the next %zu "
+			 "failed: %s", a->next, a->n, a->inserting, error_message);
+		end(a, a->error);
+		return;
+	}
+	a->next += a->inserting;
+	a->inserting = 0;
+	if (a->next >= a->n)
+		end(a, NULL);
+	else
+		send_chunk(a);
+}
+
+/* A run of characters outside the keymap, once the page has every key
+ * before it: committed as an input method does (Input.insertText, whose
+ * reply comes once the page has handled it). */
+static void insert_run(struct dg_ack *a)
+{
+	char utf8[DG_ACK_INSERT_MAX * 4 + 1];
+	size_t m = 0, len = 0;
+	while (a->next + m < a->n && m < DG_ACK_INSERT_MAX &&
+	       !dg_keysym_in_us_keymap(a->ks[a->next + m])) {
+		uint32_t cp = dg_keysym_codepoint(a->ks[a->next + m]);
+		if (cp < 0x80) {
+			utf8[len++] = (char)cp;
+		} else if (cp < 0x800) {
+			utf8[len++] = (char)(0xc0 | cp >> 6);
+			utf8[len++] = (char)(0x80 | (cp & 0x3f));
+		} else if (cp < 0x10000) {
+			utf8[len++] = (char)(0xe0 | cp >> 12);
+			utf8[len++] = (char)(0x80 | (cp >> 6 & 0x3f));
+			utf8[len++] = (char)(0x80 | (cp & 0x3f));
+		} else {
+			utf8[len++] = (char)(0xf0 | cp >> 18);
+			utf8[len++] = (char)(0x80 | (cp >> 12 & 0x3f));
+			utf8[len++] = (char)(0x80 | (cp >> 6 & 0x3f));
+			utf8[len++] = (char)(0x80 | (cp & 0x3f));
+		}
+		m++;
+	}
+	utf8[len] = '\0';
+	a->inserting = m;
+	json_t *p = json_pack("{s:s}", "text", utf8);
+	if (!p || !send(a, "Input.insertText", p, inserted)) {
+		a->inserting = 0;
+		uncounted(a);
+	}
+}
+
 /* One chunk, then a wait for the chunk before it: the page always has the
  * next chunk queued while it works through one (at most two in flight),
- * and the last wait is for every key. */
+ * and the last wait is for every key. Characters outside the keymap go
+ * as one insertion after the page has every key typed before them. */
 static void send_chunk(struct dg_ack *a)
 {
-	size_t m = a->n - a->next < DG_ACK_CHUNK ? a->n - a->next : DG_ACK_CHUNK;
+	if (!dg_keysym_in_us_keymap(a->ks[a->next])) {
+		if (a->received < a->expect)
+			wait_for(a, a->expect);
+		else
+			insert_run(a);
+		return;
+	}
+	size_t m = 0;
+	while (a->next + m < a->n && m < DG_ACK_CHUNK && dg_keysym_in_us_keymap(a->ks[a->next + m]))
+		m++;
 	a->keys(a->arg, a->ks + a->next, m);
 	a->next += m;
 	a->expect += (long long)m;

@@ -161,7 +161,7 @@ static void scroll(struct dg_input *in, const struct dg_action *a)
  * the keymap change before the key and needs none of this. */
 static bool needs_priming(struct dg_input *in, uint32_t ks)
 {
-	if (!in->prime || (ks >= 0x20 && ks <= 0x7e) || (ks & 0xff00) == 0xff00)
+	if (!in->prime || dg_keysym_in_us_keymap(ks))
 		return false;
 	for (int i = 0; i < in->n_primed; i++) {
 		if (in->primed[i] == ks)

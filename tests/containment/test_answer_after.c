@@ -23,7 +23,8 @@
 #include "dg_test.h"
 
 #define T_ACT 120
-#define DG_SLOW_IMAGE_MS 1500 /* how long the site holds the page's image */
+#define DG_SLOW_IMAGE_MS 800 /* how long the site holds the page's image (settling alone
+                              * answers a navigation within 500 ms of its commit) */
 #define DG_TYPE_CHARS 3000
 #define DG_LOAD_ROUNDS 20
 #define DG_SHOT_ROUNDS 20
@@ -51,6 +52,12 @@ static void handle(struct dg_site *s, int c, const char *path)
 			      "<textarea autofocus spellcheck=false "
 			      "style=\"position:fixed;left:0;top:0;width:100%;height:100%\" "
 			      "oninput=\"document.title='n '+this.value.length\"></textarea>");
+	} else if (strcmp(path, "/mixed") == 0) {
+		dg_site_reply(c, "200 OK", "text/html; charset=utf-8", "",
+			      "<!doctype html><title>empty</title><body style=margin:0>"
+			      "<textarea autofocus spellcheck=false "
+			      "style=\"position:fixed;left:0;top:0;width:100%;height:100%\" "
+			      "oninput=\"document.title=this.value\"></textarea>");
 	} else if (strncmp(path, "/slow?", 6) == 0) {
 		char body[1024];
 		snprintf(body, sizeof(body),
@@ -239,6 +246,25 @@ Test(answer_after, long_type_answered_when_all_in_page)
 	free(msg);
 	json_decref(type);
 	free(text);
+
+	/* Text outside the keymap (CJK, accents, emoji, fullwidth punctuation)
+	 * mixed with ASCII: all of it, in order, when the answer comes (typed
+	 * as keys, 24 of these 76 CJK characters reached the page). */
+	static const char mixed[] =
+		"深度学习是机器学习的一个分支，它使用多层神经网络来学习数据的表示。"
+		"Crème brûlée, naïve café! 你好世界，今天天气很好。日本語のテキストも入力できます。"
+		"한국어 텍스트도 입력합니다. Emoji 😀🎉 and ASCII (x=1; y?) done";
+	snprintf(url, sizeof(url), "{\"type\":\"navigate\",\"url\":\"http://localhost:%d/mixed\"}",
+		 site.port);
+	json_decref(act(ws, url, NULL, NULL));
+	type = json_pack("{s:s, s:s}", "type", "type", "text", mixed);
+	msg = json_dumps(type, JSON_COMPACT);
+	res = act(ws, msg, NULL, NULL);
+	cr_assert_str_eq(str(res, "title"), mixed, "typing mixed text was answered with \"%s\"",
+			 str(res, "title"));
+	json_decref(res);
+	free(msg);
+	json_decref(type);
 	close_session(ws, id);
 }
 

@@ -741,3 +741,35 @@ Test(us_shift, modifiers)
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		cr_assert_not(dg_keysym_is_modifier(keys[i]), "0x%x", keys[i]);
 }
+
+/* The keymap's edge: what Xvnc has keys for, and what is committed as
+ * text (the code point back from its keysym) because it has none. */
+Test(us_keymap, edges_and_code_points)
+{
+	uint32_t in[] = {0x20, 'a', 0x7e, 0xff00, 0xff0d, 0xffe1, 0xffff};
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		cr_assert(dg_keysym_in_us_keymap(in[i]), "0x%x", in[i]);
+		cr_assert_eq(dg_keysym_codepoint(in[i]), 0, "0x%x", in[i]);
+	}
+	/* U+FF0C (fullwidth comma) is the Unicode keysym 0x0100ff0c, not a
+	 * function key: a mask of its low bits alone took it for one. */
+	struct { uint32_t ks, cp; } out[] = {
+		{0xa0, 0xa0}, {0xe9, 0xe9}, {0xff, 0xff}, {0x01000100, 0x100},
+		{0x0100ff0c, 0xff0c}, {0x01006f22, 0x6f22}, {0x0101f600, 0x1f600},
+		{0x0110ffff, 0x10ffff},
+	};
+	for (size_t i = 0; i < sizeof(out) / sizeof(out[0]); i++) {
+		cr_assert_not(dg_keysym_in_us_keymap(out[i].ks), "0x%x", out[i].ks);
+		cr_assert_eq(dg_keysym_codepoint(out[i].ks), out[i].cp, "0x%x", out[i].ks);
+		uint32_t back;
+		cr_assert_eq(dg_keysym_from_codepoint(out[i].cp, &back), 0);
+		cr_assert_eq(back, out[i].ks, "U+%04X", out[i].cp);
+	}
+	/* Neither a key nor text: a legacy keysym, one past the Unicode range,
+	 * ISO_Left_Tab (a chord's keysym, never typed as text). */
+	uint32_t neither[] = {0x7f, 0x9f, 0x20ac, 0x01110000, 0xfe20};
+	for (size_t i = 0; i < sizeof(neither) / sizeof(neither[0]); i++) {
+		cr_assert_not(dg_keysym_in_us_keymap(neither[i]), "0x%x", neither[i]);
+		cr_assert_eq(dg_keysym_codepoint(neither[i]), 0, "0x%x", neither[i]);
+	}
+}
