@@ -34,6 +34,9 @@ enum field {
 	F_ARGV,
 	F_STDIN,
 	F_TIMEOUT_MS,
+	F_DEPTH,
+	F_FILTER,
+	F_REF,
 	F_N
 };
 
@@ -42,7 +45,7 @@ static const char *const field_names[F_N] = {
 	[F_MODIFIERS] = "modifiers",              [F_PATH] = "path",     [F_DX] = "dx",
 	[F_DY] = "dy",       [F_TEXT] = "text",   [F_KEYS] = "keys",     [F_MS] = "ms",
 	[F_URL] = "url",     [F_REGION] = "region", [F_ARGV] = "argv",   [F_STDIN] = "stdin",
-	[F_TIMEOUT_MS] = "timeout_ms",
+	[F_TIMEOUT_MS] = "timeout_ms", [F_DEPTH] = "depth", [F_FILTER] = "filter", [F_REF] = "ref",
 };
 
 #define B(f) (1u << (f))
@@ -73,6 +76,12 @@ static const struct type_spec specs[DG_ACTION_N_TYPES] = {
 	[DG_ACTION_CURSOR_POSITION] = {"cursor_position", 0, 0},
 	[DG_ACTION_WAIT] = {"wait", B(F_MS), B(F_MS)},
 	[DG_ACTION_EXEC] = {"exec", B(F_ARGV) | B(F_STDIN) | B(F_TIMEOUT_MS), B(F_ARGV)},
+	[DG_ACTION_READ_PAGE] = {"read_page", B(F_DEPTH) | B(F_FILTER) | B(F_REF), 0},
+	[DG_ACTION_GET_PAGE_TEXT] = {"get_page_text", 0, 0},
+};
+
+static const char *const read_filters[] = {
+	[DG_READ_VISIBLE] = "visible", [DG_READ_INTERACTIVE] = "interactive", [DG_READ_ALL] = "all",
 };
 
 static const struct {
@@ -265,6 +274,60 @@ static int parse_button(struct pctx *c, const json_t *v, struct dg_action *a)
 	dg_show_value(v, val, sizeof(val));
 	return fail(c, -EINVAL, ".button",
 		    "unknown button %s (allowed: left, middle, right, back, forward)", val);
+}
+
+static int parse_filter(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s = NULL;
+	size_t len = 0;
+	int rc = get_string(c, ".filter", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < N_OF(read_filters); i++) {
+		if (strlen(read_filters[i]) == len && memcmp(read_filters[i], s, len) == 0) {
+			a->filter = (enum dg_read_filter)i;
+			return 0;
+		}
+	}
+	char val[DG_SHOW_VALUE_BUF];
+	dg_show_value(v, val, sizeof(val));
+	return fail(c, -EINVAL, ".filter", "unknown filter %s (allowed: visible, interactive, all)",
+		    val);
+}
+
+int dg_ref_parse(const char *s, size_t len, int *ref)
+{
+	if (len < 5 || memcmp(s, "ref_", 4) != 0 || s[4] == '0')
+		return -EINVAL;
+	long n = 0;
+	for (size_t i = 4; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		if (i - 4 < DG_ACTION_REF_DIGITS + 1) /* n stays below 10^10: no overflow */
+			n = n * 10 + (s[i] - '0');
+	}
+	if (len - 4 > DG_ACTION_REF_DIGITS || n > DG_ACTION_REF_MAX)
+		return -ERANGE;
+	*ref = (int)n;
+	return 0;
+}
+
+static int parse_ref(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s = NULL;
+	size_t len = 0;
+	int rc = get_string(c, ".ref", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	rc = dg_ref_parse(s, len, &a->ref);
+	if (rc < 0) {
+		char val[DG_SHOW_VALUE_BUF];
+		dg_show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".ref", rc == -ERANGE ? "%s is past the last reference (ref_%d)"
+							  : "%s is not an element reference (ref_N)",
+			    val, DG_ACTION_REF_MAX);
+	}
+	return 0;
 }
 
 static int parse_modifiers(struct pctx *c, const json_t *v, struct dg_action *a)
@@ -524,6 +587,12 @@ static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_
 		return parse_stdin(c, v, a);
 	case F_TIMEOUT_MS:
 		return get_ranged(c, ".timeout_ms", v, 1, DG_ACTION_TIMEOUT_MS_MAX, &a->timeout_ms);
+	case F_DEPTH:
+		return get_ranged(c, ".depth", v, 1, DG_ACTION_DEPTH_MAX, &a->depth);
+	case F_FILTER:
+		return parse_filter(c, v, a);
+	case F_REF:
+		return parse_ref(c, v, a);
 	case F_N:
 		break;
 	}
@@ -636,6 +705,8 @@ static int parse_obj(struct pctx *c, const json_t *obj, struct dg_action *a)
 	/* Defaults, then the fields given. */
 	a->button = DG_BUTTON_LEFT;
 	a->count = 1;
+	if (t == DG_ACTION_READ_PAGE)
+		a->depth = DG_ACTION_DEPTH_DEFAULT;
 	for (int f = 0; f < F_N; f++) {
 		if (!(present & B(f)))
 			continue;
@@ -847,11 +918,21 @@ json_t *dg_action_to_json(const struct dg_action *a)
 			put(o, "timeout_ms", json_integer(a->timeout_ms), &ok);
 		break;
 	}
+	case DG_ACTION_READ_PAGE:
+		put(o, "depth", json_integer(a->depth), &ok);
+		put(o, "filter", json_string(read_filters[a->filter]), &ok);
+		if (a->ref) {
+			char ref[32];
+			snprintf(ref, sizeof(ref), "ref_%d", a->ref);
+			put(o, "ref", json_string(ref), &ok);
+		}
+		break;
 	case DG_ACTION_BACK:
 	case DG_ACTION_FORWARD:
 	case DG_ACTION_RELOAD:
 	case DG_ACTION_SCREENSHOT:
 	case DG_ACTION_CURSOR_POSITION:
+	case DG_ACTION_GET_PAGE_TEXT:
 	case DG_ACTION_N_TYPES:
 		break;
 	}

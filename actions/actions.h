@@ -54,6 +54,12 @@
  *                NUL); timeout_ms optional (1..DG_ACTION_TIMEOUT_MS_MAX;
  *                absent: the policy's exec limit applies; the policy's
  *                limit also caps a given value)
+ *   read_page    depth = DG_ACTION_DEPTH_DEFAULT (1..DG_ACTION_DEPTH_MAX);
+ *                filter = "visible" ("interactive", "all"); ref optional
+ *                ("ref_N", 1 <= N <= DG_ACTION_REF_MAX: the subtree of an
+ *                element a read_page of this document named): the page's
+ *                accessibility tree as text, browser sessions only
+ *   get_page_text   (no fields) the page's readable text, browser only
  *
  * button is one of "left", "middle", "right", "back", "forward".
  * modifiers is an array of distinct names among "ctrl", "shift", "alt",
@@ -106,6 +112,10 @@
 #define DG_ACTION_ARG_MAX 4096             /* bytes of one exec.argv string */
 #define DG_ACTION_STDIN_MAX 32768          /* bytes of exec.stdin */
 #define DG_ACTION_TIMEOUT_MS_MAX (7 * 24 * 3600 * 1000) /* exec.timeout_ms, as limits */
+#define DG_ACTION_DEPTH_DEFAULT 15         /* read_page.depth when not given */
+#define DG_ACTION_DEPTH_MAX 100            /* read_page.depth */
+#define DG_ACTION_REF_MAX 999999999        /* the N of "ref_N" */
+#define DG_ACTION_REF_DIGITS 9             /* ... its digits at most */
 
 /* ---- types -------------------------------------------------------------- */
 
@@ -128,6 +138,8 @@ enum dg_action_type {
 	DG_ACTION_CURSOR_POSITION,
 	DG_ACTION_WAIT,
 	DG_ACTION_EXEC,
+	DG_ACTION_READ_PAGE,
+	DG_ACTION_GET_PAGE_TEXT,
 	DG_ACTION_N_TYPES
 };
 
@@ -140,6 +152,10 @@ enum dg_button {
 	DG_BUTTON_BACK = 8,
 	DG_BUTTON_FORWARD = 9,
 };
+
+/* read_page's filter: what is in view (the default), only interactive
+ * elements in view, or everything rendered, in view or not. */
+enum dg_read_filter { DG_READ_VISIBLE, DG_READ_INTERACTIVE, DG_READ_ALL };
 
 /* Modifier bits of dg_action.modifiers, in their canonical (and pressing)
  * order. */
@@ -185,6 +201,9 @@ struct dg_action {
 	char *stdin_data;       /* exec: stdin_len bytes (may hold NUL), NUL-terminated */
 	size_t stdin_len;
 	int timeout_ms;         /* exec: 0 when not given */
+	int depth;              /* read_page */
+	enum dg_read_filter filter; /* read_page */
+	int ref;                /* read_page: the N of ref_N; 0 when not given */
 };
 
 /* Parses one action from JSON text of len bytes (not NUL-terminated
@@ -222,6 +241,11 @@ int dg_action_type_from_name(const char *name);
 
 /* "left", ...; NULL for a value outside the enum. */
 const char *dg_button_name(enum dg_button b);
+
+/* Parses an element reference "ref_N" (len bytes, no leading zero, 1 <= N
+ * <= DG_ACTION_REF_MAX) into *ref. Returns 0, -EINVAL (not ref_N) or
+ * -ERANGE (N too large). */
+int dg_ref_parse(const char *s, size_t len, int *ref);
 
 /* Fills out with the keysyms of the modifier bits in mods, in canonical
  * order; returns how many. */

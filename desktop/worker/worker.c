@@ -28,6 +28,7 @@
 #include "desktop/worker/frame-priv.h"
 #include "desktop/worker/guard-priv.h"
 #include "desktop/worker/input-priv.h"
+#include "desktop/worker/tree-priv.h"
 #include "desktop/worker/worker.h"
 
 enum phase {
@@ -44,6 +45,7 @@ enum phase {
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
 	PHASE_BARRIER,  /* browser, after keys or a load: until the page has drawn frames since */
 	PHASE_TYPE,     /* type: until the page (ack.c), or without a browser X, has every key */
+	PHASE_READ,     /* read_page, get_page_text: until the page's reader answers (tree.c) */
 };
 
 struct worker {
@@ -53,6 +55,7 @@ struct worker {
 	struct dg_cdp *cdp;
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
 	struct dg_ack ack;       /* browser: typing the page acknowledges */
+	struct dg_tree tree;     /* browser: reading the page */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
 	bool probing;            /* a tab probe (dg_guard_probe_tabs) is in flight */
 	bool probe_again;        /* ... and its answer is older than what follows it */
@@ -74,6 +77,7 @@ struct worker {
 	int out_w, out_h;        /* screenshot size the owner asked for */
 	bool want_frame;
 	char *error;             /* set when the action failed (malloc'd) */
+	char *text;              /* what a reading action read (malloc'd), or NULL */
 	char *page_url;          /* the page the owner decided the action at, or NULL */
 	/* the last PNG, reused while the screen is unchanged */
 	struct dg_png png;
@@ -269,6 +273,8 @@ static void finish(struct worker *w)
 		json_object_set_new(res, "frame",
 				    json_pack("{s:i, s:i, s:I}", "width", out_w, "height", out_h,
 					      "bytes", (json_int_t)w->png.len));
+	if (w->text && !w->error)
+		json_object_set_new(res, "text", json_string(w->text));
 	add_page(w, res);
 	if (w->cdp)
 		w->cdp_changes = dg_cdp_changes(w->cdp);
@@ -281,6 +287,8 @@ static void finish(struct worker *w)
 	dg_action_free(&w->act);
 	free(w->error);
 	w->error = NULL;
+	free(w->text);
+	w->text = NULL;
 	free(w->page_url);
 	w->page_url = NULL;
 	w->phase = PHASE_IDLE;
@@ -460,6 +468,21 @@ static void typed(void *arg, const char *error)
 
 /* ---- browser actions ---------------------------------------------------- */
 
+/* read_page, get_page_text: the page's reader answered (or its bound
+ * passed); the answer carries no screenshot. */
+static void read_done(void *arg, const char *text, const char *error)
+{
+	struct worker *w = arg;
+	if (error)
+		set_error(w, "%s", error);
+	else if (!(w->text = strdup(text)))
+		die("out of memory");
+	if (w->phase == PHASE_READ) {
+		w->t_injected = dg_now_ms();
+		finish(w);
+	}
+}
+
 static void browser_done(void *arg, int status, json_t *result, const char *error_message)
 {
 	struct worker *w = arg;
@@ -539,7 +562,8 @@ static void precheck_done(struct worker *w)
 static void start_action(struct worker *w)
 {
 	w->t_start = dg_now_ms();
-	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION;
+	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION &&
+			w->act.type != DG_ACTION_READ_PAGE && w->act.type != DG_ACTION_GET_PAGE_TEXT;
 	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
 		run_action(w);
 		return;
@@ -614,6 +638,21 @@ static void run_action(struct worker *w)
 	case DG_ACTION_CURSOR_POSITION:
 		w->t_injected = dg_now_ms();
 		settled(w);
+		return;
+	case DG_ACTION_READ_PAGE:
+	case DG_ACTION_GET_PAGE_TEXT:
+		w->t_injected = dg_now_ms();
+		if (!w->cdp) {
+			set_error(w, "not performed: %s reads a browser's page, and this desktop is "
+				     "an xterm", dg_action_type_name(a->type));
+			finish(w);
+			return;
+		}
+		w->phase = PHASE_READ;
+		if (dg_tree_read(&w->tree, w->cdp, a, read_done, w, &err) == 0)
+			return;
+		set_error(w, "%s", err.msg);
+		finish(w);
 		return;
 	case DG_ACTION_EXEC:
 	default:
@@ -751,6 +790,8 @@ static int advance(struct worker *w)
 		return 0;
 	case PHASE_TYPE:
 		return dg_ack_advance(&w->ack);
+	case PHASE_READ:
+		return dg_tree_advance(&w->tree);
 	case PHASE_BARRIER:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);

@@ -442,7 +442,8 @@ Test(action, types_without_fields)
 		  {"forward", DG_ACTION_FORWARD},
 		  {"reload", DG_ACTION_RELOAD},
 		  {"screenshot", DG_ACTION_SCREENSHOT},
-		  {"cursor_position", DG_ACTION_CURSOR_POSITION}};
+		  {"cursor_position", DG_ACTION_CURSOR_POSITION},
+		  {"get_page_text", DG_ACTION_GET_PAGE_TEXT}};
 	for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
 		assert_ok(parsef("{\"type\":\"%s\"}", ts[i].name));
 		cr_assert_eq(act.type, ts[i].t, "%s", ts[i].name);
@@ -454,6 +455,47 @@ Test(action, types_without_fields)
 			 ts[i].name);
 		assert_refused(parsef("{\"type\":\"%s\",\"x\":1}", ts[i].name), msg);
 	}
+}
+
+/* read_page: its defaults, each field at its bounds, and references. */
+Test(action, read_page)
+{
+	assert_ok(parse("{\"type\":\"read_page\"}"));
+	cr_assert_eq(act.type, DG_ACTION_READ_PAGE);
+	assert_canon("{\"depth\":15,\"filter\":\"visible\",\"type\":\"read_page\"}");
+	assert_ok(parse("{\"type\":\"read_page\",\"depth\":1,\"filter\":\"interactive\","
+			"\"ref\":\"ref_7\"}"));
+	cr_assert_eq(act.depth, 1);
+	cr_assert_eq(act.filter, DG_READ_INTERACTIVE);
+	cr_assert_eq(act.ref, 7);
+	assert_canon("{\"depth\":1,\"filter\":\"interactive\",\"ref\":\"ref_7\","
+		     "\"type\":\"read_page\"}");
+	assert_ok(parsef("{\"type\":\"read_page\",\"depth\":%d,\"filter\":\"all\"}",
+			 DG_ACTION_DEPTH_MAX));
+	cr_assert_eq(act.filter, DG_READ_ALL);
+	assert_ok(parsef("{\"type\":\"read_page\",\"ref\":\"ref_%d\"}", DG_ACTION_REF_MAX));
+	cr_assert_eq(act.ref, DG_ACTION_REF_MAX);
+	assert_refused(parse("{\"type\":\"read_page\",\"depth\":0}"),
+		       "action.depth: 0 is out of range [1, 100]");
+	assert_refused(parsef("{\"type\":\"read_page\",\"depth\":%d}", DG_ACTION_DEPTH_MAX + 1),
+		       "action.depth: 101 is out of range [1, 100]");
+	assert_refused(parse("{\"type\":\"read_page\",\"filter\":\"visible \"}"),
+		       "action.filter: unknown filter \"visible \" (allowed: visible, interactive, "
+		       "all)");
+	assert_refused(parse("{\"type\":\"read_page\",\"ref\":\"ref_1000000000\"}"),
+		       "action.ref: \"ref_1000000000\" is past the last reference (ref_999999999)");
+	static const char *const bad[] = {"ref_0", "ref_01", "ref_", "ref_1a", "Ref_1", "ref_-1",
+					  "ref_ 1", "7", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[128];
+		snprintf(want, sizeof(want), "action.ref: \"%s\" is not an element reference (ref_N)",
+			 bad[i]);
+		assert_refused(parsef("{\"type\":\"read_page\",\"ref\":\"%s\"}", bad[i]), want);
+	}
+	assert_refused(parse("{\"type\":\"read_page\",\"ref\":7}"),
+		       "action.ref: 7 is not a string");
+	assert_refused(parse("{\"type\":\"read_page\",\"x\":1}"),
+		       "action: unknown field \"x\" for read_page (allowed: depth, filter, ref)");
 }
 
 Test(action, zoom)
@@ -1022,6 +1064,8 @@ Test(limits, canonical_form_within_the_limit)
 /* ---- the canonical encoding ------------------------------------------------- */
 
 static const char *const samples[] = {
+	"{\"type\":\"read_page\",\"ref\":\"ref_12\",\"filter\":\"all\",\"depth\":3}",
+	"{\"type\":\"get_page_text\"}",
 	"{\"type\":\"click\",\"x\":100,\"y\":200,\"button\":\"left\",\"count\":1,"
 	"\"modifiers\":[\"ctrl\"]}",
 	"{\"type\":\"click\",\"x\":1279,\"y\":799,\"count\":3,\"button\":\"forward\"}",

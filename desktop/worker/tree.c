@@ -1,0 +1,221 @@
+/* tree: read_page and get_page_text through page.js in an isolated world
+ * (see tree-priv.h for the contract and its bounds).
+ *
+ * Steps, each a DevTools command on the current page's session whose reply
+ * starts the next:
+ *   world   Page.createIsolatedWorld on the main frame, when this page
+ *           session has none yet (or its context stopped answering: a new
+ *           document, once per reading);
+ *   read    page.js (installing itself once per document) and the call,
+ *           one Runtime.evaluate returning {ok, text | error} by value.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desktop/worker/tree-priv.h"
+#include "page-js.h"
+
+struct ticket {
+	struct dg_tree *t;
+	uint64_t gen;
+};
+
+static void end(struct dg_tree *t, const char *text, const char *error)
+{
+	t->busy = false;
+	t->gen++;
+	free(t->expr);
+	t->expr = NULL;
+	t->done(t->arg, text, error);
+}
+
+static void fail(struct dg_tree *t, const char *fmt, const char *detail)
+{
+	snprintf(t->error, sizeof(t->error), fmt, detail ? detail : "");
+	end(t, NULL, t->error);
+}
+
+static bool send(struct dg_tree *t, const char *method, json_t *params, dg_cdp_done_fn fn)
+{
+	const char *sid = dg_cdp_session_id(t->cdp);
+	struct ticket *k = malloc(sizeof(*k));
+	if (!k || !sid[0] || !dg_cdp_ready(t->cdp)) {
+		free(k);
+		json_decref(params);
+		return false;
+	}
+	*k = (struct ticket){t, t->gen};
+	struct dg_err err = {{0}};
+	if (dg_cdp_send(t->cdp, method, params, sid, fn, k, &err) != 0) {
+		free(k);
+		return false;
+	}
+	return true;
+}
+
+static struct dg_tree *claim(void *arg, int status)
+{
+	struct ticket *k = arg;
+	struct dg_tree *t = status == -ECANCELED ? NULL : k->t;
+	uint64_t gen = k->gen;
+	free(k);
+	return t && t->busy && t->gen == gen ? t : NULL;
+}
+
+static void create_world(struct dg_tree *t);
+
+static void read_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct dg_tree *t = claim(arg, status);
+	if (!t)
+		return;
+	json_t *exc = json_object_get(result, "exceptionDetails");
+	if (status != 0 && !t->retried) { /* the context of an earlier document */
+		t->ctx = 0;
+		create_world(t);
+		return;
+	}
+	if (status != 0) {
+		fail(t, "reading the page failed: %s", error_message);
+		return;
+	}
+	if (exc) {
+		const char *m = json_string_value(json_object_get(
+			json_object_get(exc, "exception"), "description"));
+		fail(t, "reading the page failed: %.300s",
+		     m ? m : json_string_value(json_object_get(exc, "text")));
+		return;
+	}
+	json_t *v = json_object_get(json_object_get(result, "result"), "value");
+	json_t *ok = json_object_get(v, "ok");
+	const char *text = json_string_value(json_object_get(v, "text"));
+	const char *error = json_string_value(json_object_get(v, "error"));
+	if (json_is_true(ok) && text)
+		end(t, text, NULL);
+	else if (json_is_false(ok) && error)
+		fail(t, "%.900s", error);
+	else
+		fail(t, "reading the page failed: %s", "the reader answered no text");
+}
+
+static void evaluate(struct dg_tree *t)
+{
+	json_t *p = json_pack("{s:s, s:i, s:b, s:b}", "expression", t->expr, "contextId", t->ctx,
+			      "returnByValue", 1, "awaitPromise", 0);
+	if (!p || !send(t, "Runtime.evaluate", p, read_done))
+		fail(t, "reading the page failed: %s", "the page's session is gone");
+}
+
+static void world_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct dg_tree *t = claim(arg, status);
+	if (!t)
+		return;
+	json_t *id = json_object_get(result, "executionContextId");
+	if (status != 0 || !json_is_integer(id) || json_integer_value(id) <= 0 ||
+	    json_integer_value(id) > INT32_MAX) {
+		fail(t, "reading the page failed: no isolated world (%s)",
+		     status != 0 ? error_message : "no context id");
+		return;
+	}
+	t->ctx = (int)json_integer_value(id);
+	snprintf(t->ctx_session, sizeof(t->ctx_session), "%s", dg_cdp_session_id(t->cdp));
+	evaluate(t);
+}
+
+static void create_world(struct dg_tree *t)
+{
+	t->retried = true;
+	json_t *p = json_pack("{s:s, s:s, s:b}", "frameId", dg_cdp_target_id(t->cdp), "worldName",
+			      DG_TREE_WORLD, "grantUniveralAccess", 0);
+	if (!p || !send(t, "Page.createIsolatedWorld", p, world_done))
+		fail(t, "reading the page failed: %s", "the page's session is gone");
+}
+
+/* Starts in a reply, never inside dg_tree_read (done must not run there). */
+static void first_step(void *arg, int status, json_t *result, const char *error_message)
+{
+	(void)result, (void)error_message;
+	struct dg_tree *t = claim(arg, status);
+	if (!t)
+		return;
+	if (t->ctx && strcmp(t->ctx_session, dg_cdp_session_id(t->cdp)) == 0)
+		evaluate(t);
+	else
+		create_world(t);
+}
+
+/* The call after page.js: options from the canonical action (integers and
+ * fixed names only, written by jansson). */
+static char *expression(const struct dg_action *a)
+{
+	static const char *const filters[] = {"visible", "interactive", "all"};
+	json_t *o = a->type == DG_ACTION_READ_PAGE
+			    ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i}", "depth", a->depth, "filter",
+					filters[a->filter], "ref", a->ref, "cap", DG_TREE_CAP,
+					"nameMax", DG_TREE_NAME_MAX, "visitMax", DG_TREE_VISIT_MAX)
+			    : json_pack("{s:i}", "cap", DG_TREE_TEXT_MAX);
+	char *opts = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!opts)
+		return NULL;
+	char *e = NULL;
+	if (asprintf(&e, "%s\n;window.__deskgatePage.%s(%s)", dg_page_js,
+		     a->type == DG_ACTION_READ_PAGE ? "readPage" : "pageText", opts) < 0)
+		e = NULL;
+	free(opts);
+	return e;
+}
+
+int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *a,
+		 dg_tree_done_fn done, void *arg, struct dg_err *err)
+{
+	if (t->busy)
+		return dg_err_set(err, -EBUSY, "reading the page: another reading is in progress");
+	if (a->type != DG_ACTION_READ_PAGE && a->type != DG_ACTION_GET_PAGE_TEXT)
+		return dg_err_set(err, -EINVAL, "reading the page: %s is no reading",
+				  dg_action_type_name(a->type));
+	if (!cdp || !dg_cdp_ready(cdp))
+		return dg_err_set(err, -EAGAIN, "reading the page: no page is attached yet");
+	char *e = expression(a);
+	if (!e)
+		return dg_err_set(err, -ENOMEM, "reading the page: out of memory");
+	t->cdp = cdp;
+	t->gen++;
+	t->busy = true;
+	t->retried = false;
+	t->expr = e;
+	t->done = done;
+	t->arg = arg;
+	t->deadline = dg_now_ms() + DG_TREE_MAX_MS;
+	/* A harmless round trip first, so that done never runs inside this call. */
+	json_t *p = json_pack("{s:s, s:b}", "expression", "0", "returnByValue", 1);
+	if (p && send(t, "Runtime.evaluate", p, first_step))
+		return 0;
+	t->busy = false;
+	free(t->expr);
+	t->expr = NULL;
+	return dg_err_set(err, -EAGAIN, "reading the page: the page's session is gone");
+}
+
+int dg_tree_advance(struct dg_tree *t)
+{
+	if (!t->busy)
+		return -1;
+	long long now = dg_now_ms();
+	if (now < t->deadline)
+		return (int)(t->deadline - now);
+	snprintf(t->error, sizeof(t->error), "reading the page: the page did not answer within %d ms",
+		 DG_TREE_MAX_MS);
+	end(t, NULL, t->error);
+	return 0;
+}
+
+void dg_tree_free(struct dg_tree *t)
+{
+	free(t->expr);
+	t->expr = NULL;
+	t->busy = false;
+}
