@@ -40,11 +40,6 @@
 	"s.wake = null; r(s.n); }, %lld); s.wake = () => { if (s.n >= %lld) { clearTimeout(t); " \
 	"s.wake = null; r(s.n); } }; s.wake(); })"
 
-struct ticket {
-	struct dg_ack *a;
-	uint64_t gen;
-};
-
 static void send_chunk(struct dg_ack *a);
 static void wait_for(struct dg_ack *a, long long want);
 
@@ -71,30 +66,14 @@ static void uncounted(struct dg_ack *a)
  * could not be sent (the typing then goes on uncounted). */
 static bool send(struct dg_ack *a, const char *method, json_t *params, dg_cdp_done_fn fn)
 {
-	const char *sid = dg_cdp_session_id(a->cdp);
-	struct ticket *t = malloc(sizeof(*t));
-	if (!t || !sid[0] || !dg_cdp_ready(a->cdp)) {
-		free(t);
-		json_decref(params);
-		return false;
-	}
-	*t = (struct ticket){a, a->gen};
-	struct dg_err err = {{0}};
-	if (dg_cdp_send(a->cdp, method, params, sid, fn, t, &err) != 0) {
-		free(t);
-		return false;
-	}
-	return true;
+	return dg_cdp_page_send(a->cdp, method, params, fn, a, a->gen);
 }
 
-/* The typing a reply belongs to, or NULL when it ended meanwhile; frees
- * the ticket. */
+/* The typing a reply belongs to, or NULL when it ended meanwhile. */
 static struct dg_ack *claim(void *arg, int status)
 {
-	struct ticket *t = arg;
-	struct dg_ack *a = status == -ECANCELED ? NULL : t->a;
-	uint64_t gen = t->gen;
-	free(t);
+	uint64_t gen;
+	struct dg_ack *a = dg_cdp_claim(arg, status, &gen);
 	return a && a->busy && a->gen == gen ? a : NULL;
 }
 
@@ -263,13 +242,11 @@ static void world_done(void *arg, int status, json_t *result, const char *error_
 	struct dg_ack *a = claim(arg, status);
 	if (!a)
 		return;
-	json_t *id = json_object_get(result, "executionContextId");
-	if (status != 0 || !json_is_integer(id) || json_integer_value(id) <= 0 ||
-	    json_integer_value(id) > INT32_MAX) {
+	a->ctx = dg_cdp_world_id(status, result);
+	if (!a->ctx) {
 		uncounted(a);
 		return;
 	}
-	a->ctx = (int)json_integer_value(id);
 	snprintf(a->ctx_session, sizeof(a->ctx_session), "%s", dg_cdp_session_id(a->cdp));
 	if (!evaluate(a, INSTALL_JS, false, installed))
 		uncounted(a);
@@ -277,9 +254,7 @@ static void world_done(void *arg, int status, json_t *result, const char *error_
 
 static void create_world(struct dg_ack *a)
 {
-	json_t *p = json_pack("{s:s, s:s, s:b}", "frameId", dg_cdp_target_id(a->cdp), "worldName",
-			      DG_ACK_WORLD, "grantUniveralAccess", 0);
-	if (!p || !send(a, "Page.createIsolatedWorld", p, world_done))
+	if (!dg_cdp_world_create(a->cdp, DG_ACK_WORLD, world_done, a, a->gen))
 		uncounted(a);
 }
 

@@ -240,6 +240,30 @@ bool dg_cdp_loading(const struct dg_cdp *c);
  * described at the top). Never NULL. */
 const char *dg_cdp_url(const struct dg_cdp *c);
 const char *dg_cdp_title(const struct dg_cdp *c);
+/* ---- Ticketed page commands (cdp-world.c) ----
+ *
+ * For helpers that talk to the page in steps, each reply starting the next
+ * (ack.c, tree.c): a command on the current page's session carries a
+ * ticket with its sender (owner) and the sender's generation at the time;
+ * the reply handler gets both back with dg_cdp_claim and drops a reply
+ * whose generation has passed (the step's work ended meanwhile).
+ *
+ * dg_cdp_page_send: false when nothing was sent (no page attached, out of
+ *   memory, the queue full); params is consumed either way.
+ * dg_cdp_claim: from a reply handler's arg: the owner, or NULL for a
+ *   command cancelled with the client; frees the ticket, sets *gen.
+ * dg_cdp_world_create: Page.createIsolatedWorld named name on the current
+ *   page's main frame, without universal access (as dg_cdp_page_send);
+ * dg_cdp_world_id: its reply's execution context id, or 0 when it failed.
+ * A context id holds for one document: an evaluation in it after a
+ * navigation fails, and a new world is the answer. */
+bool dg_cdp_page_send(struct dg_cdp *c, const char *method, json_t *params, dg_cdp_done_fn fn,
+		      void *owner, uint64_t gen);
+void *dg_cdp_claim(void *arg, int status, uint64_t *gen);
+bool dg_cdp_world_create(struct dg_cdp *c, const char *name, dg_cdp_done_fn fn, void *owner,
+			 uint64_t gen);
+int dg_cdp_world_id(int status, const json_t *result);
+
 /* The current page's targetId and flattened sessionId; "" when none. */
 const char *dg_cdp_target_id(const struct dg_cdp *c);
 const char *dg_cdp_session_id(const struct dg_cdp *c);

@@ -17,11 +17,6 @@
 #include "desktop/worker/tree-priv.h"
 #include "page-js.h"
 
-struct ticket {
-	struct dg_tree *t;
-	uint64_t gen;
-};
-
 static void end(struct dg_tree *t, const char *text, const char *error)
 {
 	t->busy = false;
@@ -39,28 +34,14 @@ static void fail(struct dg_tree *t, const char *fmt, const char *detail)
 
 static bool send(struct dg_tree *t, const char *method, json_t *params, dg_cdp_done_fn fn)
 {
-	const char *sid = dg_cdp_session_id(t->cdp);
-	struct ticket *k = malloc(sizeof(*k));
-	if (!k || !sid[0] || !dg_cdp_ready(t->cdp)) {
-		free(k);
-		json_decref(params);
-		return false;
-	}
-	*k = (struct ticket){t, t->gen};
-	struct dg_err err = {{0}};
-	if (dg_cdp_send(t->cdp, method, params, sid, fn, k, &err) != 0) {
-		free(k);
-		return false;
-	}
-	return true;
+	return dg_cdp_page_send(t->cdp, method, params, fn, t, t->gen);
 }
 
+/* The reading a reply belongs to, or NULL when it ended meanwhile. */
 static struct dg_tree *claim(void *arg, int status)
 {
-	struct ticket *k = arg;
-	struct dg_tree *t = status == -ECANCELED ? NULL : k->t;
-	uint64_t gen = k->gen;
-	free(k);
+	uint64_t gen;
+	struct dg_tree *t = dg_cdp_claim(arg, status, &gen);
 	return t && t->busy && t->gen == gen ? t : NULL;
 }
 
@@ -113,14 +94,12 @@ static void world_done(void *arg, int status, json_t *result, const char *error_
 	struct dg_tree *t = claim(arg, status);
 	if (!t)
 		return;
-	json_t *id = json_object_get(result, "executionContextId");
-	if (status != 0 || !json_is_integer(id) || json_integer_value(id) <= 0 ||
-	    json_integer_value(id) > INT32_MAX) {
+	t->ctx = dg_cdp_world_id(status, result);
+	if (!t->ctx) {
 		fail(t, "reading the page failed: no isolated world (%s)",
 		     status != 0 ? error_message : "no context id");
 		return;
 	}
-	t->ctx = (int)json_integer_value(id);
 	snprintf(t->ctx_session, sizeof(t->ctx_session), "%s", dg_cdp_session_id(t->cdp));
 	evaluate(t);
 }
@@ -128,9 +107,7 @@ static void world_done(void *arg, int status, json_t *result, const char *error_
 static void create_world(struct dg_tree *t)
 {
 	t->retried = true;
-	json_t *p = json_pack("{s:s, s:s, s:b}", "frameId", dg_cdp_target_id(t->cdp), "worldName",
-			      DG_TREE_WORLD, "grantUniveralAccess", 0);
-	if (!p || !send(t, "Page.createIsolatedWorld", p, world_done))
+	if (!dg_cdp_world_create(t->cdp, DG_TREE_WORLD, world_done, t, t->gen))
 		fail(t, "reading the page failed: %s", "the page's session is gone");
 }
 
