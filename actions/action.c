@@ -37,6 +37,7 @@ enum field {
 	F_DEPTH,
 	F_FILTER,
 	F_REF,
+	F_QUERY,
 	F_N
 };
 
@@ -46,6 +47,7 @@ static const char *const field_names[F_N] = {
 	[F_DY] = "dy",       [F_TEXT] = "text",   [F_KEYS] = "keys",     [F_MS] = "ms",
 	[F_URL] = "url",     [F_REGION] = "region", [F_ARGV] = "argv",   [F_STDIN] = "stdin",
 	[F_TIMEOUT_MS] = "timeout_ms", [F_DEPTH] = "depth", [F_FILTER] = "filter", [F_REF] = "ref",
+	[F_QUERY] = "query",
 };
 
 #define B(f) (1u << (f))
@@ -78,6 +80,7 @@ static const struct type_spec specs[DG_ACTION_N_TYPES] = {
 	[DG_ACTION_EXEC] = {"exec", B(F_ARGV) | B(F_STDIN) | B(F_TIMEOUT_MS), B(F_ARGV)},
 	[DG_ACTION_READ_PAGE] = {"read_page", B(F_DEPTH) | B(F_FILTER) | B(F_REF), 0},
 	[DG_ACTION_GET_PAGE_TEXT] = {"get_page_text", 0, 0},
+	[DG_ACTION_FIND] = {"find", B(F_QUERY), B(F_QUERY)},
 };
 
 static const char *const read_filters[] = {
@@ -139,6 +142,7 @@ void dg_action_free(struct dg_action *a)
 	free(a->path);
 	free(a->text);
 	free(a->url);
+	free(a->query);
 	if (a->argv)
 		for (int i = 0; i < a->argc; i++)
 			free(a->argv[i]);
@@ -463,6 +467,25 @@ static int parse_url(struct pctx *c, const json_t *v, struct dg_action *a)
 	return a->url ? 0 : fail(c, -ENOMEM, ".url", "out of memory");
 }
 
+static int parse_query(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s = NULL;
+	size_t len = 0;
+	int rc = get_string(c, ".query", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return fail(c, -EINVAL, ".query", "empty");
+	if (len > DG_ACTION_QUERY_MAX)
+		return fail(c, -EINVAL, ".query", "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_QUERY_MAX);
+	rc = check_utf8(c, ".query", s, len, true);
+	if (rc < 0)
+		return rc;
+	a->query = dup_bytes(s, len);
+	return a->query ? 0 : fail(c, -ENOMEM, ".query", "out of memory");
+}
+
 static int parse_region(struct pctx *c, const json_t *v, struct dg_action *a)
 {
 	char where[64], val[DG_SHOW_VALUE_BUF];
@@ -593,6 +616,8 @@ static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_
 		return parse_filter(c, v, a);
 	case F_REF:
 		return parse_ref(c, v, a);
+	case F_QUERY:
+		return parse_query(c, v, a);
 	case F_N:
 		break;
 	}
@@ -926,6 +951,9 @@ json_t *dg_action_to_json(const struct dg_action *a)
 			snprintf(ref, sizeof(ref), "ref_%d", a->ref);
 			put(o, "ref", json_string(ref), &ok);
 		}
+		break;
+	case DG_ACTION_FIND:
+		put(o, "query", json_string(a->query), &ok);
 		break;
 	case DG_ACTION_BACK:
 	case DG_ACTION_FORWARD:

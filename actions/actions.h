@@ -60,6 +60,9 @@
  *                element a read_page of this document named): the page's
  *                accessibility tree as text, browser sessions only
  *   get_page_text   (no fields) the page's readable text, browser only
+ *   find         query (1..DG_ACTION_QUERY_MAX bytes, no control
+ *                characters): the page's elements that match it, ranked,
+ *                with references, browser only
  *
  * button is one of "left", "middle", "right", "back", "forward".
  * modifiers is an array of distinct names among "ctrl", "shift", "alt",
@@ -116,6 +119,7 @@
 #define DG_ACTION_DEPTH_MAX 100            /* read_page.depth */
 #define DG_ACTION_REF_MAX 999999999        /* the N of "ref_N" */
 #define DG_ACTION_REF_DIGITS 9             /* ... its digits at most */
+#define DG_ACTION_QUERY_MAX 1024           /* bytes of find.query */
 
 /* ---- types -------------------------------------------------------------- */
 
@@ -140,6 +144,7 @@ enum dg_action_type {
 	DG_ACTION_EXEC,
 	DG_ACTION_READ_PAGE,
 	DG_ACTION_GET_PAGE_TEXT,
+	DG_ACTION_FIND,
 	DG_ACTION_N_TYPES
 };
 
@@ -204,6 +209,7 @@ struct dg_action {
 	int depth;              /* read_page */
 	enum dg_read_filter filter; /* read_page */
 	int ref;                /* read_page: the N of ref_N; 0 when not given */
+	char *query;            /* find: NUL-terminated valid UTF-8 */
 };
 
 /* Parses one action from JSON text of len bytes (not NUL-terminated

@@ -247,5 +247,87 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 		return { ok: true, text: t };
 	};
 
-	return { readPage, pageText };
+	// find: elements matching a description, ranked without a model. The
+	// query's words (letters and digits, lowercased; a few filler words
+	// dropped) are looked up in each rendered element's role and name and
+	// in its other text (label, placeholder, title, value, alt, id, name,
+	// href, content). Per word: 3 when the name has it, 2 when it names the
+	// role (or a word for it: "field" a textbox, "dropdown" a combobox),
+	// 1 when the other text has it; 5 more when the name contains the whole
+	// query; a quarter more for interactive elements, an eighth for those
+	// in view. Elements with no word found are left out; ties keep document
+	// order; at most opts.max are returned.
+	const FILLER = new Set(['the', 'a', 'an', 'of', 'to', 'for', 'in', 'on', 'at', 'with',
+		'and', 'or', 'this', 'that', 'it', 'is', 'element', 'page']);
+	const ROLE_WORDS = {
+		button: ['button'], link: ['link'], textbox: ['field', 'input', 'box', 'textbox',
+		'text', 'textarea'], searchbox: ['search', 'field', 'input', 'box', 'searchbox'],
+		combobox: ['dropdown', 'select', 'combobox', 'menu', 'list'], checkbox: ['checkbox',
+		'check', 'tick'], radio: ['radio', 'option'], img: ['image', 'picture', 'icon',
+		'img', 'logo'], heading: ['heading', 'title', 'header'], navigation: ['navigation',
+		'nav', 'menu'], slider: ['slider', 'range'], tab: ['tab'], dialog: ['dialog',
+		'modal', 'popup'], form: ['form'], table: ['table'], listitem: ['item'],
+		menuitem: ['menu', 'item'], option: ['option'], banner: ['header'],
+		contentinfo: ['footer'],
+	};
+	const words = (s) => (String(s).toLowerCase().match(/[\p{L}\p{N}]+/gu) || []);
+	const find = (opts) => {
+		const q = words(opts.query).filter((w) => !FILLER.has(w));
+		const phrase = clean(opts.query, opts.nameMax).toLowerCase();
+		if (!q.length)
+			return { ok: false, error: 'the query has no words to look for' };
+		const found = [];
+		let visited = 0;
+		const visit = (node) => {
+			if (node.nodeType !== 1 || SKIP.has(node.tagName) || ++visited > opts.visitMax)
+				return;
+			const el = node;
+			if (!rendered(el))
+				return;
+			const role = roleOf(el);
+			const act = interactive(el, role);
+			if (role || act) {
+				const r = role || 'generic';
+				const name = nameOf(el, r, opts.nameMax);
+				const nameWords = new Set(words(name));
+				const other = new Set(words([el.getAttribute('placeholder'),
+					el.getAttribute('title'), el.getAttribute('aria-label'), el.getAttribute('alt'),
+					el.id, el.getAttribute('name'), el.getAttribute('href'),
+					el.labels ? Array.from(el.labels, (l) => l.textContent).join(' ') : '',
+					typeof el.value === 'string' ? el.value : '',
+					clean(el.textContent, opts.nameMax)].join(' ')));
+				let score = 0;
+				for (const w of q) {
+					if (nameWords.has(w))
+						score += 3;
+					else if (other.has(w))
+						score += 1;
+					if ((ROLE_WORDS[r] || [r]).includes(w))
+						score += 2;
+				}
+				if (score > 0) {
+					if (phrase && name.toLowerCase().includes(phrase))
+						score += 5;
+					if (act)
+						score += 0.25;
+					if (onScreen(boxOf(el)))
+						score += 0.125;
+					found.push({ score, order: found.length, line: '- ' + r +
+						(name ? ' ' + quote(name) : '') + ' [' + refOf(el) + ']' +
+						details(el, r, opts.nameMax) });
+				}
+			}
+			if (el.tagName === 'IFRAME')
+				return;
+			for (const k of el.shadowRoot ? el.shadowRoot.childNodes : el.childNodes)
+				visit(k);
+		};
+		visit(document.body || document.documentElement);
+		found.sort((x, y) => y.score - x.score || x.order - y.order);
+		const lines = found.slice(0, opts.max).map((f) => f.line);
+		return { ok: true, text: lines.length ? lines.join('\n') :
+			'[no element matches ' + quote(clean(opts.query, opts.nameMax)) + ']' };
+	};
+
+	return { readPage, pageText, find };
 })();

@@ -10,6 +10,8 @@
  *                   tree would mislead), after at most DG_TREE_VISIT_MAX
  *                   elements (the walk says where it stopped);
  *   get_page_text   at most DG_TREE_TEXT_MAX characters, cut with a note;
+ *   find            at most DG_TREE_FIND_MAX elements, best first (the
+ *                   ranking is page.js's, documented there);
  *   names and texts of one element at most DG_TREE_NAME_MAX characters.
  * Element references (ref_N) live in that world: a reference is valid in
  * the document that gave it, and unknown (a clear error) after a
@@ -34,6 +36,7 @@
 #define DG_TREE_NAME_MAX 200          /* characters of one name or text */
 #define DG_TREE_VISIT_MAX 100000      /* elements one walk visits */
 #define DG_TREE_MAX_MS 10000          /* longest reading before it fails */
+#define DG_TREE_FIND_MAX 20           /* elements find answers with, best first */
 
 /* The reading is over: text (valid during the call) or error (NULL when
  * text is given). Called once per dg_tree_read that returned 0, never
@@ -55,8 +58,8 @@ struct dg_tree {
 	char error[DG_ERR_MAX];
 };
 
-/* Starts reading the current page of cdp for a (read_page or
- * get_page_text). Returns 0 (done will be called), or -EBUSY, -EINVAL (not
+/* Starts reading the current page of cdp for a (read_page, get_page_text
+ * or find). Returns 0 (done will be called), or -EBUSY, -EINVAL (not
  * a reading action), -EAGAIN (no page attached), -ENOMEM, with err and
  * done never called. */
 int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *a,

@@ -129,18 +129,29 @@ static void first_step(void *arg, int status, json_t *result, const char *error_
 static char *expression(const struct dg_action *a)
 {
 	static const char *const filters[] = {"visible", "interactive", "all"};
-	json_t *o = a->type == DG_ACTION_READ_PAGE
-			    ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i}", "depth", a->depth, "filter",
-					filters[a->filter], "ref", a->ref, "cap", DG_TREE_CAP,
-					"nameMax", DG_TREE_NAME_MAX, "visitMax", DG_TREE_VISIT_MAX)
-			    : json_pack("{s:i}", "cap", DG_TREE_TEXT_MAX);
+	json_t *o;
+	const char *fn;
+	if (a->type == DG_ACTION_READ_PAGE) {
+		fn = "readPage";
+		o = json_pack("{s:i, s:s, s:i, s:i, s:i, s:i}", "depth", a->depth, "filter",
+			      filters[a->filter], "ref", a->ref, "cap", DG_TREE_CAP, "nameMax",
+			      DG_TREE_NAME_MAX, "visitMax", DG_TREE_VISIT_MAX);
+	} else if (a->type == DG_ACTION_FIND) {
+		/* The agent's query goes in as a JSON string, which is a JavaScript
+		 * string literal: nothing in it can end the call. */
+		fn = "find";
+		o = json_pack("{s:s, s:i, s:i, s:i}", "query", a->query, "max", DG_TREE_FIND_MAX,
+			      "nameMax", DG_TREE_NAME_MAX, "visitMax", DG_TREE_VISIT_MAX);
+	} else {
+		fn = "pageText";
+		o = json_pack("{s:i}", "cap", DG_TREE_TEXT_MAX);
+	}
 	char *opts = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!opts)
 		return NULL;
 	char *e = NULL;
-	if (asprintf(&e, "%s\n;window.__deskgatePage.%s(%s)", dg_page_js,
-		     a->type == DG_ACTION_READ_PAGE ? "readPage" : "pageText", opts) < 0)
+	if (asprintf(&e, "%s\n;window.__deskgatePage.%s(%s)", dg_page_js, fn, opts) < 0)
 		e = NULL;
 	free(opts);
 	return e;
@@ -151,7 +162,8 @@ int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *
 {
 	if (t->busy)
 		return dg_err_set(err, -EBUSY, "reading the page: another reading is in progress");
-	if (a->type != DG_ACTION_READ_PAGE && a->type != DG_ACTION_GET_PAGE_TEXT)
+	if (a->type != DG_ACTION_READ_PAGE && a->type != DG_ACTION_GET_PAGE_TEXT &&
+	    a->type != DG_ACTION_FIND)
 		return dg_err_set(err, -EINVAL, "reading the page: %s is no reading",
 				  dg_action_type_name(a->type));
 	if (!cdp || !dg_cdp_ready(cdp))

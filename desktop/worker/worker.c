@@ -45,7 +45,7 @@ enum phase {
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
 	PHASE_BARRIER,  /* browser, after keys or a load: until the page has drawn frames since */
 	PHASE_TYPE,     /* type: until the page (ack.c), or without a browser X, has every key */
-	PHASE_READ,     /* read_page, get_page_text: until the page's reader answers (tree.c) */
+	PHASE_READ,     /* read_page, get_page_text, find: until the page's reader answers (tree.c) */
 };
 
 struct worker {
@@ -563,7 +563,8 @@ static void start_action(struct worker *w)
 {
 	w->t_start = dg_now_ms();
 	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION &&
-			w->act.type != DG_ACTION_READ_PAGE && w->act.type != DG_ACTION_GET_PAGE_TEXT;
+			w->act.type != DG_ACTION_READ_PAGE &&
+			w->act.type != DG_ACTION_GET_PAGE_TEXT && w->act.type != DG_ACTION_FIND;
 	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
 		run_action(w);
 		return;
@@ -641,6 +642,7 @@ static void run_action(struct worker *w)
 		return;
 	case DG_ACTION_READ_PAGE:
 	case DG_ACTION_GET_PAGE_TEXT:
+	case DG_ACTION_FIND:
 		w->t_injected = dg_now_ms();
 		if (!w->cdp) {
 			set_error(w, "not performed: %s reads a browser's page, and this desktop is "

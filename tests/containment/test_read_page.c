@@ -3,8 +3,8 @@
  * tree's roles, names, filters, depth, subtrees and references, its cap,
  * and what a hostile page does to it (replaced prototypes and globals in
  * its own world, text that imitates tree lines, hidden elements, shadow
- * DOM); the page text's choice of content and its cut; and the xterm's
- * refusal.
+ * DOM); the page text's choice of content and its cut; find's ranking;
+ * and the xterm's refusal.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -234,16 +234,72 @@ Test(read_page, tree_filters_refs_cap_and_text)
 	json_decref(all);
 }
 
+/* find: the best matches first, with references read_page agrees with. */
+static const char page4[] =
+	"data:text/html,<!doctype html><title>Shop</title><h1>Welcome</h1>"
+	"<nav><a href='/docs'>Docs</a> <a href='/cart'>Cart</a></nav>"
+	"<form role=search><input type=search placeholder='Search products' "
+	"aria-label='Search'></form>"
+	"<label for=e>Email address</label><input id=e>"
+	"<button>Add to cart</button><button>Remove from cart</button>"
+	"<select aria-label='Size'><option>S</option></select>"
+	"<button style='display:none'>Add to cart secretly</button>";
+
+static bool starts(const char *t, const char *prefix)
+{
+	return strncmp(t, prefix, strlen(prefix)) == 0;
+}
+
+static const char *first_line(const char *t, char *buf, size_t len)
+{
+	size_t n = strcspn(t, "\n");
+	snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), t);
+	return buf;
+}
+
+Test(read_page, find_ranks_matches)
+{
+	json_t *s = json_array();
+	json_array_append_new(s, nav(page4));
+	const char *queries[] = {"search bar", "add to cart button", "email field", "size dropdown",
+				 "zzz qqq", "the", "\"); alert(1); (\""};
+	for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++)
+		json_array_append_new(s, json_pack("{s:s, s:s}", "type", "find", "query", queries[i]));
+	json_array_append_new(s, json_pack("{s:s, s:s}", "type", "read_page", "filter", "interactive"));
+	json_t *all = run("browser", s);
+	char first[256];
+	cr_assert_str_eq(first_line(text_of(all, 1, "find search bar"), first, sizeof(first)),
+			 "- searchbox \"Search\" [ref_2] placeholder=\"Search products\"");
+	const char *t = text_of(all, 2, "find add to cart button");
+	cr_assert(starts(t, "- button \"Add to cart\" ["), "add to cart:\n%s", t);
+	has(t, "- button \"Remove from cart\" [", "find add to cart button (the runner-up)");
+	lacks(t, "secretly", "find (not rendered)");
+	t = text_of(all, 3, "find email field");
+	cr_assert(starts(t, "- textbox \"Email address\" ["), "email field:\n%s", t);
+	t = text_of(all, 4, "find size dropdown");
+	cr_assert(starts(t, "- combobox \"Size\" ["), "size dropdown:\n%s", t);
+	cr_assert_str_eq(text_of(all, 5, "find zzz qqq"), "[no element matches \"zzz qqq\"]");
+	has(error_of(all, 6, "find the"), "the query has no words", "find the");
+	/* A query is data, never code: it ends nothing. */
+	has(text_of(all, 7, "find a quote"), "[no element matches", "find a quote");
+	/* The references find gave are those read_page gives. */
+	t = text_of(all, 8, "read_page interactive after find");
+	has(t, "- searchbox \"Search\" [ref_2]", "read_page after find");
+	json_decref(all);
+}
+
 Test(read_page, xterm_refuses_reading)
 {
 	json_t *s = json_array();
 	json_array_append_new(s, json_pack("{s:s}", "type", "read_page"));
 	json_array_append_new(s, json_pack("{s:s}", "type", "get_page_text"));
+	json_array_append_new(s, json_pack("{s:s, s:s}", "type", "find", "query", "button"));
 	json_array_append_new(s, json_pack("{s:s}", "type", "screenshot"));
 	json_t *all = run("xterm", s);
 	has(error_of(all, 0, "read_page in an xterm"), "read_page reads a browser's page", "xterm");
 	has(error_of(all, 1, "get_page_text in an xterm"), "get_page_text reads a browser's page",
 	    "xterm");
-	cr_assert(json_is_true(json_object_get(json_array_get(all, 2), "ok")));
+	has(error_of(all, 2, "find in an xterm"), "find reads a browser's page", "xterm");
+	cr_assert(json_is_true(json_object_get(json_array_get(all, 3), "ok")));
 	json_decref(all);
 }

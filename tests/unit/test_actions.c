@@ -498,6 +498,25 @@ Test(action, read_page)
 		       "action: unknown field \"x\" for read_page (allowed: depth, filter, ref)");
 }
 
+Test(action, find)
+{
+	assert_ok(parse("{\"type\":\"find\",\"query\":\"search bar\"}"));
+	cr_assert_eq(act.type, DG_ACTION_FIND);
+	cr_assert_str_eq(act.query, "search bar");
+	assert_canon("{\"query\":\"search bar\",\"type\":\"find\"}");
+	char *q = repeat('q', DG_ACTION_QUERY_MAX);
+	assert_ok(parsef("{\"type\":\"find\",\"query\":\"%s\"}", q));
+	free(q);
+	q = repeat('q', DG_ACTION_QUERY_MAX + 1);
+	assert_refused(parsef("{\"type\":\"find\",\"query\":\"%s\"}", q),
+		       "action.query: 1025 bytes is over the limit of 1024 bytes");
+	free(q);
+	assert_refused(parse("{\"type\":\"find\",\"query\":\"\"}"), "action.query: empty");
+	assert_refused(parse("{\"type\":\"find\"}"), "action.query: required for find");
+	assert_refused_prefix(parse("{\"type\":\"find\",\"query\":\"a\\u0001\"}"), -EINVAL,
+			      "action.query: ");
+}
+
 Test(action, zoom)
 {
 	assert_ok(parse("{\"type\":\"zoom\",\"region\":[10,20,30,40]}"));
@@ -1066,6 +1085,7 @@ Test(limits, canonical_form_within_the_limit)
 static const char *const samples[] = {
 	"{\"type\":\"read_page\",\"ref\":\"ref_12\",\"filter\":\"all\",\"depth\":3}",
 	"{\"type\":\"get_page_text\"}",
+	"{\"type\":\"find\",\"query\":\"add to cart \\u00e9\"}",
 	"{\"type\":\"click\",\"x\":100,\"y\":200,\"button\":\"left\",\"count\":1,"
 	"\"modifiers\":[\"ctrl\"]}",
 	"{\"type\":\"click\",\"x\":1279,\"y\":799,\"count\":3,\"button\":\"forward\"}",
