@@ -135,6 +135,15 @@ static json_int_t expect_cmd(struct fake *f, const char *method, json_t **out)
 	return id;
 }
 
+/* A navigation's command: the client first gives the page the focus
+ * (Page.bringToFront, answered here), then sends `method`; returns its id. */
+static json_int_t expect_nav_cmd(struct fake *f, const char *method, json_t **out)
+{
+	json_int_t id = expect_cmd(f, "Page.bringToFront", NULL);
+	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	return expect_cmd(f, method, out);
+}
+
 static void no_cmd(struct fake *f)
 {
 	json_t *j = next_cmd(f);
@@ -702,7 +711,7 @@ Test(cdp, current_page_goes_away_switches_to_newest)
 	info(&f, "Target.targetCreated", "POPUP", "page", "https://popup/", "Popup");
 	struct rec nav = {0}, ev = {0};
 	cr_assert_eq(dg_cdp_navigate(f.c, "https://x/", rec_done, &nav, &err), 0);
-	expect_cmd(&f, "Page.navigate", NULL);
+	expect_nav_cmd(&f, "Page.navigate", NULL);
 	cr_assert_eq(dg_cdp_evaluate(f.c, "1", rec_done, &ev, &err), 0);
 	expect_cmd(&f, "Runtime.evaluate", NULL);
 	cr_assert(dg_cdp_loading(f.c));
@@ -774,7 +783,7 @@ Test(cdp, switch_moves_the_current_page)
 	cr_assert_eq(dg_cdp_switch(f.c, "NOPE", &err), -ENOENT);
 	struct rec nav = {0};
 	cr_assert_eq(dg_cdp_navigate(f.c, "https://x/", rec_done, &nav, &err), 0);
-	expect_cmd(&f, "Page.navigate", NULL);
+	expect_nav_cmd(&f, "Page.navigate", NULL);
 	uint64_t ch = dg_cdp_changes(f.c);
 	/* To the older of the two others, not the newest. */
 	cr_assert_eq(dg_cdp_switch(f.c, "T2", &err), 0, "%s", err.msg);
@@ -818,7 +827,7 @@ Test(cdp, navigate_and_loading)
 	cr_assert_not(dg_cdp_loading(f.c));
 	cr_assert_eq(dg_cdp_navigate(f.c, "https://example.com/", rec_done, &r, &err), 0);
 	json_t *cmd;
-	json_int_t id = expect_cmd(&f, "Page.navigate", &cmd);
+	json_int_t id = expect_nav_cmd(&f, "Page.navigate", &cmd);
 	cr_assert_str_eq(json_string_value(json_object_get(cmd, "sessionId")), "S1");
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "url")),
 			 "https://example.com/");
@@ -888,7 +897,7 @@ Test(cdp, navigate_and_loading)
 
 	/* errorText: a failure with its text. */
 	cr_assert_eq(dg_cdp_navigate(f.c, "http://nonexistent.invalid/", rec_done, &r, &err), 0);
-	id = expect_cmd(&f, "Page.navigate", NULL);
+	id = expect_nav_cmd(&f, "Page.navigate", NULL);
 	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"frameId\":\"T1\",\"loaderId\":\"L2\","
 		  "\"errorText\":\"net::ERR_NAME_NOT_RESOLVED\"}}",
 	      (long long)id);
@@ -920,7 +929,7 @@ Test(cdp, navigate_and_loading)
 
 	/* Reload. */
 	cr_assert_eq(dg_cdp_reload(f.c, rec_done, &r, &err), 0);
-	id = expect_cmd(&f, "Page.reload", NULL);
+	id = expect_nav_cmd(&f, "Page.reload", NULL);
 	cr_assert(dg_cdp_loading(f.c));
 	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert_eq(r.calls, 5);
@@ -934,7 +943,7 @@ Test(cdp, navigate_and_loading)
 /* Answers the client's Page.getNavigationHistory with history_json. */
 static void answer_history(struct fake *f, const char *history_json)
 {
-	json_int_t id = expect_cmd(f, "Page.getNavigationHistory", NULL);
+	json_int_t id = expect_nav_cmd(f, "Page.getNavigationHistory", NULL);
 	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":%s}", (long long)id, history_json);
 }
 
