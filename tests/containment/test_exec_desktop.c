@@ -174,7 +174,7 @@ static void assert_init_clean(const char *out)
 Test(exec_desktop, a_browser_desktop_is_out_of_execs_reach, .timeout = 300)
 {
 	char *policy = policy_file(false);
-	struct gw g;
+	static struct gw g; /* static: the suite's fini reaches it after a failed assertion */
 	start(&g, "browser", policy);
 	char *out = probe(&g);
 	assert_line(out, "x-path", false);
@@ -205,7 +205,7 @@ Test(exec_desktop, a_browser_desktop_is_out_of_execs_reach, .timeout = 300)
 Test(exec_desktop, exec_desktop_true_opens_it, .timeout = 300)
 {
 	char *policy = policy_file(true);
-	struct gw g;
+	static struct gw g; /* static: the suite's fini reaches it after a failed assertion */
 	start(&g, "browser", policy);
 	char *out = probe(&g);
 	assert_line(out, "x-path", true);
@@ -226,7 +226,7 @@ Test(exec_desktop, exec_desktop_true_opens_it, .timeout = 300)
 Test(exec_desktop, xterm_desktop_too, .timeout = 300)
 {
 	char *policy = policy_file(false);
-	struct gw g;
+	static struct gw g; /* static: the suite's fini reaches it after a failed assertion */
 	start(&g, "xterm", policy);
 	char *out = probe(&g);
 	assert_line(out, "x-path", false);

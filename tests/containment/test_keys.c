@@ -300,7 +300,7 @@ static void page_key(struct gw *g, const char *keys, const char *want)
 Test(keys, browser_shifted_chords_and_text, .timeout = 300)
 {
 	char *policy = policy_file();
-	struct gw g;
+	static struct gw g; /* static: the suite's fini reaches it after a failed assertion */
 	start(&g, "browser", policy);
 	json_t *nav = json_pack("{s:s, s:s}", "type", "navigate", "url", page);
 	char *text = json_dumps(nav, JSON_COMPACT);
@@ -385,7 +385,7 @@ static void term_key(struct gw *g, const char *keys)
 Test(keys, xterm_shifted_chords_and_text, .timeout = 300)
 {
 	char *policy = policy_file();
-	struct gw g;
+	static struct gw g; /* static: the suite's fini reaches it after a failed assertion */
 	start(&g, "xterm", policy);
 	/* The shell in the terminal copies the lines typed next into a file. */
 	act0(&g, "{\"type\":\"type\",\"text\":\"cat > /tmp/keys.txt\\n\"}");
