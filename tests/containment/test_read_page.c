@@ -66,6 +66,13 @@ static const char page3[] =
 	"data:text/html,<!doctype html><title>Long</title><body><script>"
 	"document.body.textContent = 'abcdefghij'.repeat(15000);</script>";
 
+/* The worst bytes a page's text can cost the answer: 150,000 characters
+ * that each escape to several bytes (a quote, a backslash, a control
+ * character, a CJK character). */
+static const char page5[] =
+	"data:text/html;charset=utf-8,<!doctype html><title>Worst</title><body><script>"
+	"document.body.textContent = '\"\\\\\\u0001\u6f22'.repeat(37500);</script>";
+
 static void line(FILE *f, json_t *j)
 {
 	char *s = json_dumps(j, JSON_COMPACT);
@@ -170,8 +177,12 @@ Test(read_page, tree_filters_refs_cap_and_text)
 	json_array_append_new(s, nav(page3));                                             /* 12 */
 	json_array_append_new(s, json_pack("{s:s}", "type", "get_page_text"));              /* 13 */
 	json_array_append_new(s, json_pack("{s:s}", "type", "screenshot"));                 /* 14 */
+	json_array_append_new(s, nav(page5));                                             /* 15 */
+	json_array_append_new(s, json_pack("{s:s}", "type", "get_page_text"));              /* 16 */
+	json_array_append_new(s, json_pack("{s:s, s:s}", "type", "read_page", "filter", "all")); /* 17 */
+	json_array_append_new(s, json_pack("{s:s}", "type", "screenshot"));                 /* 18 */
 	json_t *all = run("browser", s);
-	cr_assert_eq(json_array_size(all), 15);
+	cr_assert_eq(json_array_size(all), 19);
 
 	const char *t = text_of(all, 1, "read_page");
 	has(t, "- heading \"Welcome\" [ref_1] level=1", "read_page");
@@ -231,6 +242,14 @@ Test(read_page, tree_filters_refs_cap_and_text)
 
 	/* The session goes on after every refusal. */
 	cr_assert(json_is_true(json_object_get(json_array_get(all, 14), "ok")));
+
+	/* The costliest text: cut, answered, and the session goes on. */
+	t = text_of(all, 16, "get_page_text of 150,000 escaping characters");
+	has(t, "\n[the text was cut at 100000 characters]", "the costly text's cut");
+	has(t, "\"\\\x01\xe6\xbc\xa2\"\\", "the costly text");
+	t = text_of(all, 17, "read_page of the costly text");
+	has(t, "- text \"\\\"\\\\\\u0001", "read_page of the costly text (quoted)");
+	cr_assert(json_is_true(json_object_get(json_array_get(all, 18), "ok")));
 	json_decref(all);
 }
 
