@@ -627,3 +627,23 @@ const char *dg_cdp_session_id(const struct dg_cdp *c) { return c->session; }
 uint64_t dg_cdp_changes(const struct dg_cdp *c) { return c->changes; }
 uint64_t dg_cdp_loads(const struct dg_cdp *c) { return c->loads; }
 int dg_cdp_n_targets(const struct dg_cdp *c) { return c->n_targets; }
+
+int dg_cdp_tabs(const struct dg_cdp *c, struct dg_cdp_tab *out, int max)
+{
+	int n = 0;
+	uint64_t after = 0; /* seqs start at 1: the next tab is the oldest one after this */
+	while (n < max) {
+		int best = -1;
+		for (int i = 0; i < DG_CDP_TARGETS_MAX; i++)
+			if (c->targets[i].used && c->targets[i].seq > after &&
+			    (best < 0 || c->targets[i].seq < c->targets[best].seq))
+				best = i;
+		if (best < 0)
+			break;
+		const struct target *t = &c->targets[best];
+		out[n++] = (struct dg_cdp_tab){t->id, t->url ? t->url : "", t->title ? t->title : "",
+					       best == c->cur};
+		after = t->seq;
+	}
+	return n;
+}

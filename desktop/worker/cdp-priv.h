@@ -274,6 +274,17 @@ uint64_t dg_cdp_changes(const struct dg_cdp *c);
 uint64_t dg_cdp_loads(const struct dg_cdp *c);
 /* Page targets tracked now. */
 int dg_cdp_n_targets(const struct dg_cdp *c);
+/* One open tab as the client knows it: its targetId, URL and title (""
+ * when unknown or refused; a title a script set in a tab that is not the
+ * current page may be stale: Chromium announces none), and whether it is
+ * the current page. Pointers into the client, valid until its next call. */
+struct dg_cdp_tab {
+	const char *id, *url, *title;
+	bool current;
+};
+/* The open tabs in the order they opened, at most max of them (the client
+ * tracks at most DG_CDP_TARGETS_MAX); returns how many were written. */
+int dg_cdp_tabs(const struct dg_cdp *c, struct dg_cdp_tab *out, int max);
 /* Commands awaiting replies. */
 int dg_cdp_n_pending(const struct dg_cdp *c);
 /* Bytes queued to write. */

@@ -201,6 +201,28 @@ static void add_page(struct worker *w, json_t *res)
 		return;
 	json_object_set_new(res, "url", json_string(dg_cdp_url(w->cdp)));
 	json_object_set_new(res, "title", json_string(dg_cdp_title(w->cdp)));
+	/* Every open tab, oldest first; URLs and titles within a budget, so
+	 * that the result stays far below the channel's cap whatever the
+	 * pages are (past it a tab keeps its id and says "elided"). */
+	struct dg_cdp_tab tabs[DG_CDP_TARGETS_MAX];
+	int n = dg_cdp_tabs(w->cdp, tabs, DG_CDP_TARGETS_MAX);
+	json_t *arr = json_array();
+	size_t budget = DG_WORKER_TABS_TEXT_MAX;
+	for (int i = 0; arr && i < n; i++) {
+		size_t cost = strlen(tabs[i].url) + strlen(tabs[i].title);
+		bool fits = cost <= budget;
+		budget -= fits ? cost : 0;
+		json_t *t = json_pack("{s:s, s:s, s:s, s:b}", "id", tabs[i].id, "url",
+				      fits ? tabs[i].url : "", "title", fits ? tabs[i].title : "",
+				      "active", tabs[i].current);
+		if (t && !fits)
+			json_object_set_new(t, "elided", json_true());
+		if (!t || json_array_append_new(arr, t) != 0)
+			die("out of memory");
+	}
+	if (!arr)
+		die("out of memory");
+	json_object_set_new(res, "tabs", arr);
 }
 
 /* Encodes the current screen (or the zoom region) into w->png; returns the

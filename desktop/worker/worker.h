@@ -67,6 +67,11 @@
  * event. */
 #define DG_WORKER_TAB_PROBE_MS 500
 #define DG_WORKER_TAB_SOON_MS 100
+/* Bytes of the open tabs' URLs and titles a browser result lists (its
+ * "tabs"): 64 tabs of the longest URL and title would be 590 KiB, with a
+ * page's text beside them near the channel's 1 MiB; past it a tab is
+ * listed by id only. */
+#define DG_WORKER_TABS_TEXT_MAX (128 * 1024)
 /* Longest navigation the worker waits for before settling anyway. */
 #define DG_WORKER_NAV_MAX_MS 15000
 

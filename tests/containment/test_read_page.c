@@ -184,6 +184,15 @@ Test(read_page, tree_filters_refs_cap_and_text)
 	json_t *all = run("browser", s);
 	cr_assert_eq(json_array_size(all), 19);
 
+	/* Browser results list the open tabs: here one, active, the page. */
+	json_t *tabs = json_object_get(json_array_get(all, 1), "tabs");
+	cr_assert_eq(json_array_size(tabs), 1, "tabs: %zu", json_array_size(tabs));
+	json_t *tab = json_array_get(tabs, 0);
+	cr_assert(json_is_true(json_object_get(tab, "active")));
+	cr_assert_eq(strlen(json_string_value(json_object_get(tab, "id"))), 32);
+	cr_assert_str_eq(json_string_value(json_object_get(tab, "url")), page1);
+	cr_assert_str_eq(json_string_value(json_object_get(tab, "title")), "Shop");
+
 	const char *t = text_of(all, 1, "read_page");
 	has(t, "- heading \"Welcome\" [ref_1] level=1", "read_page");
 	has(t, "- navigation [ref_2]\n  - link \"Docs\" [ref_3] href=\"/docs\"", "read_page");
