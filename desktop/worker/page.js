@@ -122,12 +122,15 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 		const r = el.getBoundingClientRect();
 		return { x: r.left, y: r.top, w: r.width, h: r.height };
 	};
-	const rendered = (el) => {
-		if (!el.getClientRects().length)
-			return false;
-		const st = getComputedStyle(el);
-		return st.visibility !== 'hidden' && st.visibility !== 'collapse';
-	};
+	// checkVisibility is the browser's own answer (no box, display: none,
+	// content-visibility, visibility: hidden), without building a style
+	// object per element: the first reading of a 2,000-element page took
+	// 323 ms with getComputedStyle, most of it there.
+	const rendered = (el) => el.checkVisibility({ visibilityProperty: true });
+	// An element without a box of its own (display: contents) whose
+	// children may render: not listed, but walked.
+	const wrapper = (el) => !el.getClientRects().length &&
+		getComputedStyle(el).display === 'contents';
 	const onScreen = (b) => b.x < innerWidth && b.y < innerHeight && b.x + b.w > 0 && b.y + b.h > 0;
 
 	const details = (el, role, max) => {
@@ -198,8 +201,12 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 				return;
 			}
 			const el = node;
-			if (!rendered(el) && el.tagName !== 'OPTION')
+			if (!rendered(el) && el.tagName !== 'OPTION') {
+				if (wrapper(el))
+					for (const k of el.childNodes)
+						walk(k, level, nameFromContent, inView);
 				return;
+			}
 			const role = roleOf(el);
 			const seen = opts.filter === 'all' || onScreen(boxOf(el));
 			let shown = (!!role || interactive(el, role)) && seen;
@@ -282,8 +289,12 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 			if (node.nodeType !== 1 || SKIP.has(node.tagName) || ++visited > opts.visitMax)
 				return;
 			const el = node;
-			if (!rendered(el))
+			if (!rendered(el)) {
+				if (wrapper(el))
+					for (const k of el.childNodes)
+						visit(k);
 				return;
+			}
 			const role = roleOf(el);
 			const act = interactive(el, role);
 			if (role || act) {

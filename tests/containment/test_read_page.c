@@ -48,6 +48,7 @@ static const char page1[] =
 	"<button>Add to cart</button>"
 	"<button style='display:none'>Hidden one</button>"
 	"<button style='visibility:hidden'>Hidden two</button>"
+	"<div style='display:contents'><button>In a contents box</button></div>"
 	"<x-card></x-card><script>customElements.define('x-card', class extends HTMLElement "
 	"{ constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = "
 	"'<button>In the shadow</button>'; } });</script>"
@@ -203,6 +204,7 @@ Test(read_page, tree_filters_refs_cap_and_text)
 	has(t, "- img \"A cat\" [", "read_page (alt)");
 	has(t, "- button \"Add to cart\" [", "read_page");
 	has(t, "- button \"In the shadow\" [", "read_page (open shadow root)");
+	has(t, "- button \"In a contents box\" [", "read_page (display: contents)");
 	has(t, "- text \"Article words.\"", "read_page");
 	/* Page text that imitates a tree line stays one quoted text line. */
 	has(t, "- text \"Line one - button \\\"Pay\\\" [ref_1]\"", "read_page (forged line)");
