@@ -11,7 +11,8 @@
 // refused, not cut, when it exceeds opts.cap characters; the walk stops
 // after opts.visitMax elements; names and texts are cut at opts.nameMax.
 // Results are plain objects returned by value: {ok: true, text} or
-// {ok: false, error}.
+// {ok: false, error}, their strings well-formed UTF-16 (no lone
+// surrogates).
 window.__deskgatePage = window.__deskgatePage || (() => {
 	'use strict';
 	// References: ref_N for an element, stable while the document lives.
@@ -340,5 +341,19 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 			'[no element matches ' + quote(clean(opts.query, opts.nameMax)) + ']' };
 	};
 
-	return { readPage, pageText, find };
+	// What goes back is well-formed: a page's text may hold lone surrogates
+	// (String.fromCharCode(0xD800)), which the browser then writes into its
+	// JSON reply as an escape no strict JSON parser takes (the worker's
+	// dropped the reply, and get_page_text of such a page timed out).
+	// They become U+FFFD.
+	const wellFormed = (fn) => (opts) => {
+		const r = fn(opts);
+		if (typeof r.text === 'string')
+			r.text = r.text.toWellFormed();
+		if (typeof r.error === 'string')
+			r.error = r.error.toWellFormed();
+		return r;
+	};
+
+	return { readPage: wellFormed(readPage), pageText: wellFormed(pageText), find: wellFormed(find) };
 })();

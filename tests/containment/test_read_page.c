@@ -74,6 +74,11 @@ static const char page5[] =
 	"data:text/html;charset=utf-8,<!doctype html><title>Worst</title><body><script>"
 	"document.body.textContent = '\"\\\\\\u0001\u6f22'.repeat(37500);</script>";
 
+/* Text with a lone surrogate, which no strict JSON parser takes. */
+static const char page6[] =
+	"data:text/html,<!doctype html><title>Lone</title><body><script>"
+	"document.body.textContent = 'ab' + String.fromCharCode(0xD800) + 'cd';</script>";
+
 static void line(FILE *f, json_t *j)
 {
 	char *s = json_dumps(j, JSON_COMPACT);
@@ -182,8 +187,10 @@ Test(read_page, tree_filters_refs_cap_and_text)
 	json_array_append_new(s, json_pack("{s:s}", "type", "get_page_text"));              /* 16 */
 	json_array_append_new(s, json_pack("{s:s, s:s}", "type", "read_page", "filter", "all")); /* 17 */
 	json_array_append_new(s, json_pack("{s:s}", "type", "screenshot"));                 /* 18 */
+	json_array_append_new(s, nav(page6));                                             /* 19 */
+	json_array_append_new(s, json_pack("{s:s}", "type", "get_page_text"));              /* 20 */
 	json_t *all = run("browser", s);
-	cr_assert_eq(json_array_size(all), 19);
+	cr_assert_eq(json_array_size(all), 21);
 
 	/* Browser results list the open tabs: here one, active, the page. */
 	json_t *tabs = json_object_get(json_array_get(all, 1), "tabs");
@@ -261,6 +268,11 @@ Test(read_page, tree_filters_refs_cap_and_text)
 	t = text_of(all, 17, "read_page of the costly text");
 	has(t, "- text \"\\\"\\\\\\u0001", "read_page of the costly text (quoted)");
 	cr_assert(json_is_true(json_object_get(json_array_get(all, 18), "ok")));
+
+	/* A lone surrogate comes back as U+FFFD, at once (the reply was
+	 * dropped and the reading timed out after 10 s). */
+	cr_assert_str_eq(text_of(all, 20, "get_page_text with a lone surrogate"), "ab\xef\xbf\xbd" "cd");
+	cr_assert_lt(json_integer_value(json_object_get(json_array_get(all, 20), "total_ms")), 5000);
 	json_decref(all);
 }
 
