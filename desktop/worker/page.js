@@ -62,8 +62,13 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 		'menuitem', 'option', 'treeitem']);
 	const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
 
+	// Whitespace collapsed, cut at max characters: a megabyte of text in
+	// one element costs a slice, not a pass over all of it.
 	const clean = (s, max) => {
-		s = String(s == null ? '' : s).replace(/\s+/g, ' ').trim();
+		s = String(s == null ? '' : s);
+		if (s.length > max * 8)
+			s = s.slice(0, max * 8);
+		s = s.replace(/\s+/g, ' ').trim();
 		return s.length > max ? s.slice(0, max) + '…' : s;
 	};
 	const quote = (s) => JSON.stringify(s);
