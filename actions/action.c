@@ -448,42 +448,24 @@ static int parse_keys(struct pctx *c, const json_t *v, struct dg_action *a)
 	return 0;
 }
 
-static int parse_url(struct pctx *c, const json_t *v, struct dg_action *a)
+/* A one-line string field (url, query): 1..max bytes of UTF-8 without
+ * control characters, copied NUL-terminated into *out. */
+static int parse_line(struct pctx *c, const char *where, const json_t *v, size_t max, char **out)
 {
 	const char *s = NULL;
 	size_t len = 0;
-	int rc = get_string(c, ".url", v, &s, &len);
+	int rc = get_string(c, where, v, &s, &len);
 	if (rc < 0)
 		return rc;
 	if (len == 0)
-		return fail(c, -EINVAL, ".url", "empty");
-	if (len > DG_ACTION_URL_MAX)
-		return fail(c, -EINVAL, ".url", "%zu bytes is over the limit of %d bytes", len,
-			    DG_ACTION_URL_MAX);
-	rc = check_utf8(c, ".url", s, len, true);
+		return fail(c, -EINVAL, where, "empty");
+	if (len > max)
+		return fail(c, -EINVAL, where, "%zu bytes is over the limit of %zu bytes", len, max);
+	rc = check_utf8(c, where, s, len, true);
 	if (rc < 0)
 		return rc;
-	a->url = dup_bytes(s, len);
-	return a->url ? 0 : fail(c, -ENOMEM, ".url", "out of memory");
-}
-
-static int parse_query(struct pctx *c, const json_t *v, struct dg_action *a)
-{
-	const char *s = NULL;
-	size_t len = 0;
-	int rc = get_string(c, ".query", v, &s, &len);
-	if (rc < 0)
-		return rc;
-	if (len == 0)
-		return fail(c, -EINVAL, ".query", "empty");
-	if (len > DG_ACTION_QUERY_MAX)
-		return fail(c, -EINVAL, ".query", "%zu bytes is over the limit of %d bytes", len,
-			    DG_ACTION_QUERY_MAX);
-	rc = check_utf8(c, ".query", s, len, true);
-	if (rc < 0)
-		return rc;
-	a->query = dup_bytes(s, len);
-	return a->query ? 0 : fail(c, -ENOMEM, ".query", "out of memory");
+	*out = dup_bytes(s, len);
+	return *out ? 0 : fail(c, -ENOMEM, where, "out of memory");
 }
 
 static int parse_region(struct pctx *c, const json_t *v, struct dg_action *a)
@@ -601,7 +583,7 @@ static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_
 							    : DG_ACTION_HOLD_MS_MAX,
 				  &a->ms);
 	case F_URL:
-		return parse_url(c, v, a);
+		return parse_line(c, ".url", v, DG_ACTION_URL_MAX, &a->url);
 	case F_REGION:
 		return parse_region(c, v, a);
 	case F_ARGV:
@@ -617,7 +599,7 @@ static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_
 	case F_REF:
 		return parse_ref(c, v, a);
 	case F_QUERY:
-		return parse_query(c, v, a);
+		return parse_line(c, ".query", v, DG_ACTION_QUERY_MAX, &a->query);
 	case F_N:
 		break;
 	}
