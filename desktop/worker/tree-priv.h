@@ -70,7 +70,4 @@ int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *
  * when idle. */
 int dg_tree_advance(struct dg_tree *t);
 
-/* Frees what the reader holds. */
-void dg_tree_free(struct dg_tree *t);
-
 #endif

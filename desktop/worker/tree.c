@@ -201,10 +201,3 @@ int dg_tree_advance(struct dg_tree *t)
 	end(t, NULL, t->error);
 	return 0;
 }
-
-void dg_tree_free(struct dg_tree *t)
-{
-	free(t->expr);
-	t->expr = NULL;
-	t->busy = false;
-}
