@@ -38,6 +38,10 @@ enum field {
 	F_FILTER,
 	F_REF,
 	F_QUERY,
+	F_TAB,
+	F_VALUE,
+	F_PATHS,
+	F_CODE,
 	F_N
 };
 
@@ -47,7 +51,8 @@ static const char *const field_names[F_N] = {
 	[F_DY] = "dy",       [F_TEXT] = "text",   [F_KEYS] = "keys",     [F_MS] = "ms",
 	[F_URL] = "url",     [F_REGION] = "region", [F_ARGV] = "argv",   [F_STDIN] = "stdin",
 	[F_TIMEOUT_MS] = "timeout_ms", [F_DEPTH] = "depth", [F_FILTER] = "filter", [F_REF] = "ref",
-	[F_QUERY] = "query",
+	[F_QUERY] = "query", [F_TAB] = "tab", [F_VALUE] = "value", [F_PATHS] = "paths",
+	[F_CODE] = "code",
 };
 
 #define B(f) (1u << (f))
@@ -60,8 +65,9 @@ struct type_spec {
 };
 
 static const struct type_spec specs[DG_ACTION_N_TYPES] = {
-	[DG_ACTION_CLICK] = {"click", XY | B(F_BUTTON) | B(F_COUNT) | B(F_MODIFIERS), XY},
-	[DG_ACTION_MOVE] = {"move", XY | B(F_MODIFIERS), XY},
+	/* click and move need x, y or ref: checked in parse_obj. */
+	[DG_ACTION_CLICK] = {"click", XY | B(F_BUTTON) | B(F_COUNT) | B(F_MODIFIERS) | B(F_REF), 0},
+	[DG_ACTION_MOVE] = {"move", XY | B(F_MODIFIERS) | B(F_REF), 0},
 	[DG_ACTION_DRAG] = {"drag", B(F_PATH) | B(F_BUTTON) | B(F_MODIFIERS), B(F_PATH)},
 	[DG_ACTION_MOUSE_DOWN] = {"mouse_down", B(F_BUTTON) | XY, 0},
 	[DG_ACTION_MOUSE_UP] = {"mouse_up", B(F_BUTTON) | XY, 0},
@@ -73,7 +79,7 @@ static const struct type_spec specs[DG_ACTION_N_TYPES] = {
 	[DG_ACTION_BACK] = {"back", 0, 0},
 	[DG_ACTION_FORWARD] = {"forward", 0, 0},
 	[DG_ACTION_RELOAD] = {"reload", 0, 0},
-	[DG_ACTION_SCREENSHOT] = {"screenshot", 0, 0},
+	[DG_ACTION_SCREENSHOT] = {"screenshot", B(F_REGION), 0},
 	[DG_ACTION_ZOOM] = {"zoom", B(F_REGION), B(F_REGION)},
 	[DG_ACTION_CURSOR_POSITION] = {"cursor_position", 0, 0},
 	[DG_ACTION_WAIT] = {"wait", B(F_MS), B(F_MS)},
@@ -81,7 +87,55 @@ static const struct type_spec specs[DG_ACTION_N_TYPES] = {
 	[DG_ACTION_READ_PAGE] = {"read_page", B(F_DEPTH) | B(F_FILTER) | B(F_REF), 0},
 	[DG_ACTION_GET_PAGE_TEXT] = {"get_page_text", 0, 0},
 	[DG_ACTION_FIND] = {"find", B(F_QUERY), B(F_QUERY)},
+	[DG_ACTION_LIST_TABS] = {"list_tabs", 0, 0},
+	[DG_ACTION_NEW_TAB] = {"new_tab", 0, 0},
+	[DG_ACTION_SWITCH_TAB] = {"switch_tab", B(F_TAB), B(F_TAB)},
+	[DG_ACTION_CLOSE_TAB] = {"close_tab", B(F_TAB), B(F_TAB)},
+	[DG_ACTION_READ_CONSOLE] = {"read_console", 0, 0},
+	[DG_ACTION_READ_NETWORK] = {"read_network", 0, 0},
+	[DG_ACTION_SCROLL_TO] = {"scroll_to", B(F_REF) | XY, B(F_REF)},
+	[DG_ACTION_FORM_INPUT] = {"form_input", B(F_REF) | B(F_VALUE) | XY, B(F_REF) | B(F_VALUE)},
+	[DG_ACTION_FILE_UPLOAD] = {"file_upload", B(F_REF) | B(F_PATHS) | XY, B(F_REF) | B(F_PATHS)},
+	[DG_ACTION_JAVASCRIPT] = {"javascript", B(F_CODE), B(F_CODE)},
 };
+
+/* The types that take a ref and whose x, y the runner fills in. */
+static bool takes_element(enum dg_action_type t)
+{
+	return t == DG_ACTION_CLICK || t == DG_ACTION_MOVE || t == DG_ACTION_SCROLL_TO ||
+	       t == DG_ACTION_FORM_INPUT || t == DG_ACTION_FILE_UPLOAD;
+}
+
+bool dg_action_unresolved(const struct dg_action *a)
+{
+	return a && takes_element(a->type) && a->ref != 0 && !a->has_xy;
+}
+
+bool dg_action_type_browser_only(enum dg_action_type t)
+{
+	switch (t) {
+	case DG_ACTION_NAVIGATE:
+	case DG_ACTION_BACK:
+	case DG_ACTION_FORWARD:
+	case DG_ACTION_RELOAD:
+	case DG_ACTION_READ_PAGE:
+	case DG_ACTION_GET_PAGE_TEXT:
+	case DG_ACTION_FIND:
+	case DG_ACTION_LIST_TABS:
+	case DG_ACTION_NEW_TAB:
+	case DG_ACTION_SWITCH_TAB:
+	case DG_ACTION_CLOSE_TAB:
+	case DG_ACTION_READ_CONSOLE:
+	case DG_ACTION_READ_NETWORK:
+	case DG_ACTION_SCROLL_TO:
+	case DG_ACTION_FORM_INPUT:
+	case DG_ACTION_FILE_UPLOAD:
+	case DG_ACTION_JAVASCRIPT:
+		return true;
+	default:
+		return false;
+	}
+}
 
 static const char *const read_filters[] = {
 	[DG_READ_VISIBLE] = "visible", [DG_READ_INTERACTIVE] = "interactive", [DG_READ_ALL] = "all",
@@ -143,6 +197,12 @@ void dg_action_free(struct dg_action *a)
 	free(a->text);
 	free(a->url);
 	free(a->query);
+	free(a->tab);
+	free(a->code);
+	if (a->paths)
+		for (int i = 0; i < a->n_paths; i++)
+			free(a->paths[i]);
+	free(a->paths);
 	if (a->argv)
 		for (int i = 0; i < a->argc; i++)
 			free(a->argv[i]);
@@ -553,6 +613,150 @@ static int parse_stdin(struct pctx *c, const json_t *v, struct dg_action *a)
 	return 0;
 }
 
+/* A tab id: 1..DG_ACTION_TAB_MAX bytes of [0-9A-Za-z._-] (DevTools target
+ * ids are 32 hex digits; nothing else needs quoting in a log or a URL). */
+static int parse_tab(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s = NULL;
+	size_t len = 0;
+	char val[DG_SHOW_VALUE_BUF];
+	int rc = get_string(c, ".tab", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0 || len > DG_ACTION_TAB_MAX)
+		return fail(c, -EINVAL, ".tab", "%zu bytes; a tab id is 1 to %d bytes", len,
+			    DG_ACTION_TAB_MAX);
+	for (size_t i = 0; i < len; i++) {
+		char ch = s[i];
+		if (!((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+		      ch == '.' || ch == '_' || ch == '-')) {
+			dg_show_value(v, val, sizeof(val));
+			return fail(c, -EINVAL, ".tab", "%s is not a tab id (letters, digits, '.', '_', "
+				    "'-')", val);
+		}
+	}
+	a->tab = dup_bytes(s, len);
+	return a->tab ? 0 : fail(c, -ENOMEM, ".tab", "out of memory");
+}
+
+/* form_input's value: a string (kept in text, no NUL), a number or a
+ * boolean, as the element takes it. */
+static int parse_value(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	char val[DG_SHOW_VALUE_BUF];
+	if (json_is_boolean(v)) {
+		a->value_kind = DG_VALUE_BOOL;
+		a->flag = json_is_true(v);
+		return 0;
+	}
+	if (json_is_number(v)) {
+		a->value_kind = DG_VALUE_NUMBER;
+		a->number = json_number_value(v);
+		return 0;
+	}
+	if (!json_is_string(v)) {
+		dg_show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".value", "%s is not a string, a number or a boolean", val);
+	}
+	const char *s = json_string_value(v);
+	size_t len = json_string_length(v);
+	if (len > DG_ACTION_VALUE_MAX)
+		return fail(c, -EINVAL, ".value", "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_VALUE_MAX);
+	const char *nul = memchr(s, '\0', len);
+	if (nul)
+		return fail(c, -EINVAL, ".value", "contains NUL at byte %zu", (size_t)(nul - s));
+	int rc = check_utf8(c, ".value", s, len, false);
+	if (rc < 0)
+		return rc;
+	a->value_kind = DG_VALUE_STRING;
+	a->text = dup_bytes(s, len);
+	a->text_len = len;
+	return a->text ? 0 : fail(c, -ENOMEM, ".value", "out of memory");
+}
+
+/* One file_upload path: absolute, in canonical form (no empty, "." or ".."
+ * component, no trailing slash), no control characters. Where it may be
+ * is the runner's to check (the session's scratch space): the form is
+ * checked here so that what is checked there is what the browser opens. */
+static int check_file_path(struct pctx *c, const char *where, const char *s, size_t len)
+{
+	if (len == 0 || s[0] != '/')
+		return fail(c, -EINVAL, where, "not an absolute path");
+	if (len > DG_ACTION_FILE_PATH_MAX)
+		return fail(c, -EINVAL, where, "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_FILE_PATH_MAX);
+	int rc = check_utf8(c, where, s, len, true);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < len;) {
+		size_t j = i + 1;
+		while (j < len && s[j] != '/')
+			j++;
+		size_t n = j - i - 1; /* the component after s[i] == '/' */
+		if (n == 0 || (n == 1 && s[i + 1] == '.') ||
+		    (n == 2 && s[i + 1] == '.' && s[i + 2] == '.'))
+			return fail(c, -EINVAL, where, "not a canonical path (an empty, \".\" or "
+				    "\"..\" component at byte %zu)", i);
+		i = j;
+	}
+	return 0;
+}
+
+static int parse_paths(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	char where[64], val[DG_SHOW_VALUE_BUF];
+	if (!json_is_array(v)) {
+		dg_show_value(v, val, sizeof(val));
+		return fail(c, -EINVAL, ".paths", "%s is not an array of paths", val);
+	}
+	size_t n = json_array_size(v);
+	if (n < 1 || n > DG_ACTION_PATHS_MAX)
+		return fail(c, -EINVAL, ".paths", "%zu paths; file_upload takes 1 to %d", n,
+			    DG_ACTION_PATHS_MAX);
+	a->paths = calloc(n, sizeof(*a->paths));
+	if (!a->paths)
+		return fail(c, -ENOMEM, ".paths", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *s = NULL;
+		size_t len = 0;
+		snprintf(where, sizeof(where), ".paths[%zu]", i);
+		int rc = get_string(c, where, json_array_get(v, i), &s, &len);
+		if (rc == 0)
+			rc = check_file_path(c, where, s, len);
+		if (rc < 0)
+			return rc;
+		a->paths[i] = dup_bytes(s, len);
+		if (!a->paths[i])
+			return fail(c, -ENOMEM, where, "out of memory");
+		a->n_paths = (int)i + 1;
+	}
+	return 0;
+}
+
+static int parse_code(struct pctx *c, const json_t *v, struct dg_action *a)
+{
+	const char *s = NULL;
+	size_t len = 0;
+	int rc = get_string(c, ".code", v, &s, &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return fail(c, -EINVAL, ".code", "empty");
+	if (len > DG_ACTION_CODE_MAX)
+		return fail(c, -EINVAL, ".code", "%zu bytes is over the limit of %d bytes", len,
+			    DG_ACTION_CODE_MAX);
+	const char *nul = memchr(s, '\0', len);
+	if (nul)
+		return fail(c, -EINVAL, ".code", "contains NUL at byte %zu", (size_t)(nul - s));
+	rc = check_utf8(c, ".code", s, len, false);
+	if (rc < 0)
+		return rc;
+	a->code = dup_bytes(s, len);
+	a->code_len = len;
+	return a->code ? 0 : fail(c, -ENOMEM, ".code", "out of memory");
+}
+
 /* Parses field f of value v into a. */
 static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_action *a)
 {
@@ -600,6 +804,14 @@ static int parse_field(struct pctx *c, enum field f, const json_t *v, struct dg_
 		return parse_ref(c, v, a);
 	case F_QUERY:
 		return parse_line(c, ".query", v, DG_ACTION_QUERY_MAX, &a->query);
+	case F_TAB:
+		return parse_tab(c, v, a);
+	case F_VALUE:
+		return parse_value(c, v, a);
+	case F_PATHS:
+		return parse_paths(c, v, a);
+	case F_CODE:
+		return parse_code(c, v, a);
 	case F_N:
 		break;
 	}
@@ -722,7 +934,22 @@ static int parse_obj(struct pctx *c, const json_t *obj, struct dg_action *a)
 			return rc;
 	}
 
+	if (t == DG_ACTION_SCREENSHOT)
+		a->has_region = (present & B(F_REGION)) != 0;
+	if ((t == DG_ACTION_CLICK || t == DG_ACTION_MOVE) && !(present & B(F_REF))) {
+		if (!(present & B(F_X)))
+			return fail(c, -EINVAL, ".x", "required for %s (or ref: an element)",
+				    c->spec->name);
+		if (!(present & B(F_Y)))
+			return fail(c, -EINVAL, ".y", "required for %s (or ref: an element)",
+				    c->spec->name);
+	}
 	switch (t) {
+	case DG_ACTION_CLICK:
+	case DG_ACTION_MOVE:
+	case DG_ACTION_SCROLL_TO:
+	case DG_ACTION_FORM_INPUT:
+	case DG_ACTION_FILE_UPLOAD:
 	case DG_ACTION_MOUSE_DOWN:
 	case DG_ACTION_MOUSE_UP:
 		if ((present & XY) == B(F_X))
@@ -846,6 +1073,25 @@ static json_t *keys_json(const struct dg_action *a)
 	return s;
 }
 
+/* "ref": "ref_N" when n is not 0. */
+static void put_ref(json_t *o, int n, bool *ok)
+{
+	if (n) {
+		char ref[32];
+		snprintf(ref, sizeof(ref), "ref_%d", n);
+		put(o, "ref", json_string(ref), ok);
+	}
+}
+
+/* A number as jansson would read it back the same: an integer when it is
+ * one (so 3 stays 3, not 3.0), else a real. */
+static json_t *json_real_or_integer(double d)
+{
+	if (d == floor(d) && fabs(d) < 9007199254740992.0)
+		return json_integer((json_int_t)d);
+	return json_real(d);
+}
+
 json_t *dg_action_to_json(const struct dg_action *a)
 {
 	if ((unsigned)a->type >= DG_ACTION_N_TYPES)
@@ -861,9 +1107,42 @@ json_t *dg_action_to_json(const struct dg_action *a)
 		put(o, "count", json_integer(a->count), &ok);
 		/* fallthrough */
 	case DG_ACTION_MOVE:
-		put(o, "x", json_integer(a->x), &ok);
-		put(o, "y", json_integer(a->y), &ok);
+		if (a->has_xy) {
+			put(o, "x", json_integer(a->x), &ok);
+			put(o, "y", json_integer(a->y), &ok);
+		}
+		put_ref(o, a->ref, &ok);
 		put(o, "modifiers", modifiers_json(a->modifiers), &ok);
+		break;
+	case DG_ACTION_SCROLL_TO:
+	case DG_ACTION_FORM_INPUT:
+	case DG_ACTION_FILE_UPLOAD:
+		if (a->has_xy) {
+			put(o, "x", json_integer(a->x), &ok);
+			put(o, "y", json_integer(a->y), &ok);
+		}
+		put_ref(o, a->ref, &ok);
+		if (a->type == DG_ACTION_FORM_INPUT)
+			put(o, "value", a->value_kind == DG_VALUE_STRING ? json_stringn(a->text, a->text_len)
+					: a->value_kind == DG_VALUE_BOOL ? json_boolean(a->flag)
+					: json_real_or_integer(a->number), &ok);
+		if (a->type == DG_ACTION_FILE_UPLOAD) {
+			json_t *paths = json_array();
+			for (int i = 0; paths && i < a->n_paths; i++) {
+				if (json_array_append_new(paths, json_string(a->paths[i]))) {
+					json_decref(paths);
+					paths = NULL;
+				}
+			}
+			put(o, "paths", paths, &ok);
+		}
+		break;
+	case DG_ACTION_SWITCH_TAB:
+	case DG_ACTION_CLOSE_TAB:
+		put(o, "tab", json_string(a->tab), &ok);
+		break;
+	case DG_ACTION_JAVASCRIPT:
+		put(o, "code", json_stringn(a->code, a->code_len), &ok);
 		break;
 	case DG_ACTION_DRAG: {
 		json_t *path = json_array();
@@ -908,6 +1187,10 @@ json_t *dg_action_to_json(const struct dg_action *a)
 	case DG_ACTION_ZOOM:
 		put(o, "region", ints_json(a->region, 4), &ok);
 		break;
+	case DG_ACTION_SCREENSHOT:
+		if (a->has_region)
+			put(o, "region", ints_json(a->region, 4), &ok);
+		break;
 	case DG_ACTION_WAIT:
 		put(o, "ms", json_integer(a->ms), &ok);
 		break;
@@ -928,11 +1211,7 @@ json_t *dg_action_to_json(const struct dg_action *a)
 	case DG_ACTION_READ_PAGE:
 		put(o, "depth", json_integer(a->depth), &ok);
 		put(o, "filter", json_string(read_filters[a->filter]), &ok);
-		if (a->ref) {
-			char ref[32];
-			snprintf(ref, sizeof(ref), "ref_%d", a->ref);
-			put(o, "ref", json_string(ref), &ok);
-		}
+		put_ref(o, a->ref, &ok);
 		break;
 	case DG_ACTION_FIND:
 		put(o, "query", json_string(a->query), &ok);
@@ -940,9 +1219,12 @@ json_t *dg_action_to_json(const struct dg_action *a)
 	case DG_ACTION_BACK:
 	case DG_ACTION_FORWARD:
 	case DG_ACTION_RELOAD:
-	case DG_ACTION_SCREENSHOT:
 	case DG_ACTION_CURSOR_POSITION:
 	case DG_ACTION_GET_PAGE_TEXT:
+	case DG_ACTION_LIST_TABS:
+	case DG_ACTION_NEW_TAB:
+	case DG_ACTION_READ_CONSOLE:
+	case DG_ACTION_READ_NETWORK:
 	case DG_ACTION_N_TYPES:
 		break;
 	}

@@ -63,6 +63,31 @@
  *   find         query (1..DG_ACTION_QUERY_MAX bytes, no control
  *                characters): the page's elements that match it, ranked,
  *                with references, browser only
+ *   list_tabs, new_tab, read_console, read_network   (no fields) browser
+ *                only: the open tabs; a new blank tab brought to the
+ *                front; what the page logged, and requested, since the
+ *                last read
+ *   switch_tab   tab (1..DG_ACTION_TAB_MAX bytes of [0-9A-Za-z._-]): that
+ *   close_tab    tab brought to the front; that tab closed
+ *   scroll_to    ref; x, y optional (both or neither): the element
+ *                scrolled into view
+ *   form_input   ref; value (a string of at most DG_ACTION_VALUE_MAX
+ *                bytes, no NUL; a number; or true/false); x, y optional:
+ *                the form element set to value as a user would
+ *   file_upload  ref; paths (1..DG_ACTION_PATHS_MAX absolute paths of at
+ *                most DG_ACTION_FILE_PATH_MAX bytes, each component
+ *                neither empty, "." nor "..", no control characters);
+ *                x, y optional: the file input given those files
+ *   javascript   code (1..DG_ACTION_CODE_MAX bytes of UTF-8, no NUL): run
+ *                in the page, its last expression's value answered
+ * click and move also take ref (an element reference, as read_page gives
+ * it) with x, y optional: an action with a ref and without x, y is
+ * UNRESOLVED (dg_action_unresolved): whoever runs it first finds the
+ * element's point on the screen (scrolling it into view) and fills x, y
+ * in, and only a resolved action is decided or performed. A resolved
+ * action keeps its ref beside x, y, for the record.
+ * screenshot takes an optional region [x1, y1, x2, y2] (as zoom's): that
+ * rectangle at its own size, unscaled (a browser's viewport).
  *
  * button is one of "left", "middle", "right", "back", "forward".
  * modifiers is an array of distinct names among "ctrl", "shift", "alt",
@@ -120,6 +145,11 @@
 #define DG_ACTION_REF_MAX 999999999        /* the N of "ref_N" */
 #define DG_ACTION_REF_DIGITS 9             /* ... its digits at most */
 #define DG_ACTION_QUERY_MAX 1024           /* bytes of find.query */
+#define DG_ACTION_TAB_MAX 64               /* bytes of a tab id */
+#define DG_ACTION_VALUE_MAX 16384          /* bytes of form_input's string value */
+#define DG_ACTION_PATHS_MAX 16             /* files of one file_upload */
+#define DG_ACTION_FILE_PATH_MAX 1024       /* bytes of one file_upload path */
+#define DG_ACTION_CODE_MAX 32768           /* bytes of javascript.code */
 
 /* ---- types -------------------------------------------------------------- */
 
@@ -145,6 +175,16 @@ enum dg_action_type {
 	DG_ACTION_READ_PAGE,
 	DG_ACTION_GET_PAGE_TEXT,
 	DG_ACTION_FIND,
+	DG_ACTION_LIST_TABS,
+	DG_ACTION_NEW_TAB,
+	DG_ACTION_SWITCH_TAB,
+	DG_ACTION_CLOSE_TAB,
+	DG_ACTION_READ_CONSOLE,
+	DG_ACTION_READ_NETWORK,
+	DG_ACTION_SCROLL_TO,
+	DG_ACTION_FORM_INPUT,
+	DG_ACTION_FILE_UPLOAD,
+	DG_ACTION_JAVASCRIPT,
 	DG_ACTION_N_TYPES
 };
 
@@ -157,6 +197,9 @@ enum dg_button {
 	DG_BUTTON_BACK = 8,
 	DG_BUTTON_FORWARD = 9,
 };
+
+/* form_input's value: what the element is set to. */
+enum dg_value_kind { DG_VALUE_NONE, DG_VALUE_STRING, DG_VALUE_NUMBER, DG_VALUE_BOOL };
 
 /* read_page's filter: what is in view (the default), only interactive
  * elements in view, or everything rendered, in view or not. */
@@ -208,8 +251,19 @@ struct dg_action {
 	int timeout_ms;         /* exec: 0 when not given */
 	int depth;              /* read_page */
 	enum dg_read_filter filter; /* read_page */
-	int ref;                /* read_page: the N of ref_N; 0 when not given */
+	int ref;                /* read_page, and the element of click, move,
+				   scroll_to, form_input, file_upload: the N of
+				   ref_N; 0 when not given */
 	char *query;            /* find: NUL-terminated valid UTF-8 */
+	char *tab;              /* switch_tab, close_tab: the tab's id */
+	enum dg_value_kind value_kind; /* form_input: which of text, number, flag */
+	double number;          /* form_input: a number value */
+	bool flag;              /* form_input: a boolean value */
+	char **paths;           /* file_upload: n_paths absolute paths */
+	int n_paths;
+	char *code;             /* javascript: NUL-terminated valid UTF-8 */
+	size_t code_len;
+	bool has_region;        /* screenshot: region given (zoom always has one) */
 };
 
 /* Parses one action from JSON text of len bytes (not NUL-terminated
@@ -235,6 +289,16 @@ json_t *dg_action_to_json(const struct dg_action *a);
  * JSON_SORT_KEYS. malloc'd, NUL-terminated (*len, when not NULL, gets its
  * length), or NULL when out of memory. */
 char *dg_action_canonical(const struct dg_action *a, size_t *len);
+
+/* Whether a is an action on an element (ref given) whose point on the
+ * screen is not known yet: click, move, scroll_to, form_input and
+ * file_upload with a ref and without x, y. */
+bool dg_action_unresolved(const struct dg_action *a);
+
+/* Whether the action type acts on a browser's page and means nothing to
+ * another desktop (navigate, back, ..., read_page, the tab actions,
+ * form_input, javascript, ...). */
+bool dg_action_type_browser_only(enum dg_action_type t);
 
 /* Frees what a owns and zeroes it. Safe on a zeroed or already freed action. */
 void dg_action_free(struct dg_action *a);

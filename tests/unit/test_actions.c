@@ -365,7 +365,7 @@ Test(action, obj_with_unchecked_strings)
 	json_object_setn_new_nocheck(o, "x\0z", 3, json_integer(2));
 	assert_refused(dg_action_parse_obj(o, W, H, &act, &err),
 		       "action: unknown field \"x\\x00z\" for click (allowed: x, y, button, count, "
-		       "modifiers)");
+		       "modifiers, ref)");
 	json_decref(o);
 
 	assert_refused(dg_action_parse_obj(NULL, W, H, &act, &err), "action: no object");
@@ -441,9 +441,12 @@ Test(action, types_without_fields)
 	} ts[] = {{"back", DG_ACTION_BACK},
 		  {"forward", DG_ACTION_FORWARD},
 		  {"reload", DG_ACTION_RELOAD},
-		  {"screenshot", DG_ACTION_SCREENSHOT},
 		  {"cursor_position", DG_ACTION_CURSOR_POSITION},
-		  {"get_page_text", DG_ACTION_GET_PAGE_TEXT}};
+		  {"get_page_text", DG_ACTION_GET_PAGE_TEXT},
+		  {"list_tabs", DG_ACTION_LIST_TABS},
+		  {"new_tab", DG_ACTION_NEW_TAB},
+		  {"read_console", DG_ACTION_READ_CONSOLE},
+		  {"read_network", DG_ACTION_READ_NETWORK}};
 	for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
 		assert_ok(parsef("{\"type\":\"%s\"}", ts[i].name));
 		cr_assert_eq(act.type, ts[i].t, "%s", ts[i].name);
@@ -650,14 +653,14 @@ Test(action, unknown_and_missing)
 		{"{\"type\":5}", "action.type: 5 is not a string"},
 		{"{\"type\":null}", "action.type: null is not a string"},
 		{"{\"type\":\"click\",\"x\":1,\"y\":2,\"butto\":\"left\"}",
-		 "action: unknown field \"butto\" for click (allowed: x, y, button, count, modifiers)"},
+		 "action: unknown field \"butto\" for click (allowed: x, y, button, count, modifiers, ref)"},
 		{"{\"type\":\"click\",\"x\":1,\"y\":2,\"text\":\"a\"}",
-		 "action: unknown field \"text\" for click (allowed: x, y, button, count, modifiers)"},
+		 "action: unknown field \"text\" for click (allowed: x, y, button, count, modifiers, ref)"},
 		{"{\"type\":\"type\",\"text\":\"a\",\"X\":1}",
 		 "action: unknown field \"X\" for type (allowed: text)"},
-		{"{\"type\":\"click\",\"x\":1}", "action.y: required for click"},
-		{"{\"type\":\"click\",\"y\":1}", "action.x: required for click"},
-		{"{\"type\":\"move\"}", "action.x: required for move"},
+		{"{\"type\":\"click\",\"x\":1}", "action.y: required for click (or ref: an element)"},
+		{"{\"type\":\"click\",\"y\":1}", "action.x: required for click (or ref: an element)"},
+		{"{\"type\":\"move\"}", "action.x: required for move (or ref: an element)"},
 		{"{\"type\":\"drag\"}", "action.path: required for drag"},
 		{"{\"type\":\"scroll\",\"x\":1,\"dy\":1}", "action.y: required for scroll"},
 		{"{\"type\":\"type\"}", "action.text: required for type"},
@@ -666,7 +669,7 @@ Test(action, unknown_and_missing)
 		{"{\"type\":\"zoom\"}", "action.region: required for zoom"},
 		/* An unknown field is reported before a missing one. */
 		{"{\"type\":\"click\",\"xx\":1}",
-		 "action: unknown field \"xx\" for click (allowed: x, y, button, count, modifiers)"},
+		 "action: unknown field \"xx\" for click (allowed: x, y, button, count, modifiers, ref)"},
 	};
 	check_refusals(r, sizeof(r) / sizeof(r[0]));
 }
@@ -1280,7 +1283,7 @@ Test(hostile, messages_are_escaped_and_bounded)
 		       "action.type: unknown action \"clik\\x0a[ok] approved\\x1b[0m\"");
 	assert_refused(parse("{\"type\":\"click\",\"x\":1,\"y\":2,\"a\\\"b\\\\\":1}"),
 		       "action: unknown field \"a\\\"b\\\\\" for click (allowed: x, y, button, "
-		       "count, modifiers)");
+		       "count, modifiers, ref)");
 	assert_refused(parse("{\"type\":\"\\u00e9\\u202e\"}"),
 		       "action.type: unknown action \"\\xc3\\xa9\\xe2\\x80\\xae\"");
 
