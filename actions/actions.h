@@ -585,6 +585,10 @@ int dg_text_to_keysyms(const char *utf8, size_t len, uint32_t *out, size_t max, 
                                               (coordinate, amount) rounded to an
                                               integer; beyond it, refused */
 #define DG_ADAPT_NAME_MAX 24               /* room for a wire action name */
+#define DG_ADAPT_BODY_MAX (1024 * 1024)    /* bytes of a browser member's answer text */
+#define DG_ADAPT_BROWSER_WAIT_MS 30000     /* browser wait and hold_key durations */
+#define DG_ADAPT_BROWSER_SCROLL_MAX 10     /* browser scroll_amount (notches) */
+#define DG_ADAPT_BROWSER_SCROLL_DEFAULT 3
 
 enum dg_wire {
 	DG_WIRE_UNKNOWN,   /* not told (the message could not be read) */
@@ -612,11 +616,68 @@ const char *dg_agent_event_name(unsigned bit);
 /* The bit of an event name, or 0 when name (may be NULL) names none. */
 unsigned dg_agent_event_bit(const char *name);
 
-/* The desktop's size and the size of the display the model was told about.
- * model_w = model_h = 0 means the same as the desktop. */
+/* ---- Anthropic's toolsets ---------------------------------------------------
+ *
+ * The tool definitions the agent gave the model (the Messages API's
+ * `tools` entries, BetaToolUnion), told to deskgate at the session's
+ * creation, decide which toolset members the model could have been
+ * served: a member whose config says "enabled": false is refused as a
+ * call the model was never offered. Parsed by dg_toolsets_parse:
+ *   {"type": "browser_toolset_20260801", "configs"?: {MEMBER: {"enabled"?:
+ *     B, "defer_loading"?: B} | null, ...} | null, "cache_control"?: ...}
+ *   {"type": "computer_toolset_20260801", "configs"?: ..., "cache_control"?}
+ * Unknown members in configs and unknown fields are refused, as the SDK
+ * types say ("Unknown keys are rejected"); every member is enabled by
+ * default; entries of any other type (the agent's own tools, the computer
+ * tool versions) are skipped unread but for their "type". */
+#define DG_TOOLSETS_ENTRIES_MAX 128 /* entries of a tools list */
+#define DG_BROWSER_MEMBERS 31       /* browser_toolset_20260801's members */
+#define DG_COMPUTER_MEMBERS 17      /* computer_toolset_20260801's */
+
+struct dg_toolsets {
+	bool browser, computer;          /* declared */
+	uint32_t browser_off;            /* disabled members: bit i = browser member i
+					    (dg_browser_member_name) */
+	uint32_t computer_off;           /* bit i = computer member i */
+};
+
+/* Parses a tools list (a JSON array) into t. 0 or -EINVAL (err names the
+ * entry and field: "tools[0].configs.javascript_exec.enabled: ..."). */
+int dg_toolsets_parse(const json_t *tools, struct dg_toolsets *t, struct dg_err *err);
+
+/* The name of browser member i (0..DG_BROWSER_MEMBERS-1), or NULL. */
+const char *dg_browser_member_name(int i);
+
+/* The desktop's size and the size of the display the model was told about
+ * (model_w = model_h = 0 means the same as the desktop), and the toolsets
+ * it was given (NULL: none declared, every member enabled). */
 struct dg_adapt_scale {
 	int desk_w, desk_h;
 	int model_w, model_h;
+	const struct dg_toolsets *toolsets;
+};
+
+/* ---- Resolving: actions on a page's elements and viewport ------------------
+ *
+ * A browser toolset member acts at viewport coordinates or at an element
+ * (ref), and a canonical click or move may name an element: before such an
+ * action is decided, the runner asks the browser where the viewport is on
+ * the screen and where the element is (scrolling it into view), then
+ * dg_adapt_resolve makes the canonical action in screen coordinates. The
+ * request: */
+struct dg_resolve_req {
+	char tab[DG_ACTION_TAB_MAX + 1]; /* the tab to bring to the front first, or "" */
+	int ref;                         /* the element, or 0 (the viewport alone) */
+	bool scroll;                     /* bring the element into view */
+	bool hit;                        /* its point must reach it (not an overlay) */
+};
+/* What the browser answered (parsed by the runner from the worker's
+ * answer): the viewport's rectangle on the screen, and the element's
+ * point (screen pixels) when a ref was asked for. */
+struct dg_browser_view {
+	int vp_x, vp_y, vp_w, vp_h;
+	bool has_point;
+	int px, py;
 };
 
 /* One parsed message. Owns its references: release with dg_adapted_free. */
@@ -646,6 +707,17 @@ struct dg_adapted {
 	bool batched;                           /* OpenAI "actions" rather than "action" */
 	bool toolset;                           /* Anthropic: toolset_name "computer"
 						   (the answer names it too) */
+	bool browser;                           /* Anthropic: toolset_name "browser" */
+	/* A browser member or canonical action waiting for the page's
+	 * geometry (dg_adapt_resolve_wants): pending means act[0],
+	 * actions[0] and text[0] do not exist yet (n is 1: one action). */
+	bool pending;
+	struct {
+		struct dg_resolve_req req;
+		json_t *tmpl;       /* the canonical object without its screen coordinates */
+		int kind;           /* what to fill in (adapt-browser.c) */
+		int v[4];           /* viewport coordinates: a point, a drag's two, a region */
+	} bcall;
 	json_t *safety_checks;                  /* OpenAI: validated copy of
 						   pending_safety_checks (an array,
 						   maybe empty); NULL otherwise */
@@ -670,6 +742,20 @@ int dg_adapt_parse(const char *msg, size_t len, const struct dg_adapt_scale *sca
 /* Releases what a holds and zeroes it. Safe on a zeroed or freed struct. */
 void dg_adapted_free(struct dg_adapted *a);
 
+/* Whether action i of a needs the page's geometry before it can be decided
+ * (a pending browser member, or an unresolved canonical action); if so
+ * *req says what to ask. */
+bool dg_adapt_resolve_wants(const struct dg_adapted *a, int i, struct dg_resolve_req *req);
+
+/* Makes action i of a whole from what the browser answered: a pending
+ * member's canonical action in screen coordinates (a viewport point off
+ * the viewport is refused naming the field: "browser.input.target.x: 1400
+ * is outside the viewport (width 1280)"), or an unresolved action's x, y
+ * set to the element's point. Returns 0, -EINVAL (err says why) or
+ * -ENOMEM. */
+int dg_adapt_resolve(struct dg_adapted *a, int i, const struct dg_browser_view *v,
+		     struct dg_err *err);
+
 /* "canonical", "anthropic", "openai", "hello", "unknown". */
 const char *dg_wire_name(enum dg_wire w);
 
@@ -690,6 +776,14 @@ struct dg_adapt_outcome {
 	const uint8_t *png;     /* the screenshot after, already at the model's size */
 	size_t png_len;         /* at most DG_ADAPT_PNG_MAX */
 	const char *url;        /* current URL (browser sessions), or NULL */
+	/* Browser toolset answers: body is the member's answer text (a page's
+	 * tree, its text, ...: at most DG_ADAPT_BODY_MAX bytes, longer is cut
+	 * with a note), tabs the worker's tab list after the call ([{"id",
+	 * "url", "title", "active"}]) and tabs_before the ids open before it
+	 * (an array of strings), for browser_state. */
+	const char *body;
+	const json_t *tabs;
+	const json_t *tabs_before;
 	bool has_cursor;        /* cursor_position's answer: */
 	int cursor_x, cursor_y; /*   the pointer, desktop coordinates */
 };

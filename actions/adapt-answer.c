@@ -272,6 +272,132 @@ static json_t *anthropic_answer(const struct dg_adapted *a, const struct dg_adap
 	return r;
 }
 
+/* Appends a browser member's answer text: valid UTF-8 kept (each invalid
+ * byte as U+FFFD), line breaks and tabs kept, other control characters as
+ * spaces, cut at DG_ADAPT_BODY_MAX bytes with a note. */
+static void sb_body(struct sbuf *b, const char *s)
+{
+	size_t len = strlen(s), out = 0;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp = 0;
+		const char *why = NULL;
+		size_t l = dg_utf8_decode((const unsigned char *)s + i, len - i, &cp, &why);
+		const char *piece = s + i;
+		size_t plen = l;
+		if (l == 0) {
+			piece = "\xef\xbf\xbd";
+			plen = 3;
+			l = 1;
+		} else if ((cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7f && cp < 0xa0)) {
+			piece = " ";
+			plen = 1;
+		}
+		if (out + plen > DG_ADAPT_BODY_MAX) {
+			sb_printf(b, "\n[deskgate cut this answer at %d bytes]", DG_ADAPT_BODY_MAX);
+			return;
+		}
+		sb_add(b, piece, plen);
+		out += plen;
+		i += l;
+	}
+}
+
+/* A string of the worker's tab list as the model may read it: valid UTF-8
+ * without control characters, else "" (a tab's title or URL may be
+ * anything a page wrote). */
+static json_t *tab_string(const json_t *v)
+{
+	const char *s = json_string_value(v);
+	return json_string(s && url_ok(s) ? s : "");
+}
+
+/* The browser_state block (BetaBrowserStateBlockParam): every tab after the
+ * call, exactly one active when any is open, and the tabs it opened. */
+static json_t *browser_state(const struct dg_adapt_outcome *o)
+{
+	json_t *tabs = json_array(), *changes = json_array();
+	size_t n = json_array_size(o->tabs);
+	size_t active = n;
+	for (size_t i = 0; i < n; i++)
+		if (json_is_true(json_object_get(json_array_get(o->tabs, i), "active")) && active == n)
+			active = i;
+	if (active == n && n > 0)
+		active = n - 1; /* none in front (a page closing): the newest */
+	bool ok = tabs && changes;
+	for (size_t i = 0; ok && i < n; i++) {
+		const json_t *t = json_array_get(o->tabs, i);
+		const json_t *id = json_object_get(t, "id");
+		if (!json_is_string(id))
+			continue;
+		json_t *e = dg_adapt_obj("tab_id", json_copy((json_t *)id), "title",
+					 tab_string(json_object_get(t, "title")), "url",
+					 tab_string(json_object_get(t, "url")), "active",
+					 json_boolean(i == active), NULL);
+		ok = e && json_array_append_new(tabs, e) == 0;
+		bool before = false;
+		for (size_t k = 0; k < json_array_size(o->tabs_before); k++)
+			before = before || json_equal(json_array_get(o->tabs_before, k), (json_t *)id);
+		if (ok && o->tabs_before && !before)
+			ok = json_array_append_new(changes, dg_adapt_obj("type", json_string("tab_opened"),
+							"tab_id", json_copy((json_t *)id), NULL)) == 0;
+	}
+	json_t *st = ok ? dg_adapt_obj("type", json_string("browser_state"), "tabs", tabs, NULL) : NULL;
+	if (!ok)
+		json_decref(tabs);
+	/* "Nothing to report is expressed by omitting the field, never by an
+	 * empty list." */
+	if (st && json_array_size(changes) > 0 && json_object_set(st, "state_changes", changes) != 0) {
+		json_decref(st);
+		st = NULL;
+	}
+	json_decref(changes);
+	return st;
+}
+
+/* A browser member's tool_result: text (the refusal or failure, else the
+ * member's answer), the screenshot when the member shows one, and
+ * browser_state; "toolset_name": "browser". */
+json_t *dg_adapt_browser_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
+{
+	struct sbuf b = {0};
+	if (!o->ok)
+		headline(a, o, &b);
+	else if (o->body)
+		sb_body(&b, o->body);
+	if (o->text) {
+		if (b.len)
+			sb_str(&b, "\n");
+		sb_note(&b, o->text);
+	}
+	if (!b.len && !o->png && a->n > 0)
+		sb_printf(&b, "deskgate ran %s", a->name[0]);
+	json_t *content = json_array();
+	bool ok = content && !b.oom;
+	if (ok && b.len)
+		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("text"), "text",
+							    json_stringn(b.s, b.len), NULL)) == 0;
+	if (ok && o->png) {
+		json_t *source = dg_adapt_obj("type", json_string("base64"), "media_type",
+					      json_string("image/png"), "data", png_string(o, ""), NULL);
+		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("image"), "source",
+								 source, NULL)) == 0;
+	}
+	if (ok && o->tabs)
+		ok = json_array_append_new(content, browser_state(o)) == 0;
+	free(b.s);
+	if (!ok) {
+		json_decref(content);
+		return NULL;
+	}
+	json_t *r = dg_adapt_obj("type", json_string("tool_result"), "content", content, "is_error",
+				 json_boolean(!o->ok), "toolset_name", json_string("browser"), NULL);
+	if (r && a->has_id && json_object_set_new(r, "tool_use_id", json_string(a->call_id)) != 0) {
+		json_decref(r);
+		return NULL;
+	}
+	return r;
+}
+
 static json_t *openai_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
 {
 	/* Exactly ResponseInputItem.ComputerCallOutput of the openai SDK: its
@@ -354,7 +480,9 @@ int dg_adapt_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o
 		return dg_err_set(err, -E2BIG, "answer: PNG of %zu bytes is over the limit of %d bytes",
 				  o->png_len, DG_ADAPT_PNG_MAX);
 	json_t *r;
-	if (a->wire == DG_WIRE_ANTHROPIC) {
+	if (a->wire == DG_WIRE_ANTHROPIC && a->browser) {
+		r = dg_adapt_browser_answer(a, o);
+	} else if (a->wire == DG_WIRE_ANTHROPIC) {
 		r = anthropic_answer(a, o);
 	} else {
 		if (!a->has_id)

@@ -15,9 +15,9 @@
 #include "actions/actions-priv.h"
 #include "actions/adapt-priv.h"
 
-/* Anthropic's `text` on click, drag and scroll actions: one chord of
- * modifier keys in xdotool syntax. */
-static int anthropic_mods(struct dg_adapt_ctx *c, const json_t *v, unsigned *mods)
+/* Anthropic's `text` on click, drag and scroll actions (and the browser
+ * toolset's `modifiers`): one chord of modifier keys in xdotool syntax. */
+int dg_adapt_mods(struct dg_adapt_ctx *c, const char *where, const json_t *v, unsigned *mods)
 {
 	const char *s = NULL;
 	size_t len = 0;
@@ -25,15 +25,15 @@ static int anthropic_mods(struct dg_adapt_ctx *c, const json_t *v, unsigned *mod
 	struct dg_chord chords[DG_ACTION_CHORDS_MAX];
 	int n = 0;
 	char name[DG_KEYSYM_NAME_BUF];
-	int rc = dg_adapt_string(c, ".text", v, &s, &len);
+	int rc = dg_adapt_string(c, where, v, &s, &len);
 	if (rc < 0)
 		return rc;
 	if (memchr(s, '\0', len))
-		return dg_adapt_fail(c, -EINVAL, ".text", "contains NUL");
+		return dg_adapt_fail(c, -EINVAL, where, "contains NUL");
 	if (dg_keys_parse(s, chords, DG_ACTION_CHORDS_MAX, &n, &e) < 0)
-		return dg_adapt_fail(c, -EINVAL, ".text", "%s", e.msg);
+		return dg_adapt_fail(c, -EINVAL, where, "%s", e.msg);
 	if (n != 1)
-		return dg_adapt_fail(c, -EINVAL, ".text",
+		return dg_adapt_fail(c, -EINVAL, where,
 			     "modifiers held during the action are one chord (\"shift\", "
 			     "\"ctrl+shift\"), got %d chords", n);
 	*mods = 0;
@@ -42,7 +42,7 @@ static int anthropic_mods(struct dg_adapt_ctx *c, const json_t *v, unsigned *mod
 		if (!bit) {
 			if (dg_keysym_name(chords[0].keysyms[k], name, sizeof(name)) < 0)
 				snprintf(name, sizeof(name), "0x%x", (unsigned)chords[0].keysyms[k]);
-			return dg_adapt_fail(c, -EINVAL, ".text",
+			return dg_adapt_fail(c, -EINVAL, where,
 				     "%s is not a modifier key (held during the action: ctrl, shift, "
 				     "alt, super, meta)", name);
 		}
@@ -139,8 +139,8 @@ static int anthropic_region(struct dg_adapt_ctx *c, const json_t *v, json_t **ou
 /* key with `repeat` (computer toolset): the chords of s pressed `repeat`
  * times, as one canonical key action of the chords written out, so the
  * policy decides every press; 1..DG_ACTION_CHORDS_MAX chords in all. */
-static int anthropic_repeat(struct dg_adapt_ctx *c, const char *s, size_t len, const json_t *rv,
-			    struct dg_action *out)
+int dg_adapt_key_repeat(struct dg_adapt_ctx *c, const char *s, size_t len, const json_t *rv,
+			struct dg_action *out)
 {
 	static const struct dg_adapt_rename map[] = {{"keys", "text"}};
 	struct dg_chord chords[DG_ACTION_CHORDS_MAX];
@@ -205,7 +205,7 @@ int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg
 	unsigned mods = 0;
 	if ((present & B(A_TEXT)) && (anthropic_actions[t].allowed & B(A_COORD))) {
 		/* On pointer actions, text is the modifiers held. */
-		rc = anthropic_mods(c, json_object_get(in, "text"), &mods);
+		rc = dg_adapt_mods(c, ".text", json_object_get(in, "text"), &mods);
 		if (rc < 0)
 			return rc;
 	}
@@ -219,7 +219,7 @@ int dg_adapt_anthropic_input(struct dg_adapt_ctx *c, const json_t *in, struct dg
 		if (rc < 0)
 			return rc;
 		if (present & B(A_REPEAT))
-			return anthropic_repeat(c, s, len, json_object_get(in, "repeat"), out);
+			return dg_adapt_key_repeat(c, s, len, json_object_get(in, "repeat"), out);
 		return dg_adapt_finish(c, dg_adapt_obj("type", json_string("key"), "keys", json_stringn(s, len),
 					 NULL),
 			      map, N_OF(map), out);
@@ -440,13 +440,15 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 	const json_t *ts = json_object_get(obj, "toolset_name");
 	if (dg_adapt_str_is(ts, "computer"))
 		a->toolset = true;
+	if (dg_adapt_str_is(ts, "browser"))
+		a->browser = true;
 	int rc = dg_adapt_check_fields(c, obj, &f, &present);
 	if (rc < 0)
 		return rc;
-	if ((present & B(F_TOOLSET)) && !a->toolset) {
+	if ((present & B(F_TOOLSET)) && !a->toolset && !a->browser) {
 		dg_show_value(ts, val, sizeof(val));
-		return dg_adapt_fail(c, -EINVAL, ".toolset_name", "%s is not \"computer\" (deskgate is "
-			     "the computer tool only)", val);
+		return dg_adapt_fail(c, -EINVAL, ".toolset_name", "%s is not \"computer\" or "
+			     "\"browser\" (the toolsets deskgate speaks)", val);
 	}
 	if (present & B(F_CALLER)) {
 		rc = anthropic_caller(c, json_object_get(obj, "caller"));
@@ -458,9 +460,11 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 		if (rc < 0)
 			return rc;
 	}
-	/* The computer tool is named "computer"; a member of the computer
-	 * toolset is named after its action, its input without "action". */
+	/* The computer tool is named "computer"; a member of a toolset is
+	 * named after its action, its input without "action". */
 	const json_t *nv = json_object_get(obj, "name");
+	if (a->browser)
+		return dg_adapt_browser_member(c, nv, json_object_get(obj, "input"), a);
 	bool member = a->toolset && anthropic_member(nv);
 	if (!member && !dg_adapt_str_is(nv, "computer")) {
 		dg_show_value(nv, val, sizeof(val));
@@ -471,6 +475,11 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 	}
 	const json_t *in = json_object_get(obj, "input");
 	snprintf(c->prefix, sizeof(c->prefix), "anthropic.input");
+	if (member && dg_adapt_computer_off(c, nv)) {
+		dg_show_value(nv, val, sizeof(val));
+		return dg_adapt_fail(c, -EINVAL, "", "%s is disabled by the toolset's configs "
+			     "(\"enabled\": false): the model was not offered it", val);
+	}
 	if (!member) {
 		rc = dg_adapt_anthropic_input(c, in, &act, name);
 	} else {

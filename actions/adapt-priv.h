@@ -95,7 +95,8 @@ json_t *dg_adapt_obj(const char *key, ...);
 struct dg_adapt_fields {
 	const char *const *names;
 	int n_names;
-	const char *disc;     /* the discriminator field ("action", "type") */
+	const char *disc;     /* the discriminator field ("action", "type"), skipped;
+			         NULL when there is none */
 	const char *action;   /* the action's name, for messages */
 	unsigned allowed, required;
 };
@@ -133,6 +134,30 @@ int dg_adapt_anthropic_block(struct dg_adapt_ctx *c, const json_t *obj, struct d
 
 /* An OpenAI computer_call item into a (call_id and safety checks first). */
 int dg_adapt_openai_call(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);
+
+/* One chord of modifier keys held during an action (the computer tool's
+ * `text` on clicks, the browser toolset's `modifiers`): "shift",
+ * "ctrl+shift", "cmd+alt", as dg_keys_parse names keys; each key must be a
+ * modifier. where names the field in messages. */
+int dg_adapt_mods(struct dg_adapt_ctx *c, const char *where, const json_t *v, unsigned *mods);
+
+/* key with `repeat` (the toolsets'): the chords of s (len bytes) pressed
+ * `repeat` (rv) times, as one canonical key action of the chords written
+ * out (1..DG_ACTION_CHORDS_MAX chords in all), into *out. */
+int dg_adapt_key_repeat(struct dg_adapt_ctx *c, const char *s, size_t len, const json_t *rv,
+			struct dg_action *out);
+
+/* A browser toolset member (adapt-browser.c): the block's name nv and its
+ * input in, into a (complete, or pending: see dg_adapt_resolve_wants). */
+int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json_t *in,
+			    struct dg_adapted *a);
+
+/* Whether the computer toolset member named v is disabled by the session's
+ * tools list (adapt-browser.c). */
+bool dg_adapt_computer_off(const struct dg_adapt_ctx *c, const json_t *v);
+
+/* The answer to a browser toolset member (adapt-answer.c). */
+json_t *dg_adapt_browser_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o);
 
 /* The agent's hello (adapt-hello.c): its "events" into a->events. */
 int dg_adapt_hello(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);

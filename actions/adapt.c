@@ -53,6 +53,7 @@ void dg_adapted_free(struct dg_adapted *a)
 		dg_action_free(&a->act[i]);
 		free(a->text[i]);
 	}
+	json_decref(a->bcall.tmpl);
 	json_decref(a->raw);
 	json_decref(a->safety_checks);
 	memset(a, 0, sizeof(*a));
@@ -72,6 +73,9 @@ static void drop_actions(struct dg_adapted *a)
 		a->text_len[i] = 0;
 		a->name[i][0] = '\0';
 	}
+	json_decref(a->bcall.tmpl);
+	a->bcall.tmpl = NULL;
+	a->pending = false;
 	a->n = 0;
 }
 
@@ -327,7 +331,7 @@ int dg_adapt_check_fields(struct dg_adapt_ctx *c, const json_t *obj,
 	*present = 0;
 	json_object_keylen_foreach((json_t *)obj, key, key_len, v)
 	{
-		if (strlen(f->disc) == key_len && memcmp(key, f->disc, key_len) == 0)
+		if (f->disc && strlen(f->disc) == key_len && memcmp(key, f->disc, key_len) == 0)
 			continue;
 		int i = 0;
 		while (i < f->n_names &&

@@ -139,10 +139,10 @@ int dg_gw_worker_readable(struct gw_session *s)
 			if (!png)
 				return -1;
 			memcpy(png, s->rd.buf, s->rd.len);
-			const char *act = json_string_value(json_object_get(s->pending_result, "action"));
-			if (act && strcmp(act, "zoom") == 0 && s->cur) {
-				/* A zoom shows part of the screen: it answers the agent but
-				 * is not the session's current screen. */
+			if (json_object_get(s->pending_result, "region") && s->cur) {
+				/* A zoom or a region's screenshot shows part of the
+				 * screen: it answers the agent but is not the session's
+				 * current screen. */
 				free(s->cur->zoom_png);
 				s->cur->zoom_png = png;
 				s->cur->zoom_len = s->rd.len;

@@ -21,6 +21,7 @@ static const long long US = 1000000;
 
 static void record_action(struct gw_session *s, struct request *r, json_t *res, const char *error);
 static void run_next(struct gw_session *s);
+static void run_step(struct gw_session *s);
 static void refuse_current(struct gw_session *s);
 
 void dg_gw_request_free(struct request *r)
@@ -30,8 +31,39 @@ void dg_gw_request_free(struct request *r)
 	dg_adapted_free(&r->ad);
 	free(r->zoom_png);
 	json_decref(r->last_result);
+	json_decref(r->element);
+	json_decref(r->tabs_before);
 	free(r->error);
 	free(r);
+}
+
+/* The canonical action of step i as the recording and observers show it:
+ * a pending browser member's template when it never got its geometry. */
+static json_t *step_action(const struct request *r, int i)
+{
+	if (r->ad.actions[i])
+		return r->ad.actions[i];
+	return r->ad.bcall.tmpl;
+}
+
+/* browser_state as the recording keeps it: the tabs after the action and
+ * the tabs it opened. */
+static json_t *state_json(const struct gw_session *s, const struct request *r)
+{
+	json_t *st = json_pack("{s:O}", "tabs", s->tabs);
+	json_t *opened = json_array();
+	for (size_t i = 0; st && opened && i < json_array_size(s->tabs); i++) {
+		json_t *id = json_object_get(json_array_get(s->tabs, i), "id");
+		bool before = false;
+		for (size_t k = 0; k < json_array_size(r->tabs_before); k++)
+			before = before || json_equal(json_array_get(r->tabs_before, k), id);
+		if (!before && json_is_string(id))
+			json_array_append(opened, id);
+	}
+	if (st && json_array_size(opened))
+		json_object_set(st, "opened", opened);
+	json_decref(opened);
+	return st;
 }
 
 /* The recording's "action" event for the action of r that just ended
@@ -43,8 +75,9 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 	if (r->recorded > r->index || r->index >= r->ad.n)
 		return;
 	r->recorded = r->index + 1;
-	json_t *ev = json_pack("{s:s, s:i, s:O, s:s, s:s, s:s, s:[i,i], s:[i,i], s:I}", "type",
-			       "action", "index", r->index, "action", r->ad.actions[r->index],
+	json_t *act = step_action(r, r->index);
+	json_t *ev = json_pack("{s:s, s:i, s:O?, s:s, s:s, s:s, s:[i,i], s:[i,i], s:I}", "type",
+			       "action", "index", r->index, "action", act,
 			       "verdict", dg_verdict_name(r->decision.verdict), "rule", r->decision.rule,
 			       "reason", r->decision.reason, "screen", s->width, s->height, "pointer",
 			       r->b_px, r->b_py, "duration_ms",
@@ -64,6 +97,17 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 	json_object_set_new(ev, "frame_after", shown && after[0] ? json_string(after) : json_null());
 	if (r->approved)
 		json_object_set_new(ev, "approved_by", json_string(r->approved_by));
+	/* Browser-use: the element the action was aimed at (role, name, box,
+	 * point: screen pixels), the toolset member it came as, the tabs after
+	 * it. */
+	if (r->element && r->resolved_index == r->index)
+		json_object_set(ev, "element", r->element);
+	if (r->ad.browser) {
+		json_object_set_new(ev, "toolset", json_string("browser"));
+		json_object_set_new(ev, "member", json_string(r->ad.name[r->index]));
+	}
+	if (s->profile == DG_PROFILE_BROWSER && s->tabs)
+		json_object_set_new(ev, "browser_state", state_json(s, r));
 	if (res) {
 		json_t *copy = json_deep_copy(res);
 		json_object_del(copy, "id");
@@ -78,9 +122,9 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 	dg_gw_rec_event(s, ev);
 	/* Observers see every action with its verdict, refused ones included,
 	 * without the agent's raw input or the worker's internals. */
-	json_t *obs = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:b}", "type", "action", "action",
-				json_object_get(r->ad.actions[r->index], "type"), "canonical",
-				r->ad.actions[r->index], "verdict", json_object_get(ev, "verdict"), "rule",
+	json_t *obs = json_pack("{s:s, s:O?, s:O?, s:O, s:O, s:O, s:b}", "type", "action", "action",
+				json_object_get(act, "type"), "canonical",
+				act, "verdict", json_object_get(ev, "verdict"), "rule",
 				json_object_get(ev, "rule"), "reason", json_object_get(ev, "reason"), "ok",
 				res && !error && json_is_true(json_object_get(res, "ok")));
 	if (obs) {
@@ -90,6 +134,8 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 			json_object_set(obs, "cursor", json_object_get(res, "cursor"));
 		if (r->approved)
 			json_object_set_new(obs, "approved_by", json_string(r->approved_by));
+		if (json_object_get(ev, "element"))
+			json_object_set(obs, "element", json_object_get(ev, "element"));
 		dg_gw_broadcast(s, obs);
 	}
 	json_decref(ev);
@@ -108,6 +154,11 @@ void dg_gw_set_page(struct gw_session *s, json_t *res)
 		free(s->title);
 		s->title = strdup(title);
 	}
+	json_t *tabs = json_object_get(res, "tabs");
+	if (json_is_array(tabs)) {
+		json_decref(s->tabs);
+		s->tabs = json_incref(tabs);
+	}
 	json_t *cur = json_object_get(res, "cursor");
 	if (json_is_array(cur)) {
 		s->cursor_x = (int)json_integer_value(json_array_get(cur, 0));
@@ -124,6 +175,97 @@ static void record_timing(struct gw *gw, double ms)
 	gw->m.action_ms_buckets[i]++;
 	gw->m.action_ms_sum += ms;
 	gw->m.action_ms_count++;
+}
+
+/* A browser member's answer text when the worker gave none: what was done,
+ * where (viewport pixels, the frame the model acts in), on what. */
+static char *browser_body(struct gw_session *s, struct request *r)
+{
+	const char *text = json_string_value(json_object_get(r->last_result, "text"));
+	char *b = NULL;
+	if (text)
+		return strdup(text);
+	if (!r->ad.actions[0])
+		return NULL;
+	const struct dg_action *a = &r->ad.act[0];
+	const char *m = r->ad.name[0];
+	int rc = 0;
+	switch (a->type) {
+	case DG_ACTION_NAVIGATE:
+	case DG_ACTION_BACK:
+	case DG_ACTION_FORWARD:
+	case DG_ACTION_RELOAD: {
+		json_t *t = json_string(s->title ? s->title : "");
+		char *ts = t ? json_dumps(t, JSON_ENCODE_ANY) : NULL;
+		rc = asprintf(&b, "%s done: the tab shows %s, title %s", m, s->url ? s->url : "?",
+			      ts ? ts : "\"\"");
+		free(ts);
+		json_decref(t);
+		break;
+	}
+	case DG_ACTION_CLICK:
+	case DG_ACTION_MOVE:
+	case DG_ACTION_SCROLL:
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP: {
+		const json_t *el = r->element;
+		int vx = a->x - r->vp[0], vy = a->y - r->vp[1];
+		char *name = el ? json_dumps(json_object_get(el, "name"), JSON_ENCODE_ANY) : NULL;
+		if (el)
+			rc = asprintf(&b, "%s done on %s (%s %s) at (%d, %d) in the viewport", m,
+				      json_string_value(json_object_get(el, "ref")),
+				      json_string_value(json_object_get(el, "role")),
+				      name ? name : "\"\"", vx, vy);
+		else
+			rc = asprintf(&b, "%s done at (%d, %d) in the viewport", m, vx, vy);
+		free(name);
+		break;
+	}
+	case DG_ACTION_TYPE:
+		rc = asprintf(&b, "typed %zu bytes of text", a->text_len);
+		break;
+	case DG_ACTION_SCREENSHOT:
+	case DG_ACTION_ZOOM:
+		return NULL; /* the image says it */
+	default:
+		rc = asprintf(&b, "%s done", m);
+		break;
+	}
+	return rc < 0 ? NULL : b;
+}
+
+/* The answer to a browser toolset member: its tool_result with
+ * browser_state (adapt-answer.c); an image only for screenshot and zoom,
+ * whose frames are the viewport or part of it. */
+static void answer_browser(struct gw_session *s, struct request *r)
+{
+	struct dg_adapt_outcome o;
+	memset(&o, 0, sizeof(o));
+	o.ok = !r->failed;
+	o.done = r->failed ? r->index : r->ad.n;
+	o.error = r->error;
+	if (r->refused) {
+		o.verdict = dg_verdict_name(r->decision.verdict);
+		o.rule = r->decision.rule;
+		o.reason = r->decision.reason;
+	}
+	bool image = !r->failed && r->zoom_png && r->ad.actions[0] &&
+		     (r->ad.act[0].type == DG_ACTION_SCREENSHOT || r->ad.act[0].type == DG_ACTION_ZOOM);
+	if (image) {
+		o.png = r->zoom_png;
+		o.png_len = r->zoom_len;
+	}
+	char *body = r->failed ? NULL : browser_body(s, r);
+	o.body = body;
+	o.tabs = s->tabs ? s->tabs : NULL;
+	o.tabs_before = r->tabs_before;
+	json_t *out = NULL;
+	struct dg_err err = {{0}};
+	if (dg_adapt_answer(&r->ad, &o, &out, &err) != 0)
+		dg_gw_error_json(r->agent, "internal", "building the answer: %s", err.msg);
+	else
+		dg_gw_ws_send_json(r->agent, out);
+	free(body);
 }
 
 /* Answers the agent for the request that just ended, in its wire format. */
@@ -161,6 +303,8 @@ static void answer(struct gw_session *s, struct request *r)
 			dg_gw_ws_send(c, true, s->png, s->png_len);
 		return;
 	}
+	if (r->ad.browser)
+		return answer_browser(s, r);
 	struct dg_adapt_outcome o;
 	memset(&o, 0, sizeof(o));
 	o.ok = !r->failed;
@@ -358,6 +502,8 @@ static void ask(struct gw_session *s, struct request *r, json_t *action)
 			       "pending", "id", s->appr.id, "action", action, "rule", r->decision.rule,
 			       "reason", r->decision.reason, "action_sha256", ah, "expires_in_s",
 			       (int)s->gw->cfg.limits.approval_seconds);
+	if (ev && r->element && r->resolved_index == r->index)
+		json_object_set(ev, "element", r->element);
 	dg_gw_note(s, ev);
 	/* The canonical API tells its agent at once; the Anthropic and OpenAI
 	 * shapes have no such message, so their agents just wait longer. */
@@ -428,12 +574,117 @@ static void agent_hello(struct gw_session *s)
 	run_next(s);
 }
 
+/* Asks the worker where the current step's element and viewport are (and
+ * brings its tab to the front): answered like an action (dg_gw_step_done
+ * sees r->resolving). */
+static void start_resolve(struct gw_session *s, struct request *r, const struct dg_resolve_req *q)
+{
+	json_t *rs = json_pack("{s:b, s:b}", "scroll", q->scroll, "hit", q->hit);
+	if (rs && q->tab[0])
+		json_object_set_new(rs, "tab", json_string(q->tab));
+	if (rs && q->ref)
+		json_object_set_new(rs, "ref", json_integer(q->ref));
+	json_t *m = rs ? json_pack("{s:I, s:o}", "id", (json_int_t)(s->n_actions + 1), "resolve", rs)
+		       : NULL;
+	char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
+	json_decref(m);
+	int e = txt ? dg_ipc_send(lws_get_socket_fd(s->worker), DG_MSG_ACTION, txt, strlen(txt))
+		    : -ENOMEM;
+	free(txt);
+	if (e)
+		return dg_gw_step_failed(s, "the desktop's worker is gone (%s)", strerror(-e));
+	r->resolving = true;
+}
+
+/* An integer of the worker's answer within [lo, hi]. */
+static bool int_in(const json_t *v, long long lo, long long hi, int *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return false;
+	*out = (int)json_integer_value(v);
+	return true;
+}
+
+/* A string of the worker's answer of at most max bytes, copied into o. */
+static bool str_into(json_t *o, const char *key, const json_t *v, size_t max)
+{
+	return json_is_string(v) && json_string_length(v) <= max &&
+	       json_object_set_new(o, key, json_stringn(json_string_value(v),
+							 json_string_length(v))) == 0;
+}
+
+/* The worker's answer to a resolve, parsed once here into the adapter's
+ * typed view (and a checked copy of the element for the recording); then
+ * the step goes on to its decision. */
+static void resolved(struct gw_session *s, struct request *r, json_t *res)
+{
+	dg_gw_set_page(s, res); /* the tab the action will act on */
+	if (!json_is_true(json_object_get(res, "ok"))) {
+		const char *e = json_string_value(json_object_get(res, "error"));
+		char msg[DG_ERR_MAX];
+		snprintf(msg, sizeof(msg), "%s", e ? e : "the browser could not say where it is");
+		json_decref(res);
+		return dg_gw_step_failed(s, "%s", msg);
+	}
+	json_t *rv = json_object_get(res, "resolved");
+	json_t *vp = json_object_get(rv, "viewport"), *el = json_object_get(rv, "element");
+	struct dg_browser_view v;
+	memset(&v, 0, sizeof(v));
+	bool ok = int_in(json_object_get(vp, "x"), 0, s->width, &v.vp_x) &&
+		  int_in(json_object_get(vp, "y"), 0, s->height, &v.vp_y) &&
+		  int_in(json_object_get(vp, "w"), 0, s->width, &v.vp_w) &&
+		  int_in(json_object_get(vp, "h"), 0, s->height, &v.vp_h);
+	json_t *copy = NULL;
+	if (ok && el) {
+		json_t *pt = json_object_get(el, "point"), *box = json_object_get(el, "box");
+		int b[4];
+		copy = json_object();
+		ok = copy && json_array_size(pt) == 2 && json_array_size(box) == 4 &&
+		     int_in(json_array_get(pt, 0), 0, s->width - 1, &v.px) &&
+		     int_in(json_array_get(pt, 1), 0, s->height - 1, &v.py) &&
+		     int_in(json_array_get(box, 0), -DG_ACTION_SCREEN_MAX, DG_ACTION_SCREEN_MAX, &b[0]) &&
+		     int_in(json_array_get(box, 1), -DG_ACTION_SCREEN_MAX, DG_ACTION_SCREEN_MAX, &b[1]) &&
+		     int_in(json_array_get(box, 2), 0, DG_ACTION_SCREEN_MAX, &b[2]) &&
+		     int_in(json_array_get(box, 3), 0, DG_ACTION_SCREEN_MAX, &b[3]) &&
+		     str_into(copy, "ref", json_object_get(el, "ref"), 16) &&
+		     str_into(copy, "role", json_object_get(el, "role"), DG_GW_ELEMENT_TEXT_MAX) &&
+		     str_into(copy, "name", json_object_get(el, "name"), DG_GW_ELEMENT_TEXT_MAX) &&
+		     str_into(copy, "tag", json_object_get(el, "tag"), DG_GW_ELEMENT_TEXT_MAX) &&
+		     json_object_set_new(copy, "box", json_pack("[iiii]", b[0], b[1], b[2], b[3])) == 0 &&
+		     json_object_set_new(copy, "point", json_pack("[ii]", v.px, v.py)) == 0;
+		v.has_point = true;
+	}
+	json_decref(res);
+	if (!ok) {
+		json_decref(copy);
+		return dg_gw_step_failed(s, "the desktop's worker answered a malformed resolve");
+	}
+	json_decref(r->element);
+	r->element = copy;
+	r->vp[0] = v.vp_x;
+	r->vp[1] = v.vp_y;
+	struct dg_err err = {{0}};
+	if (dg_adapt_resolve(&r->ad, r->index, &v, &err) != 0)
+		return dg_gw_step_failed(s, "%s", err.msg);
+	r->resolved_index = r->index;
+	run_step(s);
+}
+
 static void run_step(struct gw_session *s)
 {
 	struct request *r = s->cur;
 	if (r->ad.wire == DG_WIRE_HELLO)
 		return agent_hello(s);
 	s->last_activity_ms = dg_now_ms(); /* session.c's idle timer reads it */
+	/* An action on an element or at a viewport point is decided where it
+	 * will act: the browser is asked first (resolved() comes back here). */
+	struct dg_resolve_req q;
+	if (r->resolved_index != r->index && dg_adapt_resolve_wants(&r->ad, r->index, &q)) {
+		if (s->profile != DG_PROFILE_BROWSER)
+			return dg_gw_step_failed(s, "not performed: %s acts on a browser's page, and "
+						 "this desktop is an xterm", r->ad.name[r->index]);
+		return start_resolve(s, r, &q);
+	}
 	dg_gw_decide_action(s, r, &r->ad.act[r->index]);
 	if (r->decision.verdict == DG_VERDICT_ASK)
 		return ask(s, r, r->ad.actions[r->index]);
@@ -461,6 +712,8 @@ json_t *dg_gw_approvals_json(struct gw *gw)
 			json_object_set_new(a, "url", json_string(s->url));
 		if (s->title)
 			json_object_set_new(a, "title", json_string(s->title));
+		if (r->element && r->resolved_index == r->index)
+			json_object_set(a, "element", r->element);
 		json_array_append_new(list, a);
 	}
 	return list;
@@ -529,6 +782,10 @@ void dg_gw_step_done(struct gw_session *s, json_t *res)
 		json_decref(res);
 		return;
 	}
+	if (r->resolving) {
+		r->resolving = false;
+		return resolved(s, r, res);
+	}
 	/* An exec's step ends with the screenshot after it: keep its output. */
 	json_t *ex = r->last_result ? json_object_get(r->last_result, "exec") : NULL;
 	if (ex) {
@@ -581,7 +838,8 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 	struct request *r = calloc(1, sizeof(*r));
 	if (!r)
 		return dg_gw_error_json(c, "internal", "out of memory");
-	struct dg_adapt_scale scale = {s->width, s->height, s->model_w, s->model_h};
+	struct dg_adapt_scale scale = {s->width, s->height, s->model_w, s->model_h,
+				       s->has_toolsets ? &s->toolsets : NULL};
 	struct dg_err err = {{0}};
 	int cx = s->cursor_x < s->width ? s->cursor_x : s->width - 1;
 	int cy = s->cursor_y < s->height ? s->cursor_y : s->height - 1;
@@ -596,6 +854,12 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 			/* The OpenAI answer carries the URL in browser sessions,
 			 * refusals included. */
 			o.url = s->profile == DG_PROFILE_BROWSER ? s->url : NULL;
+			if (r->ad.browser) {
+				/* A browser member shows no screen, only the tabs. */
+				o.png = NULL;
+				o.png_len = 0;
+				o.tabs = s->tabs;
+			}
 			json_t *out = NULL;
 			struct dg_err e2 = {{0}};
 			if (dg_adapt_answer(&r->ad, &o, &out, &e2) == 0)
@@ -609,6 +873,14 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 		return;
 	}
 	r->agent = c;
+	r->resolved_index = -1;
+	if (r->ad.browser && s->tabs) {
+		/* browser_state's "tab_opened": the tabs the call finds open. */
+		r->tabs_before = json_array();
+		for (size_t i = 0; r->tabs_before && i < json_array_size(s->tabs); i++)
+			json_array_append(r->tabs_before,
+					  json_object_get(json_array_get(s->tabs, i), "id"));
+	}
 	if (s->queue_tail)
 		s->queue_tail->next = r;
 	else

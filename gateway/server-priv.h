@@ -22,6 +22,9 @@
 #define DG_CREATE_TIMEOUT_S 90            /* create request to a ready worker */
 #define DG_WS_QUEUE_MAX (64 * 1024 * 1024) /* bytes queued to one slow client */
 #define DG_EXEC_RESULT_MAX (8 * 1024 * 1024) /* bytes of an exec's result stream */
+#define DG_GW_ELEMENT_TEXT_MAX 1024 /* bytes of an element's role, name or tag kept
+					* from the worker's resolve (page.js cuts names at
+					* 200 characters) */
 #define DG_MODEL_DIM_MIN 64
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
@@ -114,6 +117,16 @@ struct request {
 	int b_px, b_py;
 	long long t_step;     /* ms: when the current action was decided */
 	char zoom_frame[DG_REC_HEX_LEN + 1];
+	/* Resolving (actions on a page's elements or viewport): the browser
+	 * was asked where (resolving), and answered for action resolved_index;
+	 * element: what it said of the element (a checked copy, for the
+	 * recording and approvals), NULL when none. */
+	bool resolving;
+	int resolved_index;
+	json_t *element;
+	int vp[2];            /* the viewport's top left on the screen, as resolved */
+	json_t *tabs_before;  /* the tab ids open when the request started (browser
+			       * toolset: browser_state's tabs opened) */
 };
 
 enum session_state { S_STARTING, S_READY, S_ENDED };
@@ -149,6 +162,9 @@ struct gw_session {
 	size_t png_len;
 	int cursor_x, cursor_y;
 	char *url, *title;
+	json_t *tabs;          /* the worker's latest list of open tabs (browser) */
+	struct dg_toolsets toolsets; /* the tools the agent's model was given */
+	bool has_toolsets;
 	long long created_ms, last_activity_ms;
 	unsigned long n_actions, n_errors, n_exec, n_refused;
 	unsigned long n_requests, n_requests_blocked; /* the browser's, decided here */

@@ -127,8 +127,21 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	json_object_foreach(body, key, v)
 	{
 		if (strcmp(key, "profile") && strcmp(key, "size") && strcmp(key, "display") &&
-		    strcmp(key, "policy")) {
-			snprintf(err, errlen, "unknown field \"%.40s\" (profile, size, display, policy)", key);
+		    strcmp(key, "policy") && strcmp(key, "tools")) {
+			snprintf(err, errlen, "unknown field \"%.40s\" (profile, size, display, policy, "
+				 "tools)", key);
+			return -1;
+		}
+	}
+	/* The tools the agent gives its model (the Messages API's tools
+	 * entries): which toolset members the model could call. */
+	struct dg_toolsets toolsets;
+	memset(&toolsets, 0, sizeof(toolsets));
+	json_t *tools = json_object_get(body, "tools");
+	if (tools) {
+		struct dg_err terr = {{0}};
+		if (dg_toolsets_parse(tools, &toolsets, &terr) != 0) {
+			snprintf(err, errlen, "%s", terr.msg);
 			return -1;
 		}
 	}
@@ -223,6 +236,8 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	s->policy_text = ptext;
 	s->policy_len = plen;
 	s->egress_fd = -1;
+	s->toolsets = toolsets;
+	s->has_toolsets = tools != NULL;
 	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
 	snprintf(s->owner, sizeof(s->owner), "%s", creator->who.name);
 	s->creator = creator;
@@ -241,6 +256,8 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			       "state", "created", "profile", dg_profile_name(profile), "size", w, h,
 			       "display", mw, mh, "agent", s->owner, "policy",
 			       pname ? pname : "default");
+	if (lc && tools)
+		json_object_set(lc, "tools", tools);
 	dg_gw_rec_event(s, lc);
 	json_decref(lc);
 	struct dg_err serr = {{0}};
@@ -383,6 +400,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	free(s->png);
 	free(s->url);
 	free(s->title);
+	json_decref(s->tabs);
 	free(s->exec_buf);
 	dg_policy_free(&s->policy);
 	gw->m.sessions_ended++;

@@ -357,8 +357,235 @@ window.__deskgatePage = window.__deskgatePage || (() => {
 			r.text = r.text.toWellFormed();
 		if (typeof r.error === 'string')
 			r.error = r.error.toWellFormed();
+		if (r.element && typeof r.element.name === 'string')
+			r.element.name = r.element.name.toWellFormed();
 		return r;
 	};
 
-	return { readPage: wellFormed(readPage), pageText: wellFormed(pageText), find: wellFormed(find) };
+	// ---- acting on elements: where they are, setting their values --------
+	//
+	// The viewport on the screen, in screen pixels: the window's position
+	// plus the browser's own bars above the page (the window has no frame
+	// at the sides or below), its size the page's CSS viewport times the
+	// device pixel ratio (which page zoom changes). Read in this world: the
+	// page cannot redefine these getters here.
+	const viewport = () => {
+		const dpr = devicePixelRatio || 1;
+		const w = Math.round(innerWidth * dpr), h = Math.round(innerHeight * dpr);
+		return {
+			x: Math.round(screenX + Math.max(0, outerWidth - w) / 2),
+			y: Math.round(screenY + Math.max(0, outerHeight - h)),
+			w, h, dpr,
+		};
+	};
+
+	const stale = (n) => ({ ok: false, error: 'ref_' + n + ' is unknown or stale: the tab ' +
+		'navigated or the element went away since the read_page or find that gave it; read ' +
+		'the page again' });
+
+	const label = (el, max) => {
+		const r = roleOf(el) || 'generic';
+		const n = nameOf(el, r, max);
+		return r + (n ? ' ' + quote(n) : '');
+	};
+
+	// The element at a point, through open shadow roots.
+	const deepAt = (x, y) => {
+		let h = document.elementFromPoint(x, y);
+		while (h && h.shadowRoot) {
+			const inner = h.shadowRoot.elementFromPoint(x, y);
+			if (!inner || inner === h)
+				break;
+			h = inner;
+		}
+		return h;
+	};
+	// Whether node is el or inside it, across shadow roots; a label of el
+	// counts (a click on it is a click on el).
+	const within = (node, el) => {
+		for (let n = node; n; n = n.parentNode || n.host) {
+			if (n === el)
+				return true;
+		}
+		return !!(el.labels && Array.from(el.labels).some((l) => l === node || l.contains(node)));
+	};
+	const describe = (el, max) => {
+		let d = '<' + el.tagName.toLowerCase();
+		if (el.id)
+			d += ' id=' + quote(clean(el.id, 40));
+		const cls = clean(typeof el.className === 'string' ? el.className : '', 40);
+		if (cls)
+			d += ' class=' + quote(cls);
+		return d + '> (' + label(el, max) + ')';
+	};
+
+	// locate: the viewport, and with opts.ref that element's box and the
+	// point an action on it acts at, in screen pixels. opts.scroll: brought
+	// into view first (centred) unless it is wholly in view; opts.hit: the
+	// point must reach the element (not an overlay above it): the centre of
+	// its part in view, else the first point of a 5x5 grid over that part
+	// that does, else an error naming what covers it.
+	const locate = (opts) => {
+		const vp = viewport();
+		if (!opts.ref)
+			return { ok: true, viewport: vp };
+		const el = byRef(opts.ref);
+		if (!el)
+			return stale(opts.ref);
+		const what = 'ref_' + opts.ref + ' (' + label(el, opts.nameMax) + ')';
+		if (!rendered(el))
+			return { ok: false, error: what + ' is not rendered (hidden)' };
+		let r = el.getBoundingClientRect();
+		if (opts.scroll && (r.left < 0 || r.top < 0 || r.right > innerWidth ||
+		    r.bottom > innerHeight)) {
+			el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+			r = el.getBoundingClientRect();
+		}
+		const x0 = Math.max(r.left, 0), y0 = Math.max(r.top, 0);
+		const x1 = Math.min(r.right, innerWidth), y1 = Math.min(r.bottom, innerHeight);
+		if (x1 - x0 < 1 || y1 - y0 < 1)
+			return { ok: false, error: what + (r.width < 1 || r.height < 1 ?
+				' has no size on the screen' : ' is outside the viewport') };
+		let px = (x0 + x1) / 2, py = (y0 + y1) / 2;
+		if (opts.hit && !within(deepAt(px, py), el)) {
+			const cover = deepAt(px, py);
+			let found = false;
+			for (let i = 0; i < 5 && !found; i++) {
+				for (let j = 0; j < 5 && !found; j++) {
+					const qx = x0 + (x1 - x0) * (j + 0.5) / 5, qy = y0 + (y1 - y0) * (i + 0.5) / 5;
+					if (within(deepAt(qx, qy), el)) {
+						px = qx;
+						py = qy;
+						found = true;
+					}
+				}
+			}
+			if (!found)
+				return { ok: false, error: what + ' is covered by ' +
+					(cover ? describe(cover, opts.nameMax) : 'nothing the page can name') +
+					': an action there would reach that instead' };
+		}
+		const sx = (v) => Math.round(vp.x + v * vp.dpr), sy = (v) => Math.round(vp.y + v * vp.dpr);
+		const role = roleOf(el) || 'generic';
+		return {
+			ok: true, viewport: vp,
+			element: {
+				ref: 'ref_' + opts.ref, role, name: nameOf(el, role, opts.nameMax),
+				tag: el.tagName.toLowerCase(),
+				type: el.tagName === 'INPUT' ? String(el.type || 'text').toLowerCase() : '',
+				box: [sx(x0), sy(y0), Math.max(1, sx(x1) - sx(x0)), Math.max(1, sy(y1) - sy(y0))],
+				point: [Math.floor(vp.x + px * vp.dpr), Math.floor(vp.y + py * vp.dpr)],
+			},
+		};
+	};
+
+	// The value setters of this world's prototypes are the browser's own:
+	// a page that replaced its own HTMLInputElement.prototype.value (or
+	// React's per-node tracker) does not see the set, only the events.
+	const setNative = (el, v) => {
+		const proto = el.tagName === 'TEXTAREA' ? HTMLTextAreaElement.prototype :
+			el.tagName === 'SELECT' ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
+		Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, v);
+	};
+	const fire = (el, ...types) => {
+		for (const t of types)
+			el.dispatchEvent(new Event(t, { bubbles: true }));
+	};
+	const TEXTLIKE = new Set(['text', 'search', 'email', 'tel', 'url', 'password', 'number',
+		'date', 'datetime-local', 'month', 'week', 'time', 'color', 'range']);
+
+	// formInput: sets a form field as a user would (focus, value, input and
+	// change events): a text field or textarea to a string or number, a
+	// select to the option whose value or text is the value, a checkbox or
+	// radio to a boolean, a contenteditable to a string (as typed: an
+	// insertText edit, with beforeinput and input).
+	const formInput = (opts) => {
+		const el = byRef(opts.ref);
+		if (!el)
+			return stale(opts.ref);
+		const what = 'ref_' + opts.ref + ' (' + label(el, opts.nameMax) + ')';
+		const v = opts.value;
+		const tag = el.tagName;
+		const type = tag === 'INPUT' ? String(el.type || 'text').toLowerCase() : '';
+		if (el.disabled)
+			return { ok: false, error: what + ' is disabled' };
+		if ((tag === 'INPUT' || tag === 'TEXTAREA') && el.readOnly)
+			return { ok: false, error: what + ' is read-only' };
+		if (type === 'checkbox' || type === 'radio') {
+			if (typeof v !== 'boolean')
+				return { ok: false, error: what + ' is a ' + type + ': its value is true or false' };
+			if (type === 'radio' && !v && el.checked)
+				return { ok: false, error: what + ' is a radio button: choose another of its ' +
+					'group to clear it' };
+			el.focus();
+			if (el.checked !== v)
+				el.click(); // toggles, with click, input and change, as a user's click
+			return { ok: true, text: what + (el.checked ? ' is checked' : ' is unchecked') };
+		}
+		if (typeof v === 'boolean')
+			return { ok: false, error: what + ' takes text, not true or false' };
+		const sv = String(v);
+		if (tag === 'SELECT') {
+			const opt = Array.from(el.options);
+			const o = opt.find((x) => x.value === sv) || opt.find((x) => clean(x.textContent,
+				opts.nameMax) === clean(sv, opts.nameMax)) || opt.find((x) =>
+				clean(x.textContent, opts.nameMax).toLowerCase() === clean(sv, opts.nameMax).toLowerCase());
+			if (!o)
+				return { ok: false, error: what + ' has no option ' + quote(clean(sv, opts.nameMax)) +
+					' (options: ' + opt.slice(0, 20).map((x) => quote(clean(x.textContent, 60))).join(', ') +
+					(opt.length > 20 ? ', ...' : '') + ')' };
+			if (o.disabled)
+				return { ok: false, error: what + ': the option ' + quote(clean(o.textContent, 60)) +
+					' is disabled' };
+			el.focus();
+			if (el.multiple)
+				for (const x of opt)
+					x.selected = x === o;
+			else
+				setNative(el, o.value);
+			fire(el, 'input', 'change');
+			return { ok: true, text: what + ' is set to ' + quote(clean(o.textContent, opts.nameMax)) };
+		}
+		if (tag === 'TEXTAREA' || (tag === 'INPUT' && TEXTLIKE.has(type))) {
+			if (type === 'number' || type === 'range') {
+				if (sv.trim() === '' || !Number.isFinite(Number(sv)))
+					return { ok: false, error: what + ' takes a number' };
+			}
+			el.focus();
+			setNative(el, sv);
+			fire(el, 'input', 'change');
+			if (el.value !== sv && type !== 'number' && type !== 'range')
+				return { ok: false, error: what + ' did not take the value (it holds ' +
+					quote(clean(el.value, opts.nameMax)) + ': its format differs)' };
+			return { ok: true, text: what + ' is set to ' + quote(clean(el.value, opts.nameMax)) };
+		}
+		if (el.isContentEditable) {
+			el.focus();
+			const sel = getSelection();
+			sel.selectAllChildren(el);
+			document.execCommand('insertText', false, sv);
+			return { ok: true, text: what + ' is set to ' + quote(clean(el.innerText, opts.nameMax)) };
+		}
+		return { ok: false, error: what + ' is not a form field (an input, textarea, select, ' +
+			'checkbox, radio button or editable text)' };
+	};
+
+	// fileInput: the <input type=file> of a reference, returned by
+	// reference (its handle goes to DOM.setFileInputFiles), or an error.
+	const fileInput = (opts) => {
+		const el = byRef(opts.ref);
+		if (!el)
+			throw new Error(stale(opts.ref).error);
+		if (el.tagName !== 'INPUT' || String(el.type).toLowerCase() !== 'file')
+			throw new Error('ref_' + opts.ref + ' (' + label(el, opts.nameMax) + ') is not a file ' +
+				'input (<input type=file>)');
+		if (el.disabled)
+			throw new Error('ref_' + opts.ref + ' is disabled');
+		if (!el.multiple && opts.count > 1)
+			throw new Error('ref_' + opts.ref + ' takes one file, not ' + opts.count);
+		return el;
+	};
+
+	return { readPage: wellFormed(readPage), pageText: wellFormed(pageText), find: wellFormed(find),
+		locate: wellFormed(locate), formInput: wellFormed(formInput), fileInput };
 })();

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "actions/actions.h"
 #include "base/base.h"
 #include "desktop/worker/cdp-priv.h"
@@ -43,6 +45,10 @@
  * inside that call. */
 typedef void (*dg_tree_done_fn)(void *arg, const char *text, const char *error);
 
+/* A call is over (dg_tree_call): value (borrowed, valid during the call)
+ * or error. Called once per dg_tree_call that returned 0, never inside it. */
+typedef void (*dg_tree_value_fn)(void *arg, json_t *value, const char *error);
+
 /* Zero-initialised is idle; lives as long as the worker. */
 struct dg_tree {
 	struct dg_cdp *cdp;
@@ -53,7 +59,9 @@ struct dg_tree {
 	char ctx_session[DG_CDP_ID_MAX + 1]; /* ... in this page session */
 	char *expr;                 /* the reading's expression (malloc'd) */
 	long long deadline;         /* ms */
-	dg_tree_done_fn done;
+	dg_tree_done_fn done;       /* a reading's, or NULL for a call */
+	dg_tree_value_fn vdone;     /* a call's */
+	bool by_value;
 	void *arg;
 	char error[DG_ERR_MAX];
 };
@@ -64,6 +72,19 @@ struct dg_tree {
  * done never called. */
 int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *a,
 		 dg_tree_done_fn done, void *arg, struct dg_err *err);
+
+/* Calls page.js's function fn (a name of the object it returns: locate,
+ * formInput, element, ...) with opts (a JSON object, stolen; its strings
+ * are JSON string literals in the expression, so nothing in them can end
+ * the call) in the isolated world of the current page, within
+ * DG_TREE_MAX_MS. by_value: the function answers {ok: true, ...} (done
+ * gets that object) or {ok: false, error} (done gets the error); by
+ * reference: the function returns an object or throws, and done gets the
+ * RemoteObject ({"type", "objectId", ...}: the object's handle in that
+ * world, for DevTools commands that take one) or the exception's text.
+ * Returns as dg_tree_read. */
+int dg_tree_call(struct dg_tree *t, struct dg_cdp *cdp, const char *fn, json_t *opts,
+		 bool by_value, dg_tree_value_fn done, void *arg, struct dg_err *err);
 
 /* The worker's poll timeout while reading: ms until the bound; at the
  * bound the reading ends with an error (done runs) and 0 is returned. -1

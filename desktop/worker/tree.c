@@ -17,13 +17,27 @@
 #include "desktop/worker/tree-priv.h"
 #include "page-js.h"
 
-static void end(struct dg_tree *t, const char *text, const char *error)
+/* Ends the reading or call: a reading gets text (value's "text"), a call
+ * the value itself. */
+static void end_value(struct dg_tree *t, json_t *value, const char *error)
 {
 	t->busy = false;
 	t->gen++;
 	free(t->expr);
 	t->expr = NULL;
-	t->done(t->arg, text, error);
+	if (t->vdone)
+		t->vdone(t->arg, error ? NULL : value, error);
+	else
+		t->done(t->arg, error ? NULL : json_string_value(json_object_get(value, "text")), error);
+}
+
+static void end(struct dg_tree *t, const char *text, const char *error)
+{
+	json_t *v = text ? json_pack("{s:s}", "text", text) : NULL;
+	if (text && !v)
+		error = "reading the page: out of memory";
+	end_value(t, v, error);
+	json_decref(v);
 }
 
 static void fail(struct dg_tree *t, const char *fmt, const char *detail)
@@ -69,14 +83,24 @@ static void read_done(void *arg, int status, json_t *result, const char *error_m
 		     m ? m : json_string_value(json_object_get(exc, "text")));
 		return;
 	}
+	if (!t->by_value) {
+		json_t *ro = json_object_get(result, "result");
+		if (json_is_string(json_object_get(ro, "objectId")))
+			end_value(t, ro, NULL);
+		else
+			fail(t, "reading the page failed: %s", "the reader answered no element");
+		return;
+	}
 	json_t *v = json_object_get(json_object_get(result, "result"), "value");
 	json_t *ok = json_object_get(v, "ok");
 	const char *text = json_string_value(json_object_get(v, "text"));
 	const char *error = json_string_value(json_object_get(v, "error"));
-	if (json_is_true(ok) && text)
+	if (json_is_true(ok) && t->vdone)
+		end_value(t, v, NULL);
+	else if (json_is_true(ok) && text)
 		end(t, text, NULL);
 	else if (json_is_false(ok) && error)
-		fail(t, "%.900s", error);
+		fail(t, "%.500s", error);
 	else
 		fail(t, "reading the page failed: %s", "the reader answered no text");
 }
@@ -84,7 +108,7 @@ static void read_done(void *arg, int status, json_t *result, const char *error_m
 static void evaluate(struct dg_tree *t)
 {
 	json_t *p = json_pack("{s:s, s:i, s:b, s:b}", "expression", t->expr, "contextId", t->ctx,
-			      "returnByValue", 1, "awaitPromise", 0);
+			      "returnByValue", t->by_value, "awaitPromise", 0);
 	if (!p || !send(t, "Runtime.evaluate", p, read_done))
 		fail(t, "reading the page failed: %s", "the page's session is gone");
 }
@@ -157,6 +181,25 @@ static char *expression(const struct dg_action *a)
 	return e;
 }
 
+/* Starts a reading or call of expression e (taken). */
+static int start(struct dg_tree *t, struct dg_cdp *cdp, char *e, struct dg_err *err)
+{
+	t->cdp = cdp;
+	t->gen++;
+	t->busy = true;
+	t->retried = false;
+	t->expr = e;
+	t->deadline = dg_now_ms() + DG_TREE_MAX_MS;
+	/* A harmless round trip first, so that done never runs inside this call. */
+	json_t *p = json_pack("{s:s, s:b}", "expression", "0", "returnByValue", 1);
+	if (p && send(t, "Runtime.evaluate", p, first_step))
+		return 0;
+	t->busy = false;
+	free(t->expr);
+	t->expr = NULL;
+	return dg_err_set(err, -EAGAIN, "reading the page: the page's session is gone");
+}
+
 int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *a,
 		 dg_tree_done_fn done, void *arg, struct dg_err *err)
 {
@@ -171,22 +214,38 @@ int dg_tree_read(struct dg_tree *t, struct dg_cdp *cdp, const struct dg_action *
 	char *e = expression(a);
 	if (!e)
 		return dg_err_set(err, -ENOMEM, "reading the page: out of memory");
-	t->cdp = cdp;
-	t->gen++;
-	t->busy = true;
-	t->retried = false;
-	t->expr = e;
 	t->done = done;
+	t->vdone = NULL;
+	t->by_value = true;
 	t->arg = arg;
-	t->deadline = dg_now_ms() + DG_TREE_MAX_MS;
-	/* A harmless round trip first, so that done never runs inside this call. */
-	json_t *p = json_pack("{s:s, s:b}", "expression", "0", "returnByValue", 1);
-	if (p && send(t, "Runtime.evaluate", p, first_step))
-		return 0;
-	t->busy = false;
-	free(t->expr);
-	t->expr = NULL;
-	return dg_err_set(err, -EAGAIN, "reading the page: the page's session is gone");
+	return start(t, cdp, e, err);
+}
+
+int dg_tree_call(struct dg_tree *t, struct dg_cdp *cdp, const char *fn, json_t *opts,
+		 bool by_value, dg_tree_value_fn done, void *arg, struct dg_err *err)
+{
+	char *o = opts ? json_dumps(opts, JSON_COMPACT) : NULL;
+	json_decref(opts);
+	if (t->busy) {
+		free(o);
+		return dg_err_set(err, -EBUSY, "reading the page: another reading is in progress");
+	}
+	if (!cdp || !dg_cdp_ready(cdp)) {
+		free(o);
+		return dg_err_set(err, -EAGAIN, "reading the page: no page is attached yet");
+	}
+	char *e = NULL;
+	/* fn is one of the worker's own names, never input. */
+	if (!o || asprintf(&e, "%s\n;window.__deskgatePage.%s(%s)", dg_page_js, fn, o) < 0)
+		e = NULL;
+	free(o);
+	if (!e)
+		return dg_err_set(err, -ENOMEM, "reading the page: out of memory");
+	t->done = NULL;
+	t->vdone = done;
+	t->by_value = by_value;
+	t->arg = arg;
+	return start(t, cdp, e, err);
 }
 
 int dg_tree_advance(struct dg_tree *t)

@@ -46,6 +46,11 @@ enum phase {
 	PHASE_BARRIER,  /* browser, after keys or a load: until the page has drawn frames since */
 	PHASE_TYPE,     /* type: until the page (ack.c), or without a browser X, has every key */
 	PHASE_READ,     /* read_page, get_page_text, find: until the page's reader answers (tree.c) */
+	PHASE_TAB,      /* new_tab, switch_tab, a resolve's tab: until that tab is the current page */
+	PHASE_TABNEW,   /* new_tab, close_tab of the last tab: Target.createTarget pending */
+	PHASE_TABCLOSE, /* close_tab: until the tab is gone and a page is current */
+	PHASE_CALL,     /* form_input, scroll_to, file_upload, a resolve: page.js answering (tree.c) */
+	PHASE_UPLOAD,   /* file_upload: DOM.setFileInputFiles pending */
 };
 
 struct worker {
@@ -79,6 +84,15 @@ struct worker {
 	char *error;             /* set when the action failed (malloc'd) */
 	char *text;              /* what a reading action read (malloc'd), or NULL */
 	char *page_url;          /* the page the owner decided the action at, or NULL */
+	/* A resolve (the owner asks where an element is, or for the viewport,
+	 * before it decides an action on it): see on_resolve. */
+	bool resolving;
+	int rs_ref;
+	bool rs_scroll, rs_hit;
+	json_t *resolved;        /* page.js's answer */
+	char tab_want[DG_CDP_ID_MAX + 1]; /* PHASE_TAB: the tab to become current;
+					     PHASE_TABCLOSE: the tab closing */
+	bool tab_created;        /* PHASE_TAB: tab_want was just created (not tracked yet) */
 	/* the last PNG, reused while the screen is unchanged */
 	struct dg_png png;
 	uint64_t png_hash;
@@ -271,11 +285,18 @@ static void finish(struct worker *w)
 	bool frame = w->want_frame && !w->error;
 	int out_w = w->out_w, out_h = w->out_h;
 	if (frame) {
-		if (w->act.type == DG_ACTION_ZOOM) {
+		if (w->act.type == DG_ACTION_ZOOM || w->act.has_region) {
 			int region[4] = {w->act.region[0], w->act.region[1],
 					 w->act.region[2] - w->act.region[0],
 					 w->act.region[3] - w->act.region[1]};
-			dg_frame_fit(region[2], region[3], w->out_w, w->out_h, &out_w, &out_h);
+			/* A zoom fills the display; a region screenshot is the
+			 * region as it is (a browser's viewport). */
+			if (w->act.type == DG_ACTION_ZOOM) {
+				dg_frame_fit(region[2], region[3], w->out_w, w->out_h, &out_w, &out_h);
+			} else {
+				out_w = region[2];
+				out_h = region[3];
+			}
 			encode_ms = encode(w, region, out_w, out_h);
 		} else {
 			encode_ms = encode(w, NULL, out_w, out_h);
@@ -295,6 +316,12 @@ static void finish(struct worker *w)
 		json_object_set_new(res, "frame",
 				    json_pack("{s:i, s:i, s:I}", "width", out_w, "height", out_h,
 					      "bytes", (json_int_t)w->png.len));
+	/* A frame of part of the screen: it answers the action, but it is not
+	 * the session's screen. */
+	if (frame && (w->act.type == DG_ACTION_ZOOM || w->act.has_region))
+		json_object_set_new(res, "region", json_pack("[iiii]", w->act.region[0],
+							   w->act.region[1], w->act.region[2],
+							   w->act.region[3]));
 	if (w->text && !w->error)
 		json_object_set_new(res, "text", json_string(w->text));
 	add_page(w, res);
@@ -553,6 +580,408 @@ static void browser_action(struct worker *w)
 	}
 }
 
+/* ---- tabs and elements (the browser toolset's members) ------------------ */
+
+static void finish_resolve(struct worker *w);
+static void resolve_locate(struct worker *w);
+
+/* The open tabs as text, one a line, oldest first: what list_tabs
+ * answers (the result's "tabs" lists them too, as data). */
+static char *tabs_text(struct worker *w)
+{
+	struct dg_cdp_tab tabs[DG_CDP_TARGETS_MAX];
+	int n = dg_cdp_tabs(w->cdp, tabs, DG_CDP_TARGETS_MAX);
+	size_t budget = DG_WORKER_TABS_TEXT_MAX;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	if (!f)
+		die("out of memory");
+	if (n == 0)
+		fputs("[no tab is open]", f);
+	for (int i = 0; i < n; i++) {
+		json_t *u = json_string(tabs[i].url), *t = json_string(tabs[i].title);
+		char *us = u ? json_dumps(u, JSON_ENCODE_ANY) : NULL;
+		char *ts = t ? json_dumps(t, JSON_ENCODE_ANY) : NULL;
+		size_t cost = (us ? strlen(us) : 0) + (ts ? strlen(ts) : 0);
+		bool fits = us && ts && cost <= budget;
+		budget -= fits ? cost : 0;
+		fprintf(f, "%s- tab %s%s", i ? "\n" : "", tabs[i].id, tabs[i].current ? " (active)" : "");
+		if (fits)
+			fprintf(f, " title=%s url=%s", ts, us);
+		else
+			fputs(" [title and url elided: the list is long]", f);
+		free(us);
+		free(ts);
+		json_decref(u);
+		json_decref(t);
+	}
+	if (fclose(f) != 0 || !out)
+		die("out of memory");
+	return out;
+}
+
+/* Whether tab is open (tracked by the DevTools client). */
+static bool tab_open(struct worker *w, const char *tab)
+{
+	struct dg_cdp_tab tabs[DG_CDP_TARGETS_MAX];
+	int n = dg_cdp_tabs(w->cdp, tabs, DG_CDP_TARGETS_MAX);
+	for (int i = 0; i < n; i++)
+		if (strcmp(tabs[i].id, tab) == 0)
+			return true;
+	return false;
+}
+
+/* Brings tab to the front (as a click on it in the tab strip would:
+ * Target.activateTarget) and makes it the current page; PHASE_TAB until it
+ * is (tab_arrived). created: the tab was just opened and may not be
+ * tracked yet. Returns 0 (PHASE_TAB), 1 when it is current already, or
+ * -ENOENT (no such tab: err says which are open). */
+static int start_tab(struct worker *w, const char *tab, bool created, struct dg_err *err)
+{
+	if (!created && !tab_open(w, tab)) {
+		struct dg_cdp_tab tabs[DG_CDP_TARGETS_MAX];
+		int n = dg_cdp_tabs(w->cdp, tabs, DG_CDP_TARGETS_MAX);
+		return dg_err_set(err, -ENOENT, "no tab %.64s is open (%d tab%s open%s%.64s%s)", tab, n,
+				  n == 1 ? " is" : "s are", n ? "; the active one is " : "",
+				  n ? dg_cdp_target_id(w->cdp) : "", n > 1 ? ": list_tabs lists them" : "");
+	}
+	if (strcmp(tab, dg_cdp_target_id(w->cdp)) == 0 && dg_cdp_ready(w->cdp))
+		return 1;
+	json_t *p = json_pack("{s:s}", "targetId", tab);
+	struct dg_err e = {{0}};
+	if (!p || dg_cdp_send(w->cdp, "Target.activateTarget", p, NULL, NULL, NULL, &e) != 0)
+		return dg_err_set(err, -EIO, "bringing tab %.64s to the front failed: %s", tab, e.msg);
+	snprintf(w->tab_want, sizeof(w->tab_want), "%s", tab);
+	w->tab_created = created;
+	if (dg_cdp_switch(w->cdp, tab, &e) != 0 && !created)
+		return dg_err_set(err, -ENOENT, "tab %.64s: %s", tab, e.msg);
+	w->phase = PHASE_TAB;
+	w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+	return 0;
+}
+
+/* The tab a tab action or a resolve waited for is current (or the bound
+ * passed: w->error says so). */
+static void tab_arrived(struct worker *w)
+{
+	if (w->resolving) {
+		if (w->error)
+			finish_resolve(w);
+		else
+			resolve_locate(w);
+		return;
+	}
+	if (w->error) {
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	settle(w);
+}
+
+static void new_tab_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct worker *w = arg;
+	if (w->phase != PHASE_TABNEW)
+		return;
+	const char *id = json_string_value(json_object_get(result, "targetId"));
+	if (status != 0 || !id || strlen(id) > DG_CDP_ID_MAX) {
+		set_error(w, "opening a tab failed: %s", status ? error_message : "no target id");
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	if (w->act.type == DG_ACTION_CLOSE_TAB) {
+		/* The last tab closes only once another is open: the browser ends
+		 * with its last tab. Now the asked one goes. */
+		json_t *p = json_pack("{s:s}", "targetId", w->act.tab);
+		struct dg_err e = {{0}};
+		if (!p || dg_cdp_send(w->cdp, "Target.closeTarget", p, NULL, NULL, NULL, &e) != 0) {
+			set_error(w, "closing tab %.64s failed: %s", w->act.tab, e.msg);
+			w->t_injected = dg_now_ms();
+			finish(w);
+			return;
+		}
+		snprintf(w->tab_want, sizeof(w->tab_want), "%s", w->act.tab);
+		w->phase = PHASE_TABCLOSE;
+		w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+		return;
+	}
+	free(w->text);
+	if (asprintf(&w->text, "opened a new tab: %s (now the active tab)", id) < 0)
+		die("out of memory");
+	struct dg_err err = {{0}};
+	int r = start_tab(w, id, true, &err);
+	if (r < 0)
+		set_error(w, "%s", err.msg);
+	if (r != 0)
+		tab_arrived(w);
+}
+
+/* Target.createTarget about:blank: a new tab in the browser's window, in
+ * front. The guard attaches to it (and holds its requests) like any other. */
+static void open_blank_tab(struct worker *w)
+{
+	json_t *p = json_pack("{s:s}", "url", "about:blank");
+	struct dg_err e = {{0}};
+	w->phase = PHASE_TABNEW;
+	w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+	if (!p || dg_cdp_send(w->cdp, "Target.createTarget", p, NULL, new_tab_done, w, &e) != 0) {
+		w->phase = PHASE_IDLE;
+		set_error(w, "opening a tab failed: %s", e.msg);
+		w->t_injected = dg_now_ms();
+		finish(w);
+	}
+}
+
+static void close_tab(struct worker *w)
+{
+	if (!tab_open(w, w->act.tab)) {
+		struct dg_err err = {{0}};
+		start_tab(w, w->act.tab, false, &err); /* only for its message */
+		set_error(w, "%s", err.msg);
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	free(w->text);
+	if (asprintf(&w->text, "closed tab %s", w->act.tab) < 0)
+		die("out of memory");
+	if (dg_cdp_n_targets(w->cdp) <= 1) {
+		open_blank_tab(w); /* new_tab_done closes the asked one then */
+		return;
+	}
+	json_t *p = json_pack("{s:s}", "targetId", w->act.tab);
+	struct dg_err e = {{0}};
+	if (!p || dg_cdp_send(w->cdp, "Target.closeTarget", p, NULL, NULL, NULL, &e) != 0) {
+		set_error(w, "closing tab %.64s failed: %s", w->act.tab, e.msg);
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	snprintf(w->tab_want, sizeof(w->tab_want), "%s", w->act.tab);
+	w->phase = PHASE_TABCLOSE;
+	w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+}
+
+/* switch_tab and new_tab, once the tab is current: settled, then the
+ * result (with its frame: the tab's page). */
+static void switch_tab(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	int r = start_tab(w, w->act.tab, false, &err);
+	if (r < 0)
+		set_error(w, "%s", err.msg);
+	else if (asprintf(&w->text, "tab %s is the active tab", w->act.tab) < 0)
+		die("out of memory");
+	if (r != 0)
+		tab_arrived(w);
+}
+
+/* form_input, scroll_to: page.js answered; the page may repaint. */
+static void element_done(void *arg, json_t *value, const char *error)
+{
+	struct worker *w = arg;
+	if (w->phase != PHASE_CALL)
+		return;
+	if (error) {
+		set_error(w, "%s", error);
+	} else if (w->act.type == DG_ACTION_SCROLL_TO) {
+		json_t *el = json_object_get(value, "element");
+		if (asprintf(&w->text, "%s (%s) is in view at (%d, %d)",
+			     json_string_value(json_object_get(el, "ref")),
+			     json_string_value(json_object_get(el, "role")),
+			     (int)json_integer_value(json_array_get(json_object_get(el, "point"), 0)),
+			     (int)json_integer_value(json_array_get(json_object_get(el, "point"), 1))) < 0)
+			die("out of memory");
+	} else {
+		const char *t = json_string_value(json_object_get(value, "text"));
+		if (!(w->text = strdup(t ? t : "done")))
+			die("out of memory");
+	}
+	if (w->error) {
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	settle(w);
+}
+
+static void upload_done(void *arg, int status, json_t *result, const char *error_message)
+{
+	struct worker *w = arg;
+	(void)result;
+	if (w->phase != PHASE_UPLOAD)
+		return;
+	if (status != 0) {
+		set_error(w, "setting the files failed: %s", error_message ? error_message : "?");
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	if (asprintf(&w->text, "ref_%d holds %d file%s", w->act.ref, w->act.n_paths,
+		     w->act.n_paths == 1 ? "" : "s") < 0)
+		die("out of memory");
+	settle(w);
+}
+
+/* file_upload: the element's handle (page.js checks it is a file input),
+ * then DOM.setFileInputFiles with the paths the owner checked. */
+static void file_input_done(void *arg, json_t *value, const char *error)
+{
+	struct worker *w = arg;
+	if (w->phase != PHASE_CALL)
+		return;
+	const char *oid = json_string_value(json_object_get(value, "objectId"));
+	json_t *files = json_array();
+	for (int i = 0; files && i < w->act.n_paths; i++)
+		if (json_array_append_new(files, json_string(w->act.paths[i])) != 0) {
+			json_decref(files);
+			files = NULL;
+		}
+	json_t *p = !error && oid && files ? json_pack("{s:o, s:s}", "files", files, "objectId", oid)
+					   : NULL;
+	if (!p)
+		json_decref(files);
+	struct dg_err e = {{0}};
+	w->phase = PHASE_UPLOAD;
+	if (error || !p || dg_cdp_send(w->cdp, "DOM.setFileInputFiles", p, dg_cdp_session_id(w->cdp),
+				      upload_done, w, &e) != 0) {
+		w->phase = PHASE_IDLE;
+		set_error(w, "%s", error ? error : e.msg[0] ? e.msg : "out of memory");
+		w->t_injected = dg_now_ms();
+		finish(w);
+	}
+}
+
+/* The element actions: a page.js call on the current page. */
+static void element_action(struct worker *w)
+{
+	const struct dg_action *a = &w->act;
+	struct dg_err err = {{0}};
+	json_t *o;
+	const char *fn;
+	bool by_value = true;
+	dg_tree_value_fn done = element_done;
+	if (a->type == DG_ACTION_FORM_INPUT) {
+		json_t *v = a->value_kind == DG_VALUE_STRING ? json_stringn(a->text, a->text_len)
+			    : a->value_kind == DG_VALUE_BOOL ? json_boolean(a->flag)
+							      : json_real(a->number);
+		o = json_pack("{s:i, s:o, s:i}", "ref", a->ref, "value", v, "nameMax", DG_TREE_NAME_MAX);
+		fn = "formInput";
+	} else if (a->type == DG_ACTION_FILE_UPLOAD) {
+		o = json_pack("{s:i, s:i, s:i}", "ref", a->ref, "count", a->n_paths, "nameMax",
+			      DG_TREE_NAME_MAX);
+		fn = "fileInput";
+		by_value = false;
+		done = file_input_done;
+	} else {
+		o = json_pack("{s:i, s:b, s:b, s:i}", "ref", a->ref, "scroll", 1, "hit", 0, "nameMax",
+			      DG_TREE_NAME_MAX);
+		fn = "locate";
+	}
+	w->phase = PHASE_CALL;
+	if (o && dg_tree_call(&w->tree, w->cdp, fn, o, by_value, done, w, &err) == 0)
+		return;
+	w->phase = PHASE_IDLE;
+	set_error(w, "%s", o ? err.msg : "out of memory");
+	w->t_injected = dg_now_ms();
+	finish(w);
+}
+
+/* ---- resolving: where an element is, before the owner decides ----------- */
+
+/* The answer to a resolve: {"id", "ok", "resolved": {"viewport",
+ * "element"?} | "error", and the page (url, title, tabs)}; no frame. */
+static void finish_resolve(struct worker *w)
+{
+	json_t *res = json_pack("{s:I, s:b}", "id", (json_int_t)w->id, "ok", w->error == NULL);
+	if (!res)
+		die("out of memory");
+	if (w->error) {
+		json_object_set_new(res, "error", json_string(w->error));
+	} else {
+		json_t *r = json_deep_copy(w->resolved);
+		json_object_del(r, "ok");
+		json_object_set_new(res, "resolved", r ? r : json_object());
+	}
+	add_page(w, res);
+	if (w->cdp)
+		w->cdp_changes = dg_cdp_changes(w->cdp);
+	send_json(w, DG_MSG_RESULT, res);
+	json_decref(w->resolved);
+	w->resolved = NULL;
+	w->resolving = false;
+	free(w->error);
+	w->error = NULL;
+	w->phase = PHASE_IDLE;
+}
+
+static void resolve_done(void *arg, json_t *value, const char *error)
+{
+	struct worker *w = arg;
+	if (w->phase != PHASE_CALL || !w->resolving)
+		return;
+	if (error)
+		set_error(w, "%s", error);
+	else
+		w->resolved = json_incref(value);
+	finish_resolve(w);
+}
+
+static void resolve_locate(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	json_t *o = json_pack("{s:i, s:b, s:b, s:i}", "ref", w->rs_ref, "scroll", w->rs_scroll, "hit",
+			      w->rs_hit, "nameMax", DG_TREE_NAME_MAX);
+	w->phase = PHASE_CALL;
+	if (o && dg_tree_call(&w->tree, w->cdp, "locate", o, true, resolve_done, w, &err) == 0)
+		return;
+	set_error(w, "%s", o ? err.msg : "out of memory");
+	finish_resolve(w);
+}
+
+/* The owner's resolve: {"id": N, "resolve": {"tab"?: ID, "ref"?: N,
+ * "scroll"?: B, "hit"?: B}}: the tab brought to the front when given, then
+ * the viewport and, with ref, the element's box and point (page.js
+ * locate). Checked like an action message: a malformed one ends the
+ * worker. */
+static void on_resolve(struct worker *w, json_int_t id, json_t *rs)
+{
+	json_t *tab = json_object_get(rs, "tab"), *ref = json_object_get(rs, "ref");
+	json_t *scroll = json_object_get(rs, "scroll"), *hit = json_object_get(rs, "hit");
+	if (!json_is_object(rs) || (tab && (!json_is_string(tab) || json_string_length(tab) == 0 ||
+					    json_string_length(tab) > DG_CDP_ID_MAX)) ||
+	    (ref && (!json_is_integer(ref) || json_integer_value(ref) < 1 ||
+		     json_integer_value(ref) > DG_ACTION_REF_MAX)) ||
+	    (scroll && !json_is_boolean(scroll)) || (hit && !json_is_boolean(hit)))
+		die("protocol error: bad resolve");
+	w->id = (long long)id;
+	w->t_start = w->t_injected = dg_now_ms();
+	w->resolving = true;
+	w->rs_ref = ref ? (int)json_integer_value(ref) : 0;
+	w->rs_scroll = json_is_true(scroll);
+	w->rs_hit = json_is_true(hit);
+	if (!w->cdp) {
+		set_error(w, "not performed: this desktop is an xterm, not a browser");
+		finish_resolve(w);
+		return;
+	}
+	if (tab) {
+		struct dg_err err = {{0}};
+		int r = start_tab(w, json_string_value(tab), false, &err);
+		if (r < 0) {
+			set_error(w, "%s", err.msg);
+			finish_resolve(w);
+			return;
+		}
+		if (r == 0)
+			return; /* tab_arrived goes on */
+	}
+	resolve_locate(w);
+}
+
 /* ---- running actions ---------------------------------------------------- */
 
 static void run_action(struct worker *w);
@@ -584,9 +1013,11 @@ static void precheck_done(struct worker *w)
 static void start_action(struct worker *w)
 {
 	w->t_start = dg_now_ms();
-	w->want_frame = w->act.type != DG_ACTION_CURSOR_POSITION &&
-			w->act.type != DG_ACTION_READ_PAGE &&
-			w->act.type != DG_ACTION_GET_PAGE_TEXT && w->act.type != DG_ACTION_FIND;
+	enum dg_action_type t = w->act.type;
+	w->want_frame = t != DG_ACTION_CURSOR_POSITION && t != DG_ACTION_READ_PAGE &&
+			t != DG_ACTION_GET_PAGE_TEXT && t != DG_ACTION_FIND &&
+			t != DG_ACTION_LIST_TABS && t != DG_ACTION_READ_CONSOLE &&
+			t != DG_ACTION_READ_NETWORK;
 	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
 		run_action(w);
 		return;
@@ -614,7 +1045,39 @@ static void run_action(struct worker *w)
 		w->t_injected = dg_now_ms();
 		return finish(w);
 	}
+	/* The owner fills in an element's point before it decides; an action
+	 * without one was never decided at a point: refused. */
+	if (dg_action_unresolved(a)) {
+		set_error(w, "not performed: ref_%d was not resolved to a point on the screen", a->ref);
+		w->t_injected = dg_now_ms();
+		return finish(w);
+	}
+	if (dg_action_type_browser_only(a->type) && !w->cdp) {
+		set_error(w, "not performed: %s acts on a browser's page, and this desktop is an xterm",
+			  dg_action_type_name(a->type));
+		w->t_injected = dg_now_ms();
+		return finish(w);
+	}
 	switch (a->type) {
+	case DG_ACTION_LIST_TABS:
+		w->text = tabs_text(w);
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	case DG_ACTION_NEW_TAB:
+		open_blank_tab(w);
+		return;
+	case DG_ACTION_SWITCH_TAB:
+		switch_tab(w);
+		return;
+	case DG_ACTION_CLOSE_TAB:
+		close_tab(w);
+		return;
+	case DG_ACTION_SCROLL_TO:
+	case DG_ACTION_FORM_INPUT:
+	case DG_ACTION_FILE_UPLOAD:
+		element_action(w);
+		return;
 	case DG_ACTION_CLICK:
 	case DG_ACTION_MOVE:
 	case DG_ACTION_DRAG:
@@ -708,12 +1171,18 @@ static void on_action(struct worker *w, const char *text, size_t len)
 	json_t *action = json_object_get(msg, "action");
 	json_t *size = json_object_get(msg, "size");
 	json_t *page_url = json_object_get(msg, "page_url");
+	json_t *resolve = json_object_get(msg, "resolve");
+	if (w->phase != PHASE_IDLE)
+		die("protocol error: an action arrived while another runs");
+	if (json_is_integer(id) && resolve && !action) {
+		on_resolve(w, json_integer_value(id), resolve);
+		json_decref(msg);
+		return;
+	}
 	if (!json_is_integer(id) || !json_is_object(action))
 		die("protocol error: action message without id or action");
 	if (page_url && (!json_is_string(page_url) || json_string_length(page_url) > DG_CDP_URL_MAX))
 		die("protocol error: bad page_url");
-	if (w->phase != PHASE_IDLE)
-		die("protocol error: an action arrived while another runs");
 	w->id = (long long)json_integer_value(id);
 	w->out_w = w->width;
 	w->out_h = w->height;
@@ -815,7 +1284,43 @@ static int advance(struct worker *w)
 	case PHASE_TYPE:
 		return dg_ack_advance(&w->ack);
 	case PHASE_READ:
+	case PHASE_CALL:
 		return dg_tree_advance(&w->tree);
+	case PHASE_TAB:
+		if (strcmp(dg_cdp_target_id(w->cdp), w->tab_want) == 0 && dg_cdp_ready(w->cdp)) {
+			tab_arrived(w);
+			return 0;
+		}
+		if (w->tab_created) /* tracked now? (a no-op until it is, and once it is current) */
+			dg_cdp_switch(w->cdp, w->tab_want, &(struct dg_err){{0}});
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		set_error(w, "tab %.64s did not become the active tab within %d ms", w->tab_want,
+			  DG_WORKER_TAB_MAX_MS);
+		tab_arrived(w);
+		return 0;
+	case PHASE_TABCLOSE:
+		if (!tab_open(w, w->tab_want) && dg_cdp_ready(w->cdp)) {
+			settle(w);
+			return 0;
+		}
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		set_error(w, "tab %.64s did not close within %d ms", w->tab_want, DG_WORKER_TAB_MAX_MS);
+		w->t_injected = t;
+		finish(w);
+		return 0;
+	case PHASE_TABNEW:
+	case PHASE_UPLOAD:
+		if (t < w->nav_deadline)
+			return (int)(w->nav_deadline - t);
+		dg_cdp_fail_all(w->cdp, -ETIMEDOUT, "the browser did not answer in time");
+		if (w->phase == PHASE_TABNEW || w->phase == PHASE_UPLOAD) { /* no callback ran */
+			set_error(w, "the browser did not answer within %d ms", DG_WORKER_TAB_MAX_MS);
+			w->t_injected = t;
+			finish(w);
+		}
+		return 0;
 	case PHASE_BARRIER:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);

@@ -72,6 +72,9 @@
  * page's text beside them near the channel's 1 MiB; past it a tab is
  * listed by id only. */
 #define DG_WORKER_TABS_TEXT_MAX (128 * 1024)
+/* Longest wait for a tab to come to the front (new_tab, switch_tab, a
+ * resolve's tab), to close, or for the browser to open one. */
+#define DG_WORKER_TAB_MAX_MS 5000
 /* Longest navigation the worker waits for before settling anyway. */
 #define DG_WORKER_NAV_MAX_MS 15000
 

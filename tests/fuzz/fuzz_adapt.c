@@ -133,8 +133,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t tail = size > 300 ? 300 : size;
 	char *hostile = dg_fuzz_cstr(data + size - tail, tail);
 
-	static const struct dg_adapt_scale same = {DESK_W, DESK_H, 0, 0};
-	static const struct dg_adapt_scale scaled = {DESK_W, DESK_H, 1024, 640};
+	static const struct dg_adapt_scale same = {DESK_W, DESK_H, 0, 0, NULL};
+	static const struct dg_adapt_scale scaled = {DESK_W, DESK_H, 1024, 640, NULL};
 	one(msg, size, &same, hostile);
 	one(msg, size, &scaled, hostile);
 

@@ -54,8 +54,8 @@ TestSuite(answer, .fini = cleanup);
 TestSuite(base64, .fini = cleanup);
 TestSuite(hostile, .fini = cleanup);
 
-static const struct dg_adapt_scale scaled = {DW, DH, MW, MH};
-static const struct dg_adapt_scale same = {DW, DH, 0, 0};
+static const struct dg_adapt_scale scaled = {DW, DH, MW, MH, NULL};
+static const struct dg_adapt_scale same = {DW, DH, 0, 0, NULL};
 
 /* Parses len bytes with the given scale into ad (which holds garbage
  * before: parse must not rely on a zeroed struct). */
@@ -290,13 +290,13 @@ Test(detect, a_bare_openai_action_is_read_as_canonical)
 
 Test(detect, bad_scale_or_cursor_is_a_caller_bug)
 {
-	struct dg_adapt_scale sc = {0, 800, 0, 0};
+	struct dg_adapt_scale sc = {0, 800, 0, 0, NULL};
 	const char *m = "{\"action\":\"screenshot\"}";
 	dg_adapted_free(&ad);
 	cr_assert_eq(dg_adapt_parse(m, strlen(m), &sc, 0, 0, &ad, &err), -EINVAL);
-	sc = (struct dg_adapt_scale){DW, DH, DG_ACTION_SCREEN_MAX + 1, 10};
+	sc = (struct dg_adapt_scale){DW, DH, DG_ACTION_SCREEN_MAX + 1, 10, NULL};
 	cr_assert_eq(dg_adapt_parse(m, strlen(m), &sc, 0, 0, &ad, &err), -EINVAL);
-	sc = (struct dg_adapt_scale){DW, DH, 10, 0};
+	sc = (struct dg_adapt_scale){DW, DH, 10, 0, NULL};
 	cr_assert_eq(dg_adapt_parse(m, strlen(m), &sc, 0, 0, &ad, &err), -EINVAL);
 	cr_assert_eq(dg_adapt_parse(m, strlen(m), NULL, 0, 0, &ad, &err), -EINVAL);
 	cr_assert_eq(dg_adapt_parse(m, strlen(m), &scaled, DW, 0, &ad, &err), -EINVAL);
@@ -638,7 +638,7 @@ Test(anthropic, block_envelope)
 
 /* ---- OpenAI ---------------------------------------------------------------------- */
 
-static const struct dg_adapt_scale xga = {1024, 768, 0, 0};
+static const struct dg_adapt_scale xga = {1024, 768, 0, 0, NULL};
 
 /* A computer_call item, preview form, around one action (' for "). */
 static int openai_preview(const struct dg_adapt_scale *sc, const char *action)
@@ -971,7 +971,7 @@ Test(scale, rounds_to_nearest_halves_up)
 Test(scale, wide_model_to_720p)
 {
 	/* The model told 1366x768, the desktop 1280x720. */
-	struct dg_adapt_scale sc = {1280, 720, 1366, 768};
+	struct dg_adapt_scale sc = {1280, 720, 1366, 768, NULL};
 	/* 1365 * 1280 / 1366 = 1279.06; 683 -> 640.0; 767 * 720 / 768 = 719.06 */
 	assert_ok(parse_sc(&sc, "{'action':'left_click','coordinate':[1365,767]}"));
 	assert_same(0, "{'type':'click','x':1279,'y':719}");
@@ -986,11 +986,11 @@ Test(scale, wide_model_to_720p)
 Test(scale, model_larger_than_desktop_clamps)
 {
 	/* Down by 2: the model's last pixel 1279 -> 639.5 -> 640 -> clamped 639. */
-	struct dg_adapt_scale sc = {640, 400, 1280, 800};
+	struct dg_adapt_scale sc = {640, 400, 1280, 800, NULL};
 	assert_ok(parse_sc(&sc, "{'action':'left_click','coordinate':[1279,799]}"));
 	assert_same(0, "{'type':'click','x':639,'y':399}");
 	/* Up by 2, OpenAI, no clamping needed. */
-	struct dg_adapt_scale up = {1280, 800, 640, 400};
+	struct dg_adapt_scale up = {1280, 800, 640, 400, NULL};
 	assert_ok(openai_preview(&up, "{'type':'move','x':639,'y':399}"));
 	assert_same(0, "{'type':'move','x':1278,'y':798}");
 	/* A thin zoom region folded onto one desktop pixel keeps one pixel:
@@ -1897,16 +1897,21 @@ Test(anthropic, sdk_block_fields)
 	cr_assert(ad.toolset);
 	assert_ok(anthropic_block_with("'caller':null,'cache_control':null,",
 				       "{'action':'screenshot'}"));
-	/* A toolset_name naming another tool is refused, and the refusal is
-	 * still answerable. */
+	/* The browser toolset's blocks are its members (adapt-browser.c): the
+	 * computer tool's name is none, and the refusal is still answerable. */
 	assert_refused(anthropic_block_with("'toolset_name':'browser',", "{'action':'screenshot'}"),
 		       -EINVAL,
-		       "anthropic.toolset_name: \"browser\" is not \"computer\" (deskgate is the "
-		       "computer tool only)");
+		       "browser.name: \"computer\" is not a member of the browser toolset (navigate, "
+		       "read_page, find, left_click, ...)");
 	cr_assert(ad.has_id);
+	cr_assert(ad.browser);
+	assert_refused(anthropic_block_with("'toolset_name':'bash',", "{'action':'screenshot'}"),
+		       -EINVAL,
+		       "anthropic.toolset_name: \"bash\" is not \"computer\" or \"browser\" (the "
+		       "toolsets deskgate speaks)");
 	assert_refused(anthropic_block_with("'toolset_name':7,", "{'action':'screenshot'}"), -EINVAL,
-		       "anthropic.toolset_name: 7 is not \"computer\" (deskgate is the computer tool "
-		       "only)");
+		       "anthropic.toolset_name: 7 is not \"computer\" or \"browser\" (the toolsets "
+		       "deskgate speaks)");
 	assert_refused(anthropic_block_with("'caller':'direct',", "{'action':'screenshot'}"), -EINVAL,
 		       "anthropic.caller: \"direct\" is not an object {type, tool_id?}");
 	assert_refused(anthropic_block_with("'caller':{'type':'direct','x':1},",

@@ -18,7 +18,7 @@ static void cleanup(void)
 
 TestSuite(hello, .fini = cleanup);
 
-static const struct dg_adapt_scale sc = {1280, 800, 0, 0};
+static const struct dg_adapt_scale sc = {1280, 800, 0, 0, NULL};
 
 static int parse(const char *m)
 {
