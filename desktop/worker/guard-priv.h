@@ -12,10 +12,15 @@
  *
  * Every target is also attached to before it runs: auto-attach with
  * waitForDebuggerOnStart (flattened) at the browser and again in every
- * attached session; pages get file chooser interception, and only when the
- * browser acknowledged that does the guard let the target run
- * (Runtime.runIfWaitingForDebugger). A target the guard cannot track (table
- * full, a required setup command failed) is never resumed: it stays frozen.
+ * attached session; only once the browser acknowledged that auto-attach
+ * (the required setup) does the guard let the target run
+ * (Runtime.runIfWaitingForDebugger). Pages also get Page.enable and file
+ * chooser interception, sent before the target runs (so in effect from its
+ * start: a session's commands are handled in order) but not awaited: a tab
+ * the browser opens itself for a noopener link (target=_blank) answers them
+ * only once it runs, and waiting for them left such a tab blank for ever.
+ * A target the guard cannot track (table full, a required setup command
+ * failed) is never resumed: it stays frozen.
  *
  * Each paused request goes to the owner as a DG_MSG_REQUEST; the owner
  * decides it with the session's policy and answers with a DG_MSG_VERDICT;

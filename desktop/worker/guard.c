@@ -16,6 +16,10 @@ struct target {
 	char id[DG_CDP_ID_MAX + 1]; /* targetId: a page's main frame has the same id */
 	char type[DG_GUARD_TYPE_MAX + 1];
 	int setup_pending;       /* setup commands not answered yet */
+	int required_pending;    /* ... of which the target must wait for: a page
+				  * opened by the browser itself (a noopener link's
+				  * tab) answers Page.enable only once it runs */
+	bool counted;            /* set up: counted in st.targets */
 	bool failed;             /* a required setup command failed: never resumed */
 	bool waiting;            /* the browser holds it for us */
 };
@@ -169,8 +173,9 @@ static int target_find(struct dg_guard *g, const char *session)
 static void maybe_resume(struct dg_guard *g, int i)
 {
 	struct target *t = &g->targets[i];
-	if (t->setup_pending > 0 || t->failed)
+	if (t->required_pending > 0 || t->failed || t->counted)
 		return;
+	t->counted = true;
 	g->st.targets++;
 	if (!t->waiting)
 		return;
@@ -190,6 +195,8 @@ static void setup_done(void *arg, int status, json_t *result, const char *error_
 	struct target *t = &g->targets[ref->target];
 	if (t->used && t->gen == ref->gen) {
 		t->setup_pending--;
+		if (ref->required)
+			t->required_pending--;
 		if (status != 0 && ref->required && !t->failed) {
 			t->failed = true;
 			g->st.targets_frozen++;
@@ -225,6 +232,8 @@ static void setup_cmd(struct dg_guard *g, int i, const char *method, json_t *par
 		return;
 	}
 	t->setup_pending++;
+	if (required)
+		t->required_pending++;
 }
 
 static bool type_is(const char *type, const char *const *list)
