@@ -43,7 +43,7 @@
         el('td', {}, DG.fmtClock(Date.now())),
         el('td', {}, DG.badge(decision === 'approve' ? 'allow' : 'deny', verb)),
         el('td', {}, r.by),
-        el('td', {}, DG.describe(c.a.action)),
+        el('td', {}, DG.describe(c.a.action, c.a.element)),
         el('td', {}, el('a', { class: 'mono', href: `player.html?id=${encodeURIComponent(c.a.session)}` }, DG.shortId(c.a.session)))));
       $('#done-card').hidden = false;
       DG.refreshApprovalCount();
@@ -53,23 +53,33 @@
     }
   }
 
+  // The element the action is aimed at: role, name, reference.
+  function elementCell(x) {
+    const name = DG.elementName(x, 200), ref = DG.elementRef(x);
+    return el('dd', { class: 'element' }, name ? el('b', {}, name) : el('span', { class: 'muted' }, 'no role or name'),
+      ref ? [' · ', el('span', { class: 'mono' }, ref)] : null);
+  }
+
   function card(a) {
     const size = sizes.get(a.session);
+    const element = a.element && typeof a.element === 'object' ? a.element : null;
+    const wants = DG.describe(a.action, element);
     const img = el('img', { alt: `The screen of session ${a.session} when the policy asked`, hidden: true });
     const overlay = DG.svg('svg', { class: 'overlay-layer', 'aria-hidden': 'true' });
     const ph = el('div', { class: 'placeholder' }, a.frame ? 'Loading the screen…' : 'No screen was captured.');
     const screen = el('div', { class: 'screen' }, img, overlay, ph);
     const approve = el('button', { type: 'button', class: 'btn btn-approve', 'data-decision': 'approve' }, 'Approve');
     const deny = el('button', { type: 'button', class: 'btn btn-deny', 'data-decision': 'deny' }, 'Deny');
-    const node = el('section', { class: 'card approval', dataset: { id: a.id, session: a.session }, 'aria-label': `Approval for ${DG.describe(a.action)}` },
+    const node = el('section', { class: 'card approval', dataset: { id: a.id, session: a.session }, 'aria-label': `Approval for ${wants}` },
       el('div', {}, el('div', { class: 'screen-caption' }, el('strong', {}, 'Screen when it asked'), el('span', {}, a.title || a.url || '')), screen),
       el('div', {},
         el('div', { class: 'muted small' }, 'Agent ', el('b', {}, a.agent), ' in session ',
           el('a', { class: 'mono', href: `live.html?id=${encodeURIComponent(a.session)}` }, DG.shortId(a.session)), ' wants to'),
-        el('p', { class: 'wants' }, DG.describe(a.action)),
+        el('p', { class: 'wants' }, wants),
         el('div', { class: 'muted small' }, 'Exact action (canonical JSON, what approval is bound to)'),
         el('pre', { class: 'exact' }, JSON.stringify(a.action, null, 2)),
         el('dl', { class: 'kv' },
+          element ? [el('dt', {}, 'Element'), elementCell(element)] : null,
           el('dt', {}, 'Rule'), el('dd', { class: 'mono rule' }, a.rule),
           el('dt', {}, 'Reason'), el('dd', {}, a.reason),
           el('dt', {}, 'Page'), el('dd', {}, a.url ? [a.title && a.title !== a.url ? el('b', {}, a.title) : null, a.title && a.title !== a.url ? ' · ' : null, el('span', { class: 'mono' }, a.url)]
@@ -87,13 +97,13 @@
         img.onload = () => {
           img.hidden = false;
           ph.hidden = true;
-          DG.drawOverlay(overlay, a.action, size || [img.naturalWidth, img.naturalHeight], 'ask', null, 'WAITING FOR YOUR DECISION');
+          DG.drawOverlay(overlay, a.action, size || [img.naturalWidth, img.naturalHeight], 'ask', null, 'WAITING FOR YOUR DECISION', element);
           node.dataset.frameLoaded = '1';
         };
         img.src = url;
       }).catch(() => { ph.textContent = 'The screen is no longer available.'; });
     } else {
-      DG.drawOverlay(overlay, a.action, size || [1280, 800], 'ask', null, 'WAITING FOR YOUR DECISION');
+      DG.drawOverlay(overlay, a.action, size || [1280, 800], 'ask', null, 'WAITING FOR YOUR DECISION', element);
     }
     timeLeft(c);
     return c;

@@ -199,18 +199,80 @@ const DG = (() => {
     return { redacted: false, length: [...s].length, text: s, label: `“${s.length > 80 ? s.slice(0, 79) + '…' : s}”` };
   }
 
+  // Text that came from a page or an agent (an element's role or name, a tab's
+  // title), for one line of display: control characters and line breaks
+  // become spaces, bidirectional controls (which could make it read
+  // backwards) are shown as U+FFFD, and it is cut after max characters.
+  // Display only: it is always inserted as text, never as HTML.
+  function oneLine(s, max = 80) {
+    const t = String(s === null || s === undefined ? '' : s)
+      .replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ')
+      .replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '\ufffd')
+      .replace(/\s+/g, ' ').trim();
+    const cps = [...t];
+    return cps.length > max ? cps.slice(0, max - 1).join('') + '…' : t;
+  }
+
+  // An element an action was aimed at, as the recording has it ("element":
+  // {ref, role, name, box, point}): `button “Add to cart”`, or just the
+  // role or the name when one is missing; '' when it has neither.
+  function elementName(e, max = 60) {
+    if (!e || typeof e !== 'object') return '';
+    const role = oneLine(e.role, 30), name = oneLine(e.name, max);
+    return [role, name ? `“${name}”` : ''].filter(Boolean).join(' ');
+  }
+  // The element's reference, or null when it has none that reads as one.
+  const elementRef = (e) => (e && typeof e === 'object' && typeof e.ref === 'string' && e.ref ? oneLine(e.ref, 24) : null);
+  // [x, y, w, h] with four finite numbers and no negative size, or null.
+  function elementBox(e) {
+    const b = e && typeof e === 'object' ? e.box : null;
+    return Array.isArray(b) && b.length === 4 && b.every((v) => typeof v === 'number' && Number.isFinite(v)) && b[2] >= 0 && b[3] >= 0 ? b : null;
+  }
+  // [x, y] with two finite numbers, or null.
+  function elementPoint(e) {
+    const p = e && typeof e === 'object' ? e.point : null;
+    return Array.isArray(p) && p.length === 2 && p.every((v) => typeof v === 'number' && Number.isFinite(v)) ? p : null;
+  }
+
+  // A browser tab's id as shown in a line: whole when short, else its first
+  // four characters and an ellipsis (the step's details show it whole).
+  function tabId(t) {
+    const s = oneLine(t, 64);
+    return [...s].length > 8 ? [...s].slice(0, 4).join('') + '…' : s;
+  }
+
+  // A form value as shown: a string like typed text (quoted, or its length
+  // when redacted), a number or a boolean as itself.
+  function valueText(v) {
+    if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+    if (v && typeof v === 'object') return typedText(v).label;
+    return typedText(typeof v === 'string' ? oneLine(v, 200) : '').label;
+  }
+
   const BUTTONS = { left: '', middle: 'middle ', right: 'right ', back: 'back ', forward: 'forward ' };
-  // A one-line human description of a canonical action.
-  function describe(a) {
+  // A one-line human description of a canonical action. element: what the
+  // recording says the action was aimed at (optional), named beside its
+  // reference: `click ref_7 (button “Add to cart”) at (640, 300)`.
+  function describe(a, element) {
     if (!a || typeof a !== 'object') return 'unknown action';
     const mods = Array.isArray(a.modifiers) && a.modifiers.length ? a.modifiers.join('+') + '+' : '';
     const at = (x, y) => `at (${x}, ${y})`;
+    const hasXY = a.x !== undefined && a.y !== undefined;
+    // The element a ref names: "ref_7 (textbox “Email”)".
+    const target = () => {
+      const ref = typeof a.ref === 'string' && a.ref ? oneLine(a.ref, 24) : elementRef(element);
+      const e = element && (!elementRef(element) || elementRef(element) === ref) ? elementName(element) : '';
+      if (!ref) return e || 'an element';
+      return e ? `${ref} (${e})` : ref;
+    };
     switch (a.type) {
       case 'click': {
         const n = a.count === 2 ? 'double ' : a.count === 3 ? 'triple ' : '';
-        return `${mods}${n}${BUTTONS[a.button || 'left'] || ''}click ${at(a.x, a.y)}`;
+        const on = !a.ref && element ? ` on ${target()}` : ''; // aimed by its point, the element under it
+        return `${mods}${n}${BUTTONS[a.button || 'left'] || ''}click ${a.ref ? target() + ' ' : ''}${at(a.x, a.y)}${on}`;
       }
-      case 'move': return `move the pointer to (${a.x}, ${a.y})`;
+      case 'move': return a.ref ? `move the pointer to ${target()}` + (hasXY ? ` ${at(a.x, a.y)}` : '')
+        : `move the pointer to (${a.x}, ${a.y})` + (element ? ` over ${target()}` : '');
       case 'drag': {
         const p = Array.isArray(a.path) ? a.path : [];
         const s = p[0] || [], e = p[p.length - 1] || [];
@@ -231,12 +293,32 @@ const DG = (() => {
       case 'back': return 'go back';
       case 'forward': return 'go forward';
       case 'reload': return 'reload the page';
-      case 'screenshot': return 'take a screenshot';
+      case 'screenshot': return Array.isArray(a.region) ? `take a screenshot of (${a.region.join(', ')})` : 'take a screenshot';
       case 'cursor_position': return 'ask where the pointer is';
       case 'zoom': return `zoom into (${(a.region || []).join(', ')})`;
       case 'wait': return `wait ${a.ms} ms`;
       case 'exec': return `run ${(Array.isArray(a.argv) ? a.argv : []).map(shellWord).join(' ')}`;
-      default: return String(a.type || 'unknown action');
+      case 'read_page': return a.ref ? `read the accessibility tree of ${target()}` : `read the page's accessibility tree (${oneLine(a.filter || 'visible', 20)} elements)`;
+      case 'get_page_text': return "read the page's text";
+      case 'find': return `find ${typedText(typeof a.query === 'string' ? oneLine(a.query, 200) : a.query).label} on the page`;
+      case 'list_tabs': return 'list the open tabs';
+      case 'new_tab': return 'open a new tab';
+      case 'switch_tab': return `switch to tab ${tabId(a.tab)}`;
+      case 'close_tab': return `close tab ${tabId(a.tab)}`;
+      case 'read_console': return 'read the console';
+      case 'read_network': return 'read the network requests';
+      case 'scroll_to': return `scroll ${target()} into view`;
+      case 'form_input': return `set ${target()} to ${valueText(a.value)}`;
+      case 'file_upload': {
+        const n = Array.isArray(a.paths) ? a.paths.length : 0;
+        return `upload ${plural(n, 'file')} into ${target()}`;
+      }
+      case 'javascript': {
+        const c = a.code;
+        const n = typeof c === 'string' ? [...c].length : c && typeof c === 'object' && typeof c.length === 'number' ? c.length : null;
+        return n === null ? 'run JavaScript' : `run JavaScript (${plural(n, 'character')})`;
+      }
+      default: return oneLine(a.type || 'unknown action', 40);
     }
   }
   function shellWord(w) {
@@ -334,8 +416,12 @@ const DG = (() => {
   // CSS pixels of the svg as laid out now, so they stay readable however
   // small the frame is shown. pointer: where the pointer was ([x, y]).
   // tag: the corner label (default: from the verdict; null: none).
+  // element: the element the action was aimed at ({ref, role, name, box,
+  // point}, box and point in screen pixels), drawn as its box labelled with
+  // its role and name; pass it only for the screen it was picked on (the
+  // one before the action): on a later one the page may have moved.
   // Returns the svg.
-  function drawOverlay(node, a, screen, verdict, pointer, tag) {
+  function drawOverlay(node, a, screen, verdict, pointer, tag, element) {
     clear(node);
     const [w, h] = Array.isArray(screen) && screen[0] > 0 ? screen : [1280, 800];
     node.setAttribute('viewBox', `0 0 ${w} ${h}`);
@@ -378,10 +464,31 @@ const DG = (() => {
     const banner = (text) => label(w / 2, 24 * u, text.length > 100 ? text.slice(0, 99) + '…' : text, 'middle');
     const hasXY = typeof a.x === 'number' && typeof a.y === 'number';
     const px = Array.isArray(pointer) ? pointer[0] : null, py = Array.isArray(pointer) ? pointer[1] : null;
+    const ePoint = elementPoint(element);
+
+    // The element's box, under the marks, its label below it (above when
+    // there is no room): the action's own tag goes above right of its point.
+    const eBox = elementBox(element);
+    if (eBox) {
+      const [bx, by, bw, bh] = eBox;
+      g.append(svg('rect', {
+        class: 'ov-element', 'data-ref': elementRef(element), x: bx, y: by, width: bw, height: bh,
+        fill: color, 'fill-opacity': 0.1, stroke: color, 'stroke-width': 2.5 * u,
+      }));
+      const text = elementName(element) || elementRef(element) || 'element';
+      const lh = 21 * u; // a label's height (13 px text, 4 px padding each side)
+      const below = by + bh + 4 * u + lh <= h;
+      label(bx, below ? by + bh + 4 * u + lh / 2 : by - 4 * u - lh / 2, text, 'start').classList.add('ov-element-tag');
+    }
+    // A click-like mark at (x, y), with a tag beside it.
+    const target = (x, y, text) => {
+      g.append(svg('circle', { cx: x, cy: y, r: 15 * u, fill: color, opacity: 0.16 }), ring(x, y, 15 * u, { class: 'ov-target' }), dot(x, y));
+      tagNear(x, y, text.length > 70 ? text.slice(0, 69) + '…' : text);
+    };
 
     switch (a.type) {
       case 'click': case 'mouse_down': case 'mouse_up': case 'move': {
-        const x = hasXY ? a.x : px, y = hasXY ? a.y : py;
+        const x = hasXY ? a.x : ePoint ? ePoint[0] : px, y = hasXY ? a.y : ePoint ? ePoint[1] : py;
         if (x === null || x === undefined) { banner(describe(a)); break; }
         if (a.type === 'move') {
           if (px !== null && (px !== x || py !== y)) {
@@ -394,7 +501,7 @@ const DG = (() => {
           if (a.count > 2) g.append(ring(x, y, 27 * u));
           g.append(dot(x, y));
         }
-        const what = a.type === 'click' ? describe(a).replace(/ at \(.*\)$/, '') : a.type.replace('_', ' ');
+        const what = a.type === 'click' ? describe(Object.assign({}, a, { ref: undefined })).replace(/ at \(.*\)$/, '') : a.type.replace('_', ' ');
         tagNear(x, y, `${what} (${x}, ${y})`);
         break;
       }
@@ -433,9 +540,18 @@ const DG = (() => {
         }
         break;
       }
-      case 'zoom': {
+      case 'scroll_to': case 'form_input': case 'file_upload': {
+        const p = hasXY ? [a.x, a.y] : ePoint;
+        const what = a.type === 'scroll_to' ? 'scroll into view'
+          : a.type === 'form_input' ? `set to ${valueText(a.value)}`
+            : `upload ${plural(Array.isArray(a.paths) ? a.paths.length : 0, 'file')}`;
+        if (p) target(p[0], p[1], what);
+        else banner(describe(a, element));
+        break;
+      }
+      case 'zoom': case 'screenshot': {
         const r = Array.isArray(a.region) ? a.region : null;
-        if (r) g.append(svg('rect', { x: r[0], y: r[1], width: r[2] - r[0], height: r[3] - r[1], fill: color, 'fill-opacity': 0.12, stroke: color, 'stroke-width': 3 * u, 'stroke-dasharray': `${8 * u} ${5 * u}` }));
+        if (r) g.append(svg('rect', { class: 'ov-region', x: r[0], y: r[1], width: r[2] - r[0], height: r[3] - r[1], fill: color, 'fill-opacity': 0.12, stroke: color, 'stroke-width': 3 * u, 'stroke-dasharray': `${8 * u} ${5 * u}` }));
         banner(describe(a));
         break;
       }
@@ -587,7 +703,7 @@ const DG = (() => {
   return {
     el, svg, clear, append, $, api, getJSON, events, frameURL, ApiError, token,
     fmtTime, fmtClock, fmtDuration, fmtAgo, fmtBytes, shortId, plural,
-    describe, typedText, chords, badge, verifyInfo, verifyBadge, buildSteps, countVerdicts,
+    describe, typedText, chords, oneLine, elementName, elementRef, elementBox, tabId, valueText, badge, verifyInfo, verifyBadge, buildSteps, countVerdicts,
     drawOverlay, start, every, showError, param, refreshApprovalCount, setApprovalCount, COLORS,
   };
 })();

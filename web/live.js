@@ -52,11 +52,14 @@
     img.src = url;
   }
 
+  // The last action, or the one waiting for a human: with the element it is
+  // aimed at only while it waits (the screen shown is then the one it was
+  // picked on; after an action the page may have moved).
   function drawLast() {
     const svgNode = $('#overlay');
     if (!lastAction || !session) { DG.clear(svgNode); return; }
     DG.drawOverlay(svgNode, lastAction.action, lastAction.screen || session.size, lastAction.verdict, lastAction.pointer,
-      lastAction.waiting ? 'WAITING FOR APPROVAL' : undefined);
+      lastAction.waiting ? 'WAITING FOR APPROVAL' : undefined, lastAction.waiting ? lastAction.element : null);
   }
 
   // The activity log, rebuilt from the recording's events (newest first).
@@ -70,9 +73,9 @@
         if (e.verdict !== 'allow') why = `${e.rule}: ${e.reason}`;
         if (e.approved_by) why = `approved by ${e.approved_by} (${e.rule})`;
         if (e.error) why = (why ? why + ' · ' : '') + `failed: ${e.error}`;
-        out.push({ key: `a${e.seq}`, t, verdict: e.verdict, label: e.approved_by ? 'Approved' : null, desc: DG.describe(e.action), why, kind: 'action' });
+        out.push({ key: `a${e.seq}`, t, verdict: e.verdict, label: e.approved_by ? 'Approved' : null, desc: DG.describe(e.action, e.element), why, kind: 'action' });
       } else if (e.type === 'approval' && e.state === 'pending' && !answered.has(e.id)) {
-        out.push({ key: `p${e.seq}`, t, verdict: 'ask', desc: `waiting for approval: ${DG.describe(e.action)}`, why: `${e.rule}: ${e.reason}`, kind: 'pending' });
+        out.push({ key: `p${e.seq}`, t, verdict: 'ask', desc: `waiting for approval: ${DG.describe(e.action, e.element)}`, why: `${e.rule}: ${e.reason}`, kind: 'pending' });
       } else if (e.type === 'decision' && e.verdict !== 'allow') {
         const what = e.layer === 'egress' ? e.target || e.host : e.layer === 'browser' ? e.url : `${e.kind || 'download'} ${e.url || ''}`;
         const layer = { egress: 'network', browser: 'page request', 'browser-guard': 'browser' }[e.layer] || e.layer;
@@ -115,7 +118,7 @@
         const answered = new Set(evs.filter((e) => e.type === 'approval' && e.state !== 'pending').map((e) => e.id));
         for (const e of evs) {
           if (e.type === 'action') a = e;
-          else if (e.type === 'approval' && e.state === 'pending' && !answered.has(e.id)) a = { seq: e.seq, action: e.action, verdict: 'ask', waiting: true, pointer: a ? a.pointer : null, screen: a ? a.screen : null };
+          else if (e.type === 'approval' && e.state === 'pending' && !answered.has(e.id)) a = { seq: e.seq, action: e.action, element: e.element, verdict: 'ask', waiting: true, pointer: a ? a.pointer : null, screen: a ? a.screen : null };
         }
         if (a && (!lastAction || a.seq !== lastAction.seq)) { lastAction = a; drawLast(); }
         // The page the session is on: the last one an event names.

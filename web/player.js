@@ -77,8 +77,9 @@
     $('#shown').textContent = shown.length === steps.length ? `${steps.length} in all` : `${shown.length} of ${DG.plural(steps.length, 'step')} shown`;
     const list = clear($('#steps'));
     for (const s of shown) {
-      const b = el('button', { type: 'button', 'aria-label': `Step ${s.n}: ${DG.describe(s.action)}, ${s.verdict}` },
-        el('span', { class: 'no' }, String(s.n)), el('span', { class: 'desc' }, DG.describe(s.action)), DG.badge(s.verdict, s.verdict === 'ask' && s.ev.approved_by ? 'Approved' : null));
+      const desc = DG.describe(s.action, s.ev.element);
+      const b = el('button', { type: 'button', 'aria-label': `Step ${s.n}: ${desc}, ${s.verdict}` },
+        el('span', { class: 'no' }, String(s.n)), el('span', { class: 'desc' }, desc), DG.badge(s.verdict, s.verdict === 'ask' && s.ev.approved_by ? 'Approved' : null));
       b.addEventListener('click', () => { stop(); go(s); });
       list.append(el('li', { dataset: { n: s.n, verdict: s.verdict, type: s.action.type }, class: untrusted(s) ? 'untrusted' : null }, b));
     }
@@ -186,7 +187,8 @@
     img.hidden = false;
     ph.hidden = true;
     ov.style.display = '';
-    DG.drawOverlay(ov, s.action, s.ev.screen, s.verdict, s.ev.pointer);
+    // The element's box only over the screen it was picked on.
+    DG.drawOverlay(ov, s.action, s.ev.screen, s.verdict, s.ev.pointer, undefined, which === 'before' ? s.ev.element : null);
     $(`#${which}-info`).textContent = hash.slice(0, 10);
     $(`#${which}-info`).title = `frame ${hash}`;
   }
@@ -197,12 +199,71 @@
     return el('span', {}, title ? el('b', {}, title) : null, title && url ? ' · ' : null, url ? el('span', { class: 'mono' }, url) : null);
   }
 
+  // The element an action was aimed at: role, name, reference, and where
+  // its box and point were on the screen (pixels of the desktop).
+  function elementCell(x) {
+    const name = DG.elementName(x, 200), ref = DG.elementRef(x), b = DG.elementBox(x);
+    const p = Array.isArray(x.point) && x.point.length === 2 ? x.point : null;
+    const r = Math.round;
+    return el('span', { id: 'step-element' },
+      name ? el('b', {}, name) : el('span', { class: 'muted' }, 'no role or name'),
+      ref ? [' · ', el('span', { class: 'mono' }, ref)] : null,
+      b ? ` · box at (${r(b[0])}, ${r(b[1])}), ${r(b[2])}×${r(b[3])}` : null,
+      p && p.every(Number.isFinite) ? ` · aimed at (${r(p[0])}, ${r(p[1])})` : null);
+  }
+
+  // Which tool of the agent's toolset it was: the member's name as the agent
+  // sent it, and the toolset.
+  function toolCell(member, toolset) {
+    const m = member !== undefined && member !== null ? DG.oneLine(member, 64) : '';
+    const t = toolset !== undefined && toolset !== null ? DG.oneLine(toolset, 64) : '';
+    return el('span', { id: 'step-tool' }, m ? el('span', { class: 'mono' }, m) : null, m && t ? ' from the ' : t ? 'the ' : null, t ? `${t} toolset` : null);
+  }
+
+  // A tab as shown: its title and URL, its id, the active one marked.
+  function tabLine(t) {
+    const title = t && t.title ? DG.oneLine(t.title, 120) : '', url = t && t.url ? DG.oneLine(t.url, 200) : '';
+    return [
+      title ? el('b', {}, title) : el('span', { class: 'muted' }, 'untitled'),
+      url ? [' · ', el('span', { class: 'mono' }, url)] : null,
+      t && t.tab_id !== undefined ? [' · ', el('span', { class: 'mono muted' }, DG.oneLine(t.tab_id, 64))] : null,
+    ];
+  }
+  function tabsCell(tabs) {
+    return el('ul', { class: 'events-list tab-list', id: 'step-tabs' }, tabs.filter((t) => t && typeof t === 'object').map((t) => el('li', { dataset: { active: t.active === true ? '1' : '0', tab: DG.oneLine(t.tab_id, 64) } },
+      t.active === true ? el('span', { class: 'badge badge-info' }, 'active') : null, el('span', {}, tabLine(t)))));
+  }
+  // What the action did to the tabs, grouped: [[row label, list], ...].
+  const CHANGE_LABEL = { tab_opened: 'Tabs opened', tab_closed: 'Tabs closed' };
+  // A tab the action changed: as the tabs after it show it, or, for one it
+  // closed, as the last step before that listed it.
+  function findTab(id, tabs, n) {
+    const inList = (l) => (Array.isArray(l) ? l.find((x) => x && typeof x === 'object' && x.tab_id === id) : null);
+    let t = inList(tabs);
+    for (let i = n - 2; !t && i >= 0; i--) t = inList(steps[i].ev.browser_state && steps[i].ev.browser_state.tabs);
+    return t || null;
+  }
+  function tabChanges(changes, tabs, n) {
+    if (!Array.isArray(changes)) return [];
+    const groups = new Map();
+    for (const c of changes) {
+      if (!c || typeof c !== 'object') continue;
+      const k = CHANGE_LABEL[c.type] || 'Tab changes';
+      if (!groups.has(k)) groups.set(k, []);
+      const t = c.tab_id !== undefined ? findTab(c.tab_id, tabs, n) : null;
+      groups.get(k).push(el('li', { dataset: { change: DG.oneLine(c.type, 32), tab: DG.oneLine(c.tab_id, 64) } },
+        el('span', {}, CHANGE_LABEL[c.type] ? null : `${DG.oneLine(c.type, 32).replace(/_/g, ' ')}: `,
+          t ? tabLine(t) : el('span', { class: 'mono' }, DG.oneLine(c.tab_id, 64)))));
+    }
+    return [...groups].map(([k, items]) => [k, el('ul', { class: 'events-list tab-changes', dataset: { kind: k } }, items)]);
+  }
+
   function details(s) {
     const e = s.ev;
     const box = clear($('#step'));
     const head = el('div', { class: 'step-head' },
       el('span', { class: 'step-no' }, `Step ${s.n}`),
-      el('h2', { id: 'step-title' }, DG.describe(s.action)),
+      el('h2', { id: 'step-title' }, DG.describe(s.action, e.element)),
       DG.badge(s.verdict, s.asked && s.verdict === 'ask' ? 'Asked · approved' : s.asked && s.verdict === 'deny' ? 'Asked · denied' : null));
     box.append(head);
     if (untrusted(s)) {
@@ -214,6 +275,7 @@
     const row = (k, v) => kv.append(el('dt', {}, k), el('dd', {}, v));
     row('Page', pageCell(e.url, e.title));
     if (e.url_after !== undefined && (e.url_after !== e.url || e.title_after !== e.title)) row('Page after', pageCell(e.url_after, e.title_after));
+    if (e.element && typeof e.element === 'object') row('Element', elementCell(e.element));
     const t0 = info.first ? info.first.mono_ms : e.mono_ms;
     row('When', `${DG.fmtTime(Date.parse(e.wall))} (${DG.fmtDuration(e.mono_ms - t0)} into the session)`);
     row('Took', e.duration_ms !== undefined ? DG.fmtDuration(e.duration_ms) : '—');
@@ -229,11 +291,27 @@
       const tt = DG.typedText(e.action.text);
       row('Typed', tt.redacted ? `${tt.label}: the recording keeps only its length and a salted hash (the screenshots still show what the screen showed)` : tt.label);
     }
+    if (e.action && e.action.type === 'form_input') {
+      const v = e.action.value;
+      row('Value', typeof v === 'string' ? el('span', { class: 'mono', id: 'step-value' }, `“${v}”`) : DG.valueText(v));
+    }
+    if (e.action && e.action.type === 'file_upload' && Array.isArray(e.action.paths)) {
+      row('Files', el('ul', { class: 'events-list', id: 'step-files' }, e.action.paths.map((f) => el('li', { class: 'mono' }, String(f)))));
+    }
     if (e.error) row('Error', el('span', { class: 'count-deny' }, e.error));
     else if (e.result) row('Result', e.result.ok === false ? 'failed' : `done${e.result.settle_ms !== undefined ? `, screen settled in ${Math.round(e.result.settle_ms)} ms` : ''}`);
     else if (s.verdict !== 'allow') row('Result', 'not performed');
     if (e.wire) row('Agent spoke', e.wire);
+    if (e.member !== undefined || e.toolset !== undefined) row('Tool', toolCell(e.member, e.toolset));
+    const bs = e.browser_state;
+    if (bs && typeof bs === 'object') {
+      if (Array.isArray(bs.tabs)) row('Tabs after', tabsCell(bs.tabs));
+      for (const [k, list] of tabChanges(bs.state_changes, bs.tabs, s.n)) row(k, list);
+    }
     box.append(kv);
+    if (e.action && e.action.type === 'javascript' && typeof e.action.code === 'string') {
+      box.append(el('h3', {}, 'JavaScript run in the page'), el('pre', { class: 'mono', id: 'step-code' }, e.action.code));
+    }
 
     const ex = e.result && e.result.exec;
     if (ex) {

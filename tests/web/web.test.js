@@ -18,6 +18,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { Gateway, Agent, TOKENS, sleep, waitFor } = require('./lib/gateway');
 const { startSite } = require('./lib/site');
+const { writeRecording } = require('./lib/recording');
 
 const CHROMIUM = process.env.DG_CHROMIUM || '/usr/bin/chromium';
 const SHOTS = process.env.DG_WEB_SCREENSHOTS ||
@@ -92,6 +93,7 @@ function policies(host) {
     default: main,
     redacted: { ...main, recording: { redact_text: true } },
     locked: { version: 1, default: 'deny', actions: { allow: ['screenshot', 'click', 'type', 'key', 'scroll', 'wait'], ask: [], deny: ['exec'] }, limits: { memory_mb: 1024, session_seconds: 600 } },
+    asking: { version: 1, default: 'deny', actions: { allow: ['screenshot', 'wait'], ask: ['click'], deny: [] }, limits: { memory_mb: 1024, session_seconds: 600 } },
   };
 }
 
@@ -146,6 +148,8 @@ async function newPage(ctx, label) {
     if (m.type() === 'error' && /Content.Security.Policy|Refused to/i.test(m.text())) pageErrors.push(`${label}: ${m.text()}`);
   });
   page.on('websocket', (ws) => requestURLs.push(ws.url()));
+  // No page may ever open a dialog (hostile text run as script would).
+  page.on('dialog', (d) => { pageErrors.push(`${label}: a ${d.type()} dialog opened: ${d.message()}`); d.dismiss().catch(() => {}); });
   return page;
 }
 
@@ -185,6 +189,47 @@ function near(p, x, y, what, tol = 4) {
   assert.ok(p, `${what}: no overlay mark drawn over a loaded frame`);
   assert.ok(Math.abs(p.x - x) <= tol && Math.abs(p.y - y) <= tol,
     `${what}: overlay drawn at (${p.x.toFixed(1)}, ${p.y.toFixed(1)}), the action was at (${x}, ${y})`);
+}
+
+// The element box drawn over a frame (the player's #ov-before, or the svg
+// given): its rect's attributes, its stroke, where the browser drew it
+// relative to the image (CSS pixels) and the image's scale (CSS pixels per
+// screen pixel), and the label's text and box.
+async function elementBoxShown(page, svgSel, imgSel, screen = [1280, 800]) {
+  return page.evaluate(([svgSel, imgSel, screen]) => {
+    const img = document.querySelector(imgSel);
+    const r = document.querySelector(`${svgSel} rect.ov-element`);
+    if (!img || img.hidden || !img.naturalWidth || !r) return null;
+    const ib = img.getBoundingClientRect(), rb = r.getBoundingClientRect();
+    const tag = document.querySelector(`${svgSel} .ov-element-tag`);
+    const text = tag && tag.querySelector('text');
+    const tb = tag ? tag.getBoundingClientRect() : null;
+    return {
+      attrs: ['x', 'y', 'width', 'height'].map((k) => +r.getAttribute(k)),
+      ref: r.getAttribute('data-ref'),
+      stroke: r.getAttribute('stroke'),
+      shown: [rb.left - ib.left, rb.top - ib.top, rb.width, rb.height],
+      scale: [ib.width / screen[0], ib.height / screen[1]],
+      label: text ? text.textContent : null,
+      labelChildren: text ? text.childElementCount : null,
+      labelBox: tb ? [tb.left - ib.left, tb.top - ib.top, tb.width, tb.height] : null,
+    };
+  }, [svgSel, imgSel, screen]);
+}
+
+// The element box is drawn at the recorded box, scaled to the frame as shown.
+function boxAt(got, box, what) {
+  assert.ok(got, `${what}: no element box drawn over a loaded frame`);
+  assert.deepEqual(got.attrs, box, `${what}: the rect's x, y, width, height are not the recorded box`);
+  const want = [box[0] * got.scale[0], box[1] * got.scale[1], box[2] * got.scale[0], box[3] * got.scale[1]];
+  assert.ok(got.shown.every((v, i) => Math.abs(v - want[i]) <= 1.5),
+    `${what}: drawn at ${got.shown.map((v) => v.toFixed(1))} (CSS px from the frame's corner), the box scaled is ${want.map((v) => v.toFixed(1))}`);
+}
+
+// Waits until the player's overlay over the screen before shows an action
+// of this type (the step's frames are drawn once they are fetched).
+async function overlayOf(page, type) {
+  await page.waitForSelector(`#ov-before g.overlay[data-action="${type}"]`, { timeout: 5000 });
 }
 
 async function playerStep(page) {
@@ -667,6 +712,227 @@ async function main() {
     await P1.waitForSelector(`#ended-table tr[data-id="${R.id}"]`);
     assert.match(await P1.locator(`#ended-table tr[data-id="${R.id}"] td`).nth(8).innerText(), /broken/i);
   });
+
+  // A recording with what the gateway records for browser-use agents acting
+  // on elements (docs/recordings.md): "element", "member" and "toolset",
+  // "browser_state". Written here, hash-chained and sealed with the
+  // gateway's key, on real frames of the recorded session A.
+  const HOSTILE = '<img src=x onerror=alert(1)>';
+  const TAB1 = '1A2B3C4D5E6F7A8B', TAB2 = '9F8E7D6C5B4A3921';
+  const elementSteps = () => {
+    const shop = `http://${host}/`;
+    const tab1 = { tab_id: TAB1, title: 'Acme shop: orders', url: shop, active: true };
+    const tab2 = { tab_id: TAB2, title: 'New Tab', url: 'about:blank', active: true };
+    const off = (t) => ({ ...t, active: false });
+    const steps = [
+      { a: { type: 'click', ref: 'ref_7', x: 700, y: 300, button: 'left', count: 1, modifiers: [] }, v: 'allow', member: 'left_click',
+        element: { ref: 'ref_7', role: 'button', name: 'Add to cart', box: [640, 280, 120, 40], point: [700, 300] }, tabs: [tab1],
+        d: 'click ref_7 (button “Add to cart”) at (700, 300)' },
+      { a: { type: 'form_input', ref: 'ref_12', value: 'a@b.c', x: 350, y: 168 }, v: 'allow', member: 'form_input',
+        element: { ref: 'ref_12', role: 'textbox', name: 'Email', box: [200, 150, 300, 36], point: [350, 168] }, tabs: [tab1],
+        d: 'set ref_12 (textbox “Email”) to “a@b.c”' },
+      { a: { type: 'file_upload', ref: 'ref_3', paths: ['/home/agent/a.pdf', '/home/agent/b.pdf'], x: 200, y: 525 }, v: 'deny', member: 'file_upload',
+        element: { ref: 'ref_3', role: 'button', name: HOSTILE, box: [100, 500, 200, 50], point: [200, 525] },
+        d: `upload 2 files into ref_3 (button “${HOSTILE}”)` },
+      { a: { type: 'javascript', code: 'document.querySelector("#q").value.length;' }, v: 'deny', member: 'javascript_tool',
+        d: 'run JavaScript (42 characters)' },
+      { a: { type: 'new_tab' }, v: 'allow', member: 'tabs_create', tabs: [off(tab1), tab2], changes: [{ type: 'tab_opened', tab_id: TAB2 }],
+        d: 'open a new tab' },
+      { a: { type: 'switch_tab', tab: TAB1 }, v: 'allow', tabs: [tab1, off(tab2)], d: 'switch to tab 1A2B…' },
+      { a: { type: 'close_tab', tab: TAB2 }, v: 'allow', tabs: [tab1], changes: [{ type: 'tab_closed', tab_id: TAB2 }], d: 'close tab 9F8E…' },
+      { a: { type: 'read_console' }, v: 'allow', member: 'read_console_messages', d: 'read the console' },
+      { a: { type: 'read_network' }, v: 'allow', member: 'read_network_requests', d: 'read the network requests' },
+      { a: { type: 'list_tabs' }, v: 'allow', member: 'tabs_context', tabs: [tab1], d: 'list the open tabs' },
+      { a: { type: 'scroll_to', ref: 'ref_20', x: 950, y: 772 }, v: 'allow', member: 'scroll_to',
+        element: { ref: 'ref_20', role: 'link', name: 'Next page', box: [900, 760, 100, 24], point: [950, 772] },
+        d: 'scroll ref_20 (link “Next page”) into view' },
+      { a: { type: 'screenshot', region: [0, 88, 1280, 800] }, v: 'allow', member: 'screenshot', d: 'take a screenshot of (0, 88, 1280, 800)' },
+      { a: { type: 'move', ref: 'ref_4', x: 60, y: 120, modifiers: [] }, v: 'allow', member: 'hover',
+        element: { ref: 'ref_4', role: 'menuitem', name: 'Settings', box: [20, 105, 80, 30], point: [60, 120] },
+        d: 'move the pointer to ref_4 (menuitem “Settings”) at (60, 120)' },
+    ];
+    steps.forEach((x, i) => { x.n = i + 1; });
+    return steps;
+  };
+  let E = null; // {id, steps}
+
+  check('the player shows the element an action was aimed at, the tool and the tabs; element names are text', async () => {
+    current = P1;
+    const evA = await gw.events(A.id);
+    const src = evA.find((e) => e.type === 'action' && e.action.type === 'click' && e.action.x === 57);
+    assert.ok(src && src.frame_before && src.frame_after, 'no frames to borrow from session A');
+    const framesDir = path.join(gw.recordings, A.id, 'frames');
+    const steps = elementSteps();
+    const id = 'web-test-elements';
+    const start = Date.now() - 60000;
+    const shop = `http://${host}/`;
+    const events = [
+      { type: 'lifecycle', state: 'created', profile: 'browser', size: [1280, 800], display: ':99', agent: 'env-agent', policy: 'default' },
+      { type: 'lifecycle', state: 'ready', start_ms: 900, url: shop, title: 'Acme shop: orders' },
+      ...steps.map((x) => {
+        const ev = {
+          type: 'action', index: 0, action: x.a, verdict: x.v, rule: x.v === 'allow' ? 'actions.allow[0]' : 'default',
+          reason: x.v === 'allow' ? 'allowed by the test' : 'refused by the test', url: shop, title: 'Acme shop: orders',
+          screen: [1280, 800], pointer: [640, 400], frame_before: src.frame_before, frame_after: x.v === 'allow' ? src.frame_after : null,
+          duration_ms: 120,
+        };
+        if (x.v === 'allow') Object.assign(ev, { result: { ok: true }, url_after: shop, title_after: 'Acme shop: orders' });
+        if (x.member) Object.assign(ev, { member: x.member, toolset: 'browser' });
+        if (x.element) ev.element = x.element;
+        if (x.tabs) ev.browser_state = { tabs: x.tabs, state_changes: x.changes || [] };
+        return ev;
+      }),
+      { type: 'lifecycle', state: 'ended', reason: 'deleted', actions: steps.length, refused: 2, errors: 0, requests: 0, requests_blocked: 0 },
+    ];
+    const owner = fs.statSync(path.join(gw.recordings, A.id));
+    writeRecording({
+      dir: gw.recordings, id, events, keyFile: path.join(gw.dir, 'state', 'recording-key.pem'), owner: { uid: owner.uid, gid: owner.gid },
+      session: { start: new Date(start).toISOString(), start_ms: start, profile: 'browser', width: 1280, height: 800, token_name: 'env-agent', policy: '{"version":1}\n' },
+      frames: { [src.frame_before]: path.join(framesDir, `${src.frame_before}.png`), [src.frame_after]: path.join(framesDir, `${src.frame_after}.png`) },
+    });
+    E = { id, steps };
+    await P1.goto(`/player.html?id=${id}`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    assert.equal(await P1.getAttribute('#verify-banner', 'data-status'), 'sealed', `the test's recording does not verify: ${await text(P1, '#verify-banner')}`);
+    // Every new action type in plain words.
+    assert.deepEqual(await P1.locator('#steps li .desc').allTextContents(), steps.map((x) => x.d));
+
+    // A click on an element: its box where it was on the screen before, in
+    // the verdict's colour, labelled; the click drawn at its point.
+    await P1.locator('#steps li[data-n="1"] button').click();
+    await waitStep(P1, 1);
+    await overlayOf(P1, steps[0].a.type);
+    assert.equal(await text(P1, '#step-title'), steps[0].d);
+    let got = await elementBoxShown(P1, '#ov-before', '#img-before');
+    boxAt(got, [640, 280, 120, 40], 'click on ref_7');
+    assert.equal(got.stroke, '#1f6feb', 'an allowed action is drawn in blue');
+    assert.equal(got.ref, 'ref_7');
+    assert.equal(got.label, 'button “Add to cart”');
+    assert.ok(got.labelBox[1] >= got.shown[1] + got.shown[3], 'the label is not below the box');
+    near(await overlayPoint(P1, 'before'), 700, 300, 'click on ref_7');
+    assert.equal(await P1.locator('#ov-after rect.ov-element').count(), 0, 'the element box is drawn over the screen after the action');
+    assert.equal(await text(P1, '#step-tool'), 'left_click from the browser toolset');
+    assert.equal(await text(P1, '#step-element'), 'button “Add to cart” · ref_7 · box at (640, 280), 120×40 · aimed at (700, 300)');
+    assert.deepEqual(await P1.locator('#step-tabs li').evaluateAll((l) => l.map((x) => [x.dataset.tab, x.dataset.active])), [[TAB1, '1']]);
+    assert.match(await P1.locator('#step-tabs li[data-active="1"]').textContent(), new RegExp(`^activeAcme shop: orders · http://${host.replace('.', '\\.')}/ · ${TAB1}$`));
+
+    // A form set to a value.
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 2);
+    await overlayOf(P1, steps[1].a.type);
+    boxAt(await elementBoxShown(P1, '#ov-before', '#img-before'), [200, 150, 300, 36], 'form_input on ref_12');
+    near(await overlayPoint(P1, 'before'), 350, 168, 'form_input on ref_12');
+    assert.equal(await text(P1, '#step-value'), '“a@b.c”');
+
+    // A refused upload into an element a hostile page named with markup:
+    // drawn in red, the name shown as text, nothing of it run or inserted.
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 3);
+    await overlayOf(P1, steps[2].a.type);
+    got = await elementBoxShown(P1, '#ov-before', '#img-before');
+    boxAt(got, [100, 500, 200, 50], 'file_upload on ref_3');
+    assert.equal(got.stroke, '#d1242f', 'a denied action is drawn in red');
+    assert.equal(got.label, `button “${HOSTILE}”`);
+    assert.equal(got.labelChildren, 0, 'the label has child elements: the name was parsed as markup');
+    assert.equal(await P1.locator('#step-title').textContent(), steps[2].d);
+    assert.match(await P1.locator('#step-element').textContent(), new RegExp(`^button “${HOSTILE.replace(/[()]/g, '\\$&')}” · ref_3`));
+    assert.deepEqual(await P1.locator('#step-files li').allTextContents(), ['/home/agent/a.pdf', '/home/agent/b.pdf']);
+    const dom = await P1.evaluate(() => ({
+      imgs: [...document.querySelectorAll('img')].map((i) => i.id),
+      handlers: document.querySelectorAll('[onerror], [onload], [onclick]').length,
+      bad: document.querySelectorAll('img[src="x"], svg img, .desc *, #step-title *').length,
+    }));
+    assert.deepEqual(dom, { imgs: ['img-before', 'img-after'], handlers: 0, bad: 0 });
+
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 4);
+    await overlayOf(P1, steps[3].a.type);
+    assert.equal(await text(P1, '#step-code'), steps[3].a.code);
+    assert.equal(await P1.locator('#ov-before rect.ov-element').count(), 0, 'a box drawn for an action on no element');
+    assert.equal(await text(P1, '#step-tool'), 'javascript_tool from the browser toolset');
+
+    // A new tab: the tabs after it, the new one active, and which opened.
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 5);
+    await overlayOf(P1, steps[4].a.type);
+    assert.deepEqual(await P1.locator('#step-tabs li').evaluateAll((l) => l.map((x) => [x.dataset.tab, x.dataset.active])), [[TAB1, '0'], [TAB2, '1']]);
+    assert.deepEqual(await P1.locator('.tab-changes[data-kind="Tabs opened"] li').evaluateAll((l) => l.map((x) => [x.dataset.change, x.dataset.tab])), [['tab_opened', TAB2]]);
+    assert.match(await text(P1, '#step'), new RegExp(`Tabs opened\\s+New Tab · about:blank · ${TAB2}`));
+    assert.match(await P1.locator('#ov-before .ov-tag text').first().textContent(), /open a new tab/);
+    await P1.keyboard.press('ArrowRight');
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 7);
+    await overlayOf(P1, steps[6].a.type);
+    assert.match(await text(P1, '#step'), new RegExp(`Tabs closed\\s+New Tab · about:blank · ${TAB2}`));
+    assert.match(await P1.locator('#ov-before .ov-tag text').first().textContent(), /close tab 9F8E…/);
+
+    // An element at the bottom of the screen: its label above the box.
+    await P1.locator('#steps li[data-n="11"] button').click();
+    await waitStep(P1, 11);
+    await overlayOf(P1, steps[10].a.type);
+    got = await elementBoxShown(P1, '#ov-before', '#img-before');
+    boxAt(got, [900, 760, 100, 24], 'scroll_to ref_20');
+    assert.ok(got.labelBox[1] + got.labelBox[3] <= got.shown[1] + 0.5, 'the label of an element at the bottom is not above its box');
+    // A screenshot of a region: the region drawn.
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 12);
+    await overlayOf(P1, steps[11].a.type);
+    assert.deepEqual(await P1.locator('#ov-before rect.ov-region').evaluate((r) => ['x', 'y', 'width', 'height'].map((k) => +r.getAttribute(k))), [0, 88, 1280, 712]);
+    await P1.keyboard.press('ArrowRight');
+    await waitStep(P1, 13);
+    await overlayOf(P1, steps[12].a.type);
+    boxAt(await elementBoxShown(P1, '#ov-before', '#img-before'), [20, 105, 80, 30], 'move to ref_4');
+    near(await overlayPoint(P1, 'before'), 60, 120, 'move to ref_4');
+    // The filters know the new types.
+    const types = await P1.locator('input[data-filter=type]').evaluateAll((l) => l.map((x) => x.value));
+    assert.deepEqual(types, [...new Set(steps.map((x) => x.a.type))].sort());
+    await P1.locator('#steps li[data-n="1"] button').click();
+    await waitStep(P1, 1);
+    await overlayOf(P1, steps[0].a.type);
+    await shot(P1, 'player-elements', { fullPage: true });
+  });
+
+  check('the Approvals page shows the element a waiting action is aimed at', async () => {
+    // A real action waiting for a human; the element the gateway adds to
+    // it is added here (the test's own, with a hostile name).
+    const X = await Agent.create(gw, { profile: 'xterm', policy: 'asking' });
+    const P3 = await newPage(viewerCtx, 'approvals-element');
+    current = P3;
+    const element = { ref: 'ref_5', role: 'link', name: `${HOSTILE}Delete account`, box: [300, 200, 160, 30], point: [380, 215] };
+    await P3.route('**/v1/approvals', async (route) => {
+      const res = await route.fetch();
+      const j = await res.json();
+      for (const a of j.approvals || []) if (a.session === X.id) a.element = element;
+      await route.fulfill({ response: res, json: j });
+    });
+    try {
+      const size = (await gw.api('GET', `/v1/sessions/${X.id}`, TOKENS.viewer)).size;
+      assert.equal((await X.act({ type: 'screenshot' })).verdict, 'allow');
+      await P3.goto('/approvals.html');
+      await signIn(P3, TOKENS.alice);
+      const pending = await X.sendAsk({ type: 'click', x: 380, y: 215 });
+      assert.equal(pending.type, 'pending', JSON.stringify(pending));
+      const sel = `.approval[data-id="${pending.approval}"]`;
+      await P3.waitForSelector(`${sel}[data-frame-loaded="1"]`, { timeout: 10000 });
+      const card = P3.locator(sel);
+      assert.equal(await card.locator('.wants').textContent(), `click at (380, 215) on ref_5 (link “${HOSTILE}Delete account”)`);
+      assert.equal(await card.locator('dd.element').textContent(), `link “${HOSTILE}Delete account” · ref_5`);
+      const got = await elementBoxShown(P3, `${sel} svg.overlay-layer`, `${sel} img`, size);
+      boxAt(got, element.box, 'the waiting click');
+      assert.equal(got.stroke, '#b06000', 'a waiting action is drawn in the colour of asked ones');
+      assert.equal(got.label, `link “${HOSTILE}Delete account”`);
+      assert.equal(got.labelChildren, 0);
+      assert.equal(await P3.evaluate(() => document.querySelectorAll('[onerror], img[src="x"], svg img, .wants *').length), 0);
+      await P3.bringToFront();
+      await shot(P3, 'approvals-element');
+      await card.locator('button[data-decision=deny]').click();
+      const r = await X.result(15000);
+      assert.equal(r.verdict, 'deny');
+    } finally {
+      await P3.close();
+      await X.end();
+    }
+  }, 90000);
 
   check('the blast radius page explains a policy, with the last deskgate audit when there is one', async () => {
     current = P1;
