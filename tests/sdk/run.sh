@@ -5,7 +5,10 @@
 # `deskgate serve` it starts (as root), and type-checks every answer with
 # tsc against the SDKs' own types.
 #
-#   tests/sdk/run.sh DESKGATE_BINARY WORK_DIR
+#   tests/sdk/run.sh DESKGATE_BINARY WORK_DIR [SUITE]
+#
+# SUITE is conformance (the default: conformance.js) or browser (browser.js:
+# the browser toolset against a real browser session).
 #
 # Installs the pinned npm dev dependencies (package-lock.json: @anthropic-ai/sdk,
 # openai, typescript, ws) into tests/sdk/node_modules when they are missing
@@ -18,7 +21,9 @@ die() { echo "sdk conformance: $*" >&2; exit 1; }
 
 bin=${1:-}
 work=${2:-}
-[ -n "$bin" ] && [ -n "$work" ] || die "usage: $0 DESKGATE_BINARY WORK_DIR"
+suite=${3:-conformance}
+[ -n "$bin" ] && [ -n "$work" ] || die "usage: $0 DESKGATE_BINARY WORK_DIR [conformance|browser]"
+case "$suite" in conformance|browser) ;; *) die "unknown suite $suite (conformance, browser)" ;; esac
 [ -x "$bin" ] || die "$bin is not an executable"
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -37,4 +42,4 @@ fi
 
 # tests/web/lib/gateway.js (the gateway it starts) requires ws: from here.
 export NODE_PATH="$here/node_modules"
-exec node "$here/conformance.js" "$bin" "$work"
+exec node "$here/$suite.js" "$bin" "$work"
