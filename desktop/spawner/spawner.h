@@ -164,7 +164,7 @@ int dg_jail_cleanup_stale(struct dg_err *err);
  * profile (its user data dir) and cache, and the browser's own
  * directories in /tmp and /dev/shm (its singleton socket). See
  * desktop/spawner/jail-enter.c. The same list is what an upload may never
- * read (dg_desktop_hidden_prefix). */
+ * read (dg_desktop_hidden_prefix, dg_desktop_upload_check). */
 #define DG_DESKTOP_X11_DIR "/tmp/.X11-unix"
 #define DG_DESKTOP_BROWSER_DIR DG_JAIL_HOME "/.chromium"
 #define DG_DESKTOP_BROWSER_CACHE_DIR DG_JAIL_HOME "/.cache/chromium"
@@ -222,6 +222,15 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 
 /* Ends the desktop and everything in its jail; closes what is still open. */
 void dg_desktop_destroy(struct dg_desktop *d);
+
+/* The spawner's upload check (upload.c; the verdicts are in
+ * desktop/proto/proto.h): the n paths (each dg_upload_path_valid, 1..
+ * DG_UPLOAD_PATHS_MAX) looked at in the desktop's view of jail j, its
+ * init's root, never following a symbolic link, into out (a verdict per
+ * path). Returns 0, or a negative errno with err when j's root could not be
+ * looked at at all (the jail ended). Only the jail's owner may call it. */
+int dg_desktop_upload_check(const struct dg_jail *j, const char *const *paths, uint32_t n,
+			    struct dg_upload_check *out, struct dg_err *err);
 
 /* ---- The spawner: the privileged half of `deskgate serve` (spawner.c) ---- */
 
