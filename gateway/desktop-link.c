@@ -1,8 +1,9 @@
 /* The gateway's side of a session's desktop: the worker's channel (READY,
  * results, frames, events, the browser's held requests), the exec result
  * channel, and the spawner's messages about sessions (created, ended, exec
- * started). Above the sessions' lifecycle and the runner: what the desktop
- * says ends a step (dg_gw_step_done) or the session (dg_gw_session_end).
+ * started, upload paths checked: to dg_gw_upload_checked). Above the
+ * sessions' lifecycle and the runner: what the desktop says ends a step
+ * (dg_gw_step_done) or the session (dg_gw_session_end).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -261,7 +262,7 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 		if (!x->used)
 			continue;
 		if ((ended && strcmp(x->id, msg->session) == 0) ||
-		    (req && (x->create_req == req || x->exec_req == req)))
+		    (req && (x->create_req == req || x->exec_req == req || x->upload_req == req)))
 			s = x;
 	}
 	if (!s) {
@@ -275,6 +276,16 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 		return;
 	}
 	const char *error = msg->type == DG_SPAWN_ERROR ? msg->u.text : NULL;
+	if (req == s->upload_req) {
+		s->upload_req = 0;
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]); /* neither answer carries any */
+		if (msg->type == DG_SPAWN_UPLOAD_CHECKED && strcmp(msg->session, s->id) == 0)
+			dg_gw_upload_checked(s, &msg->u.upload_checked, NULL);
+		else
+			dg_gw_upload_checked(s, NULL, error ? error : "the spawner answered no check");
+		return;
+	}
 	if (req == s->create_req) {
 		s->create_req = 0;
 		if (msg->type != DG_SPAWN_CREATED || nfds != 2) {

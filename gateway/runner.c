@@ -431,6 +431,26 @@ static void start_exec(struct gw_session *s, json_t *action)
 	s->exec_req = n;
 }
 
+/* The channel's bounds on upload paths are the file_upload action's. */
+_Static_assert(DG_UPLOAD_PATHS_MAX == DG_ACTION_PATHS_MAX, "upload paths: channel vs action");
+_Static_assert(DG_UPLOAD_PATH_MAX == DG_ACTION_FILE_PATH_MAX, "upload path bytes: channel vs action");
+
+/* The spawner's verdicts on a file_upload's paths (asked with
+ * dg_spawner_upload_check, the request number kept in s->upload_req): for
+ * now only logged; running file_upload on them is the runner's to add. */
+void dg_gw_upload_checked(struct gw_session *s, const struct dg_upload_check *answer,
+			  const char *error)
+{
+	if (!answer) {
+		fprintf(stderr, "deskgate: session %s: upload check: %s\n", s->id, error);
+		return;
+	}
+	for (uint32_t i = 0; i < answer->n; i++)
+		fprintf(stderr, "deskgate: session %s: upload check: file %u: verdict %u, %llu bytes\n",
+			s->id, (unsigned)i, (unsigned)answer->files[i].verdict,
+			(unsigned long long)answer->files[i].size);
+}
+
 /* The binding of an approval: SHA-256 over the session id, a NUL and the
  * action's canonical JSON (sorted keys, compact), so approving one action
  * can never let another one through, here or in another session. */

@@ -157,6 +157,9 @@ struct gw_session {
 	struct lws *exec_wsi;  /* its result channel */
 	char *exec_buf;
 	size_t exec_len;
+	int upload_req;        /* spawner request of the upload check in flight
+				* (dg_spawner_upload_check); its answer goes to
+				* dg_gw_upload_checked */
 	json_t *pending_result;/* worker RESULT waiting for its FRAME */
 	unsigned char *png;
 	size_t png_len;
@@ -346,6 +349,11 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 void dg_gw_step_done(struct gw_session *s, json_t *res);
 void dg_gw_step_failed(struct gw_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The spawner's answer to s's upload check (s->upload_req, cleared): the
+ * verdict on each path asked, in their order (answer->n of them), or
+ * answer NULL and error saying why the spawner could not check. */
+void dg_gw_upload_checked(struct gw_session *s, const struct dg_upload_check *answer,
+			  const char *error);
 /* Sends an action to s's worker: action is its canonical text (len bytes,
  * dg_adapted.text or a constant), sent as it is. 0 or a negative errno. */
 int dg_gw_send_to_worker(struct gw_session *s, const char *action, size_t len);

@@ -298,6 +298,8 @@ void dg_worker_stop(struct dg_worker *w);
  *   EGRESS   nothing
  *   EXEC     session string, argc, i64 timeout_ms, argc strings (argv), the
  *            stdin string (the one string that may hold NULs)
+ *   UPLOAD_CHECK  session string, n (1..DG_UPLOAD_PATHS_MAX), n path strings
+ *            (each an upload path: dg_upload_path_valid)
  *   CREATED  session string, slot, i64 start_ms, warm (0/1) + 2 descriptors:
  *            the worker's channel, the egress listener of the jail
  *   OK       nothing (destroy and pool)
@@ -306,6 +308,9 @@ void dg_worker_stop(struct dg_worker *w);
  *   ERROR    the message string (at most DG_SPAWN_TEXT_MAX bytes)
  *   ENDED    session string, the reason string: a session's desktop ended
  *            on its own
+ *   UPLOAD_CHECKED  session string, n (as asked), then n entries of 20
+ *            bytes, in the order of the paths asked: verdict, at, detail,
+ *            u64 size (struct dg_upload_file: the rules are there)
  * A datagram that does not decode to exactly one valid message (unknown
  * type, a size other than its fields', a field out of its bounds, a string
  * that is not canonical, the wrong number of descriptors) is a protocol
@@ -331,13 +336,91 @@ enum dg_spawn_type {
 	DG_SPAWN_POOL = 3,
 	DG_SPAWN_EGRESS = 4,
 	DG_SPAWN_EXEC = 5,
+	DG_SPAWN_UPLOAD_CHECK = 6,
 	/* replies and events, spawner -> gateway */
 	DG_SPAWN_CREATED = 16,
 	DG_SPAWN_OK = 17,
 	DG_SPAWN_CHANNEL = 18,
 	DG_SPAWN_ERROR = 19,
 	DG_SPAWN_ENDED = 20,
+	DG_SPAWN_UPLOAD_CHECKED = 21,
 };
+#define DG_SPAWN_REQUEST_LAST DG_SPAWN_UPLOAD_CHECK /* requests are 1..this */
+
+/* ---- upload checks: what a file_upload may hand the browser ------------
+ *
+ * The browser opens an upload's files by path, in the desktop's view of
+ * the jail. Before the gateway lets it, the spawner looks at each path in
+ * that view (the jail init's root) without following any symbolic link in
+ * any component, and answers per path with a verdict:
+ *   OK               a regular file on the session's scratch tmpfs (/tmp,
+ *                    /home/user, /dev/shm), readable by the jail's user,
+ *                    at most DG_UPLOAD_FILE_MAX bytes; size is its size
+ *   MISSING          the component that ends at byte `at` does not exist
+ *   SYMLINK          the component that ends at byte `at` is a symbolic link
+ *   NOT_REGULAR      the file is no regular file; detail: what it is (its
+ *                    S_IFMT bits: a directory, FIFO, socket or device)
+ *   OUTSIDE_SCRATCH  the file is not on the session's scratch tmpfs
+ *   BROWSER_FILES    the path is, or is below, the browser's own files up
+ *                    to byte `at` (what exec never sees: the profile, its
+ *                    cache, the X socket directory, Chromium's temporary
+ *                    directories; desktop/spawner/spawner.h); decided from
+ *                    the path alone, before anything is opened
+ *   TOO_LARGE        more than DG_UPLOAD_FILE_MAX bytes; size is its size
+ *   UNREADABLE       the jail's user may not read the file (at 0) or search
+ *                    the directory that ends at byte `at`
+ *   ERROR            looking failed otherwise: detail is the errno (e.g.
+ *                    ENOTDIR with `at` at the component that is a file)
+ * `at` is a length of the path asked: the prefix naming the component at
+ * fault (0: the whole path). A file that passed can still be swapped for a
+ * symbolic link before the browser opens it: the check is no lock (see
+ * docs/jail.md, "What an upload may read"). */
+#define DG_UPLOAD_PATHS_MAX 16           /* paths of one check (= DG_ACTION_PATHS_MAX) */
+#define DG_UPLOAD_PATH_MAX 1024          /* bytes of one (= DG_ACTION_FILE_PATH_MAX) */
+#define DG_UPLOAD_FILE_MAX (64ull * 1024 * 1024) /* bytes of one file uploaded */
+#define DG_UPLOAD_ERRNO_MAX 4095         /* an ERROR's detail is 1..this */
+
+enum dg_upload_verdict {
+	DG_UPLOAD_OK = 0,
+	DG_UPLOAD_MISSING = 1,
+	DG_UPLOAD_SYMLINK = 2,
+	DG_UPLOAD_NOT_REGULAR = 3,
+	DG_UPLOAD_OUTSIDE_SCRATCH = 4,
+	DG_UPLOAD_BROWSER_FILES = 5,
+	DG_UPLOAD_TOO_LARGE = 6,
+	DG_UPLOAD_UNREADABLE = 7,
+	DG_UPLOAD_ERROR = 8,
+	DG_UPLOAD_VERDICT_COUNT = 9,
+};
+
+/* One path's answer. The rules (checked both ways): at <= DG_UPLOAD_PATH_MAX;
+ * size is 0 but for OK (<= DG_UPLOAD_FILE_MAX) and TOO_LARGE (above it);
+ * detail is 0 but for NOT_REGULAR (S_IFDIR, S_IFCHR, S_IFBLK, S_IFIFO or
+ * S_IFSOCK) and ERROR (1..DG_UPLOAD_ERRNO_MAX); at is 0 for OK, NOT_REGULAR,
+ * OUTSIDE_SCRATCH and TOO_LARGE, at least 2 (a component) for MISSING,
+ * SYMLINK and BROWSER_FILES. */
+struct dg_upload_file {
+	enum dg_upload_verdict verdict;
+	uint32_t at;
+	uint32_t detail;
+	uint64_t size;
+};
+
+/* The answer to one check: n files, in the order of the paths asked. */
+struct dg_upload_check {
+	uint32_t n;
+	struct dg_upload_file files[DG_UPLOAD_PATHS_MAX];
+};
+
+/* An upload path as the channel carries it: absolute, canonical (no empty,
+ * "." or ".." component, no trailing slash), at most DG_UPLOAD_PATH_MAX
+ * bytes, no control character (below 0x20, 0x7f). The action parser
+ * (actions/action.c) accepts only such paths; the spawner checks again. */
+bool dg_upload_path_valid(const char *path, size_t len);
+
+/* f's verdict on path (the path asked) as a phrase for the agent, e.g. "a
+ * symbolic link at /tmp/x", into buf (always NUL-terminated). */
+void dg_upload_reason(const struct dg_upload_file *f, const char *path, char *buf, size_t len);
 
 /* Per-type size caps of a whole datagram, header included. */
 #define DG_SPAWN_HEADER 8
@@ -357,12 +440,20 @@ enum dg_spawn_type {
 #define DG_SPAWN_ERROR_MAX (DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SPAWN_TEXT_MAX))
 #define DG_SPAWN_ENDED_MAX \
 	(DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + DG_SPAWN_STRING_MAX(DG_SPAWN_TEXT_MAX))
+#define DG_SPAWN_UPLOAD_ENTRY_SIZE 20
+#define DG_SPAWN_UPLOAD_CHECK_MAX                                                 \
+	(DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + 4 +            \
+	 DG_UPLOAD_PATHS_MAX * DG_SPAWN_STRING_MAX(DG_UPLOAD_PATH_MAX))
+#define DG_SPAWN_UPLOAD_CHECKED_MAX                                               \
+	(DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + 4 +            \
+	 DG_UPLOAD_PATHS_MAX * DG_SPAWN_UPLOAD_ENTRY_SIZE)
 
 /* One message, decoded. Only the fields of its type are meaningful. */
 struct dg_spawn_msg {
 	enum dg_spawn_type type;
 	uint32_t req;
-	char session[DG_SESSION_ID_MAX + 1]; /* CREATE, DESTROY, EXEC, CREATED, ENDED */
+	char session[DG_SESSION_ID_MAX + 1]; /* CREATE, DESTROY, EXEC, CREATED, ENDED,
+					      * UPLOAD_CHECK, UPLOAD_CHECKED */
 	union {
 		struct {
 			enum dg_profile profile;
@@ -394,6 +485,13 @@ struct dg_spawn_msg {
 			int32_t pid;      /* > 0 */
 		} channel;
 		char text[DG_SPAWN_TEXT_MAX + 1]; /* ERROR's message, ENDED's reason */
+		struct {
+			uint32_t n; /* 1..DG_UPLOAD_PATHS_MAX */
+			/* n paths; they point into the bytes decoded or the
+			 * caller's strings, as exec's argv */
+			const char *paths[DG_UPLOAD_PATHS_MAX];
+		} upload_check;
+		struct dg_upload_check upload_checked;
 	} u;
 };
 
@@ -477,6 +575,11 @@ struct dg_spawner {
  *            gateway's handle on it has pid -1 -> CHANNEL or ERROR
  *   exec     argv (argc strings) in the session's jail, stdin fed to it,
  *            timeout_ms as above -> CHANNEL (the result stream) or ERROR
+ *   upload_check  the n paths (1..DG_UPLOAD_PATHS_MAX, each
+ *            dg_upload_path_valid) looked at in the session's desktop
+ *            -> UPLOAD_CHECKED (a verdict per path, in their order) or
+ *            ERROR (no such session, its desktop ended, the jail's root
+ *            could not be opened)
  * Unrequested: ENDED. */
 int dg_spawner_create(struct dg_spawner *sp, const char *session, enum dg_profile profile,
 		      int width, int height, const struct dg_limits *limits, bool strict,
@@ -488,6 +591,8 @@ int dg_spawner_egress(struct dg_spawner *sp, struct dg_err *err);
 int dg_spawner_exec(struct dg_spawner *sp, const char *session, const char *const *argv,
 		    size_t argc, const char *stdin_data, size_t stdin_len, long long timeout_ms,
 		    struct dg_err *err);
+int dg_spawner_upload_check(struct dg_spawner *sp, const char *session, const char *const *paths,
+			    size_t n, struct dg_err *err);
 
 /* Receives one message if one is waiting: 1 (m and fds set; the caller
  * owns the descriptors), 0, or a negative errno (-EPIPE: the spawner is

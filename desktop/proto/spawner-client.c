@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -114,6 +115,86 @@ int dg_spawner_exec(struct dg_spawner *sp, const char *session, const char *cons
 	m.u.exec.stdin_len = (uint32_t)stdin_len;
 	m.u.exec.timeout_ms = timeout_ms;
 	return send_msg(sp, &m, err);
+}
+
+int dg_spawner_upload_check(struct dg_spawner *sp, const char *session, const char *const *paths,
+			    size_t n, struct dg_err *err)
+{
+	struct dg_spawn_msg m = {.type = DG_SPAWN_UPLOAD_CHECK};
+	if (set_session(&m, session, err) != 0)
+		return -EINVAL;
+	if (!paths || n < 1 || n > DG_UPLOAD_PATHS_MAX)
+		return dg_err_set(err, -EINVAL, "spawner: upload check: 1 to %d paths, not %zu",
+				  DG_UPLOAD_PATHS_MAX, n);
+	for (size_t i = 0; i < n; i++) {
+		if (!paths[i] ||
+		    !dg_upload_path_valid(paths[i], strnlen(paths[i], DG_UPLOAD_PATH_MAX + 1)))
+			return dg_err_set(err, -EINVAL, "spawner: upload check: paths[%zu] is not an "
+					  "absolute, canonical path of at most %d bytes without "
+					  "control characters", i, DG_UPLOAD_PATH_MAX);
+		m.u.upload_check.paths[i] = paths[i];
+	}
+	m.u.upload_check.n = (uint32_t)n;
+	return send_msg(sp, &m, err);
+}
+
+static const char *file_kind(uint32_t type)
+{
+	switch (type) {
+	case S_IFDIR: return "a directory";
+	case S_IFIFO: return "a FIFO";
+	case S_IFSOCK: return "a socket";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	default: return "something else";
+	}
+}
+
+void dg_upload_reason(const struct dg_upload_file *f, const char *path, char *buf, size_t len)
+{
+	if (!len)
+		return;
+	/* The component at fault: the first `at` bytes of the path asked. */
+	size_t plen = path ? strlen(path) : 0;
+	int at = (int)(f->at < plen ? f->at : plen);
+	const char *p = path ? path : "";
+	switch (f->verdict) {
+	case DG_UPLOAD_OK:
+		snprintf(buf, len, "ok (%llu bytes)", (unsigned long long)f->size);
+		break;
+	case DG_UPLOAD_MISSING:
+		snprintf(buf, len, "no such file or directory: %.*s", at, p);
+		break;
+	case DG_UPLOAD_SYMLINK:
+		snprintf(buf, len, "a symbolic link at %.*s (an upload follows none)", at, p);
+		break;
+	case DG_UPLOAD_NOT_REGULAR:
+		snprintf(buf, len, "not a regular file (%s)", file_kind(f->detail));
+		break;
+	case DG_UPLOAD_OUTSIDE_SCRATCH:
+		snprintf(buf, len, "outside the session's scratch space (/tmp, /home/user, /dev/shm)");
+		break;
+	case DG_UPLOAD_BROWSER_FILES:
+		snprintf(buf, len, "the browser's own files (%.*s)", at, p);
+		break;
+	case DG_UPLOAD_TOO_LARGE:
+		snprintf(buf, len, "too large: %llu bytes, at most %llu", (unsigned long long)f->size,
+			 (unsigned long long)DG_UPLOAD_FILE_MAX);
+		break;
+	case DG_UPLOAD_UNREADABLE:
+		if (at)
+			snprintf(buf, len, "not readable by the session's user (%.*s may not be "
+				 "searched)", at, p);
+		else
+			snprintf(buf, len, "not readable by the session's user");
+		break;
+	case DG_UPLOAD_ERROR:
+		snprintf(buf, len, "%s%s%.*s", strerror((int)f->detail), at ? ": " : "", at, p);
+		break;
+	default:
+		snprintf(buf, len, "unknown verdict %u", (unsigned)f->verdict);
+		break;
+	}
 }
 
 int dg_spawner_recv(struct dg_spawner *sp, struct dg_spawn_msg *m, int *fds, int *nfds,

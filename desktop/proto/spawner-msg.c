@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "desktop/proto/proto.h"
 
@@ -25,6 +26,8 @@ size_t dg_spawn_max(uint32_t type)
 	case DG_SPAWN_CHANNEL: return DG_SPAWN_CHANNEL_MAX;
 	case DG_SPAWN_ERROR: return DG_SPAWN_ERROR_MAX;
 	case DG_SPAWN_ENDED: return DG_SPAWN_ENDED_MAX;
+	case DG_SPAWN_UPLOAD_CHECK: return DG_SPAWN_UPLOAD_CHECK_MAX;
+	case DG_SPAWN_UPLOAD_CHECKED: return DG_SPAWN_UPLOAD_CHECKED_MAX;
 	default: return 0;
 	}
 }
@@ -47,6 +50,8 @@ static const char *type_name(uint32_t type)
 	case DG_SPAWN_CHANNEL: return "channel";
 	case DG_SPAWN_ERROR: return "error";
 	case DG_SPAWN_ENDED: return "ended";
+	case DG_SPAWN_UPLOAD_CHECK: return "upload check";
+	case DG_SPAWN_UPLOAD_CHECKED: return "upload checked";
 	default: return "unknown";
 	}
 }
@@ -55,7 +60,7 @@ static const char *type_name(uint32_t type)
 
 static bool is_request(uint32_t type)
 {
-	return type >= DG_SPAWN_CREATE && type <= DG_SPAWN_EXEC;
+	return type >= DG_SPAWN_CREATE && type <= DG_SPAWN_REQUEST_LAST;
 }
 
 /* A string field: n bytes (at most max, no NUL). */
@@ -96,6 +101,94 @@ static int check_exec(const struct dg_spawn_msg *m, struct dg_err *err)
 	if (m->u.exec.timeout_ms < 0 || m->u.exec.timeout_ms > DG_EXEC_TIMEOUT_MS_MAX)
 		return dg_err_set(err, -EINVAL, "exec: timeout_ms must be 0 to %lld",
 				  (long long)DG_EXEC_TIMEOUT_MS_MAX);
+	return 0;
+}
+
+bool dg_upload_path_valid(const char *path, size_t len)
+{
+	if (!path || len < 2 || len > DG_UPLOAD_PATH_MAX || path[0] != '/' || path[len - 1] == '/')
+		return false;
+	for (size_t i = 0; i < len;) {
+		/* path[i] is a slash; the component after it runs to j: neither
+		 * empty, "." nor "..", no control character (NUL included). */
+		size_t j = i + 1;
+		for (; j < len && path[j] != '/'; j++) {
+			unsigned char c = (unsigned char)path[j];
+			if (c < 0x20 || c == 0x7f)
+				return false;
+		}
+		size_t n = j - i - 1;
+		if (n == 0 || (n == 1 && path[i + 1] == '.') ||
+		    (n == 2 && path[i + 1] == '.' && path[i + 2] == '.'))
+			return false;
+		i = j;
+	}
+	return true;
+}
+
+static int check_upload_check(const struct dg_spawn_msg *m, struct dg_err *err)
+{
+	uint32_t n = m->u.upload_check.n;
+	if (n < 1 || n > DG_UPLOAD_PATHS_MAX)
+		return dg_err_set(err, -EINVAL, "upload check: 1 to %d paths, not %u",
+				  DG_UPLOAD_PATHS_MAX, (unsigned)n);
+	for (uint32_t i = 0; i < n; i++) {
+		const char *p = m->u.upload_check.paths[i];
+		if (!p || !dg_upload_path_valid(p, strnlen(p, DG_UPLOAD_PATH_MAX + 1)))
+			return dg_err_set(err, -EINVAL, "upload check: paths[%u] is not an absolute, "
+					  "canonical path of at most %d bytes without control "
+					  "characters", (unsigned)i, DG_UPLOAD_PATH_MAX);
+	}
+	return 0;
+}
+
+static bool upload_file_valid(const struct dg_upload_file *f)
+{
+	if (f->at > DG_UPLOAD_PATH_MAX || f->at == 1)
+		return false;
+	bool sized = f->verdict == DG_UPLOAD_OK || f->verdict == DG_UPLOAD_TOO_LARGE;
+	if (!sized && f->size != 0)
+		return false;
+	if (f->verdict != DG_UPLOAD_NOT_REGULAR && f->verdict != DG_UPLOAD_ERROR && f->detail != 0)
+		return false;
+	switch (f->verdict) {
+	case DG_UPLOAD_OK:
+		return f->at == 0 && f->size <= DG_UPLOAD_FILE_MAX;
+	case DG_UPLOAD_TOO_LARGE:
+		return f->at == 0 && f->size > DG_UPLOAD_FILE_MAX;
+	case DG_UPLOAD_NOT_REGULAR:
+		return f->at == 0 && (f->detail == S_IFDIR || f->detail == S_IFCHR ||
+				      f->detail == S_IFBLK || f->detail == S_IFIFO ||
+				      f->detail == S_IFSOCK);
+	case DG_UPLOAD_OUTSIDE_SCRATCH:
+		return f->at == 0;
+	case DG_UPLOAD_MISSING:
+	case DG_UPLOAD_SYMLINK:
+	case DG_UPLOAD_BROWSER_FILES:
+		return f->at >= 2;
+	case DG_UPLOAD_UNREADABLE:
+		return true;
+	case DG_UPLOAD_ERROR:
+		return f->detail >= 1 && f->detail <= DG_UPLOAD_ERRNO_MAX;
+	default:
+		return false;
+	}
+}
+
+static int check_upload_checked(const struct dg_spawn_msg *m, struct dg_err *err)
+{
+	const struct dg_upload_check *c = &m->u.upload_checked;
+	if (c->n < 1 || c->n > DG_UPLOAD_PATHS_MAX)
+		return dg_err_set(err, -EINVAL, "upload checked: 1 to %d files, not %u",
+				  DG_UPLOAD_PATHS_MAX, (unsigned)c->n);
+	for (uint32_t i = 0; i < c->n; i++) {
+		const struct dg_upload_file *f = &c->files[i];
+		if (!upload_file_valid(f))
+			return dg_err_set(err, -EINVAL, "upload checked: files[%u] (verdict %u, at "
+					  "%u, detail %u, size %llu) breaks the rules",
+					  (unsigned)i, (unsigned)f->verdict, (unsigned)f->at,
+					  (unsigned)f->detail, (unsigned long long)f->size);
+	}
 	return 0;
 }
 
@@ -142,6 +235,14 @@ static int check(const struct dg_spawn_msg *m, struct dg_err *err)
 		if (check_session(what, m->session, err) != 0)
 			return -EINVAL;
 		return check_exec(m, err);
+	case DG_SPAWN_UPLOAD_CHECK:
+		if (check_session(what, m->session, err) != 0)
+			return -EINVAL;
+		return check_upload_check(m, err);
+	case DG_SPAWN_UPLOAD_CHECKED:
+		if (check_session(what, m->session, err) != 0)
+			return -EINVAL;
+		return check_upload_checked(m, err);
 	case DG_SPAWN_CHANNEL:
 		if (m->u.channel.pid <= 0)
 			return dg_err_set(err, -EINVAL, "channel: pid %d", (int)m->u.channel.pid);
@@ -234,6 +335,23 @@ int dg_spawn_encode(const struct dg_spawn_msg *m, uint8_t *buf, size_t cap, size
 		for (uint32_t i = 0; i < m->u.exec.argc; i++)
 			put_str(&o, m->u.exec.argv[i], strlen(m->u.exec.argv[i]));
 		put_str(&o, m->u.exec.stdin_len ? m->u.exec.stdin_data : "", m->u.exec.stdin_len);
+		break;
+	case DG_SPAWN_UPLOAD_CHECK:
+		put_str(&o, m->session, strlen(m->session));
+		put_u32(&o, m->u.upload_check.n);
+		for (uint32_t i = 0; i < m->u.upload_check.n; i++)
+			put_str(&o, m->u.upload_check.paths[i], strlen(m->u.upload_check.paths[i]));
+		break;
+	case DG_SPAWN_UPLOAD_CHECKED:
+		put_str(&o, m->session, strlen(m->session));
+		put_u32(&o, m->u.upload_checked.n);
+		for (uint32_t i = 0; i < m->u.upload_checked.n; i++) {
+			const struct dg_upload_file *f = &m->u.upload_checked.files[i];
+			put_u32(&o, (uint32_t)f->verdict);
+			put_u32(&o, f->at);
+			put_u32(&o, f->detail);
+			put(&o, &f->size, 8);
+		}
 		break;
 	case DG_SPAWN_CREATED:
 		put_str(&o, m->session, strlen(m->session));
@@ -400,6 +518,31 @@ int dg_spawn_decode(const uint8_t *buf, size_t len, int nfds, struct dg_spawn_ms
 		m->u.exec.argv[m->u.exec.argc] = NULL;
 		m->u.exec.stdin_data = get_bytes(&in, DG_EXEC_STDIN_MAX, &m->u.exec.stdin_len, true,
 					       "stdin");
+		break;
+	}
+	case DG_SPAWN_UPLOAD_CHECK: {
+		get_copy(&in, m->session, DG_SESSION_ID_MAX, "session");
+		uint32_t n = get_u32(&in, "count");
+		if (!in.bad && (n < 1 || n > DG_UPLOAD_PATHS_MAX))
+			in.bad = "count";
+		for (uint32_t k = 0; k < n && !in.bad; k++)
+			m->u.upload_check.paths[k] = get_str(&in, DG_UPLOAD_PATH_MAX, NULL, "paths");
+		m->u.upload_check.n = in.bad ? 0 : n;
+		break;
+	}
+	case DG_SPAWN_UPLOAD_CHECKED: {
+		get_copy(&in, m->session, DG_SESSION_ID_MAX, "session");
+		uint32_t n = get_u32(&in, "count");
+		if (!in.bad && (n < 1 || n > DG_UPLOAD_PATHS_MAX))
+			in.bad = "count";
+		for (uint32_t k = 0; k < n && !in.bad; k++) {
+			struct dg_upload_file *f = &m->u.upload_checked.files[k];
+			f->verdict = (enum dg_upload_verdict)get_u32(&in, "files");
+			f->at = get_u32(&in, "files");
+			f->detail = get_u32(&in, "files");
+			get(&in, &f->size, 8, "files");
+		}
+		m->u.upload_checked.n = in.bad ? 0 : n;
 		break;
 	}
 	case DG_SPAWN_CREATED:

@@ -166,6 +166,44 @@ static int hide_matching(const char *dir, const char *prefix, struct dg_err *err
 	return r;
 }
 
+/* The desktop's own files: hidden from exec here, refused to uploads by
+ * the spawner (upload.c, through dg_desktop_hidden_prefix). */
+const char *const dg_desktop_hidden_dirs[] = {
+	DG_DESKTOP_X11_DIR, DG_DESKTOP_BROWSER_DIR, DG_DESKTOP_BROWSER_CACHE_DIR, NULL};
+const char *const dg_desktop_browser_tmp_parents[] = {"/tmp", "/dev/shm", NULL};
+
+/* The length of dir when path is dir or below it, else 0. */
+static size_t within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/') ? n : 0;
+}
+
+size_t dg_desktop_hidden_prefix(const char *path)
+{
+	for (int i = 0; dg_desktop_hidden_dirs[i]; i++) {
+		size_t n = within(path, dg_desktop_hidden_dirs[i]);
+		if (n)
+			return n;
+	}
+	static const char prefix[] = DG_DESKTOP_BROWSER_TMP_PREFIX;
+	for (int i = 0; dg_desktop_browser_tmp_parents[i]; i++) {
+		size_t n = within(path, dg_desktop_browser_tmp_parents[i]);
+		if (!n)
+			continue;
+		/* Every component below the parent. */
+		while (path[n] == '/') {
+			const char *c = path + n + 1;
+			size_t len = strcspn(c, "/");
+			const char *name = c + (c[0] == '.');
+			if (strncmp(name, prefix, sizeof(prefix) - 1) == 0)
+				return (size_t)(c - path) + len;
+			n += 1 + len;
+		}
+	}
+	return 0;
+}
+
 /* In the supervisor, inside the jail's namespaces with the namespace's
  * capabilities: a mount namespace of exec's own, the desktop hidden in it.
  * The jail's mounts are private, so nothing of this reaches the desktop. */
@@ -176,15 +214,12 @@ static int hide_desktop(struct dg_err *err)
 				  strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		return dg_err_set(err, -errno, "jail enter: making mounts private: %s", strerror(errno));
-	int r = hide_dir(DG_DESKTOP_X11_DIR, err);
-	if (r == 0)
-		r = hide_dir(DG_DESKTOP_BROWSER_DIR, err);
-	if (r == 0)
-		r = hide_dir(DG_DESKTOP_BROWSER_CACHE_DIR, err);
-	if (r == 0)
-		r = hide_matching("/tmp", DG_DESKTOP_BROWSER_TMP_PREFIX, err);
-	if (r == 0)
-		r = hide_matching("/dev/shm", DG_DESKTOP_BROWSER_TMP_PREFIX, err);
+	int r = 0;
+	for (int i = 0; r == 0 && dg_desktop_hidden_dirs[i]; i++)
+		r = hide_dir(dg_desktop_hidden_dirs[i], err);
+	for (int i = 0; r == 0 && dg_desktop_browser_tmp_parents[i]; i++)
+		r = hide_matching(dg_desktop_browser_tmp_parents[i], DG_DESKTOP_BROWSER_TMP_PREFIX,
+				  err);
 	return r;
 }
 

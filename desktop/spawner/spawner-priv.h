@@ -1,6 +1,7 @@
 /* The spawner's request table with its privileged effects as a table of
  * functions (spawner.c): the real ones start jails, desktops, workers, the
- * egress proxy and exec runners; a harness that cannot create jails
+ * egress proxy and exec runners, and look at upload paths in a desktop's
+ * jail; a harness that cannot create jails
  * (tests/fuzz/fuzz_spawner.c) gives recording stubs and drives the same
  * dispatcher. Private to desktop/spawner/ (and that harness).
  */
@@ -32,6 +33,9 @@ struct dg_spawner_fx {
 	int (*exec_start)(const struct dg_jail *jail, const struct dg_limits *limits,
 			  const struct dg_spawn_msg *req, int channel_fd, pid_t *pid, int *fd,
 			  struct dg_err *err);
+	/* dg_desktop_upload_check */
+	int (*upload_check)(const struct dg_jail *j, const char *const *paths, uint32_t n,
+			    struct dg_upload_check *out, struct dg_err *err);
 };
 
 struct dg_spawner_state;

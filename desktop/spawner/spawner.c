@@ -5,8 +5,9 @@
  * session (jail, desktop, worker; the worker's channel goes back as a
  * descriptor), destroy one, run an exec in one (the result channel goes back
  * as a descriptor), start the egress proxy (its channel goes back; at start
- * and whenever the gateway saw the last one die). It tells the gateway when
- * a session's desktop ended on its own. It dies with the gateway
+ * and whenever the gateway saw the last one die), check the paths of a file
+ * upload in a session's desktop (upload.c). It tells the gateway when a
+ * session's desktop ended on its own. It dies with the gateway
  * (PR_SET_PDEATHSIG) and everything it started dies with it.
  * Single-threaded; the gateway is less trusted than the spawner, so every
  * request is checked as if hostile: the channel carries typed fixed-layout
@@ -552,6 +553,24 @@ static void op_exec(struct spawner *sp, const struct dg_spawn_msg *req)
 	close(fd);
 }
 
+/* ---- upload check --------------------------------------------------------- */
+
+/* The paths of a file upload, looked at in the session's desktop (upload.c):
+ * a verdict per path, in their order. */
+static void op_upload_check(struct spawner *sp, const struct dg_spawn_msg *req)
+{
+	struct session *s = find(sp, req->session);
+	if (!s)
+		return reply_error(sp, req, "upload check: no such session");
+	struct dg_spawn_msg r = {.type = DG_SPAWN_UPLOAD_CHECKED, .req = req->req};
+	snprintf(r.session, sizeof(r.session), "%s", s->id);
+	struct dg_err err = {{0}};
+	if (sp->fx->upload_check(&s->desktop.jail, req->u.upload_check.paths, req->u.upload_check.n,
+				 &r.u.upload_checked, &err) != 0)
+		return reply_error(sp, req, "upload check: session %s: %s", s->id, err.msg);
+	reply(sp, &r, NULL, 0);
+}
+
 /* ---- the loop ------------------------------------------------------------- */
 
 /* Reaps children: a session whose jail init or worker ended is over. */
@@ -616,7 +635,7 @@ int dg_spawner_serve(struct dg_spawner_state *st, const uint8_t *buf, size_t len
 	struct spawner *sp = &st->sp;
 	if (dg_spawn_decode(buf, len, nfds, &req, err) != 0)
 		return -EPROTO;
-	if (req.type > DG_SPAWN_EXEC)
+	if (req.type > DG_SPAWN_REQUEST_LAST)
 		return dg_err_set(err, -EPROTO, "spawner channel: a %u message where a request was "
 				  "due", (unsigned)req.type);
 	switch (req.type) {
@@ -625,6 +644,7 @@ int dg_spawner_serve(struct dg_spawner_state *st, const uint8_t *buf, size_t len
 	case DG_SPAWN_EXEC: op_exec(sp, &req); break;
 	case DG_SPAWN_POOL: op_pool(sp, &req); break;
 	case DG_SPAWN_EGRESS: op_egress(sp, &req); break;
+	case DG_SPAWN_UPLOAD_CHECK: op_upload_check(sp, &req); break;
 	default: return dg_err_set(err, -EPROTO, "not reached"); /* decoding refused it */
 	}
 	return sp->broken ? dg_err_set(err, -EPIPE, "spawner channel: a reply was not sent") : 0;
@@ -674,6 +694,7 @@ static const struct dg_spawner_fx real_fx = {
 	.worker_stop = dg_worker_stop,
 	.egress_spawn = real_egress_spawn,
 	.exec_start = real_exec_start,
+	.upload_check = dg_desktop_upload_check,
 };
 
 struct dg_spawner_state *dg_spawner_state_new(int fd, bool verbose, const struct dg_spawner_fx *fx)

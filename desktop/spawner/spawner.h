@@ -163,7 +163,8 @@ int dg_jail_cleanup_stale(struct dg_err *err);
  * limits.exec_desktop): the X server's socket directory, the browser's
  * profile (its user data dir) and cache, and the browser's own
  * directories in /tmp and /dev/shm (its singleton socket). See
- * desktop/spawner/jail-enter.c. */
+ * desktop/spawner/jail-enter.c. The same list is what an upload may never
+ * read (dg_desktop_hidden_prefix, dg_desktop_upload_check). */
 #define DG_DESKTOP_X11_DIR "/tmp/.X11-unix"
 #define DG_DESKTOP_BROWSER_DIR DG_JAIL_HOME "/.chromium"
 #define DG_DESKTOP_BROWSER_CACHE_DIR DG_JAIL_HOME "/.cache/chromium"
@@ -173,6 +174,20 @@ int dg_jail_cleanup_stale(struct dg_err *err);
 /* Most directories of one kind hidden (a jail that made more is refused
  * exec rather than half hidden). */
 #define DG_JAIL_HIDE_MAX 64
+
+/* The list itself, in one place (jail-enter.c), NULL-terminated: the
+ * directories hidden whole, and the directories whose entries named
+ * DG_DESKTOP_BROWSER_TMP_PREFIX* or .DG_DESKTOP_BROWSER_TMP_PREFIX* are the
+ * browser's. */
+extern const char *const dg_desktop_hidden_dirs[];
+extern const char *const dg_desktop_browser_tmp_parents[];
+
+/* Whether the absolute, canonical path names one of the desktop's own
+ * files above, from its bytes alone: the length of the prefix of path
+ * that is a hidden directory, or that ends with a component named
+ * [.]org.chromium.* anywhere below a browser_tmp_parent (stricter than
+ * the hiding, which sees only the entries at the top); 0 when none. */
+size_t dg_desktop_hidden_prefix(const char *path);
 
 struct dg_desktop_spec {
 	enum dg_profile profile;
@@ -207,6 +222,15 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 
 /* Ends the desktop and everything in its jail; closes what is still open. */
 void dg_desktop_destroy(struct dg_desktop *d);
+
+/* The spawner's upload check (upload.c; the verdicts are in
+ * desktop/proto/proto.h): the n paths (each dg_upload_path_valid, 1..
+ * DG_UPLOAD_PATHS_MAX) looked at in the desktop's view of jail j, its
+ * init's root, never following a symbolic link, into out (a verdict per
+ * path). Returns 0, or a negative errno with err when j's root could not be
+ * looked at at all (the jail ended). Only the jail's owner may call it. */
+int dg_desktop_upload_check(const struct dg_jail *j, const char *const *paths, uint32_t n,
+			    struct dg_upload_check *out, struct dg_err *err);
 
 /* ---- The spawner: the privileged half of `deskgate serve` (spawner.c) ---- */
 

@@ -7,7 +7,8 @@
  *      go to dg_spawn_decode, the spawner's decoder. Decoded: encoding the
  *      result gives back exactly the input bytes (a canonical round trip),
  *      every field is within its cap (session ids, profile, sizes, limits,
- *      argv and stdin, request numbers), a request carries no descriptor.
+ *      argv and stdin, upload paths and verdicts, request numbers), a
+ *      request carries no descriptor.
  *      Refused: -EPROTO with a message.
  *   1  a valid message built from the bytes (type, request number, fields
  *      taken in order, strings cut at their caps), then mutated: the next
@@ -30,14 +31,15 @@
  *      valid request gets exactly one reply, which decodes and answers it;
  *      a malformed datagram is refused with nothing sent and ends the
  *      connection; no more sessions than DG_SPAWNER_SESSIONS_MAX; an exec
- *      only in a live session; when the connection ends, no desktop or
- *      worker is left.
+ *      or an upload check only in a live session; when the connection
+ *      ends, no desktop or worker is left.
  *
  * Checked: no crash, no leak, no descriptor left open, the round trips. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "desktop/proto/proto.h"
@@ -60,7 +62,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static bool has_session(enum dg_spawn_type t)
 {
 	return t == DG_SPAWN_CREATE || t == DG_SPAWN_DESTROY || t == DG_SPAWN_EXEC ||
-	       t == DG_SPAWN_CREATED || t == DG_SPAWN_ENDED;
+	       t == DG_SPAWN_CREATED || t == DG_SPAWN_ENDED || t == DG_SPAWN_UPLOAD_CHECK ||
+	       t == DG_SPAWN_UPLOAD_CHECKED;
 }
 
 /* What a decoded message must satisfy, and its canonical round trip. */
@@ -71,7 +74,7 @@ static void check_decoded(const struct dg_spawn_msg *m, const uint8_t *data, siz
 		      (unsigned)m->type);
 	DG_FUZZ_CHECK(nfds == dg_spawn_fds(m->type), "type %u with %d descriptors",
 		      (unsigned)m->type, nfds);
-	bool request = m->type <= DG_SPAWN_EXEC;
+	bool request = m->type <= DG_SPAWN_REQUEST_LAST;
 	DG_FUZZ_CHECK(request ? m->req > 0 : (m->type == DG_SPAWN_ENDED) == (m->req == 0),
 		      "type %u numbered %u", (unsigned)m->type, (unsigned)m->req);
 	if (has_session(m->type))
@@ -108,6 +111,34 @@ static void check_decoded(const struct dg_spawn_msg *m, const uint8_t *data, siz
 		DG_FUZZ_CHECK(m->u.exec.timeout_ms >= 0 &&
 				      m->u.exec.timeout_ms <= DG_EXEC_TIMEOUT_MS_MAX,
 			      "timeout %lld", (long long)m->u.exec.timeout_ms);
+	} else if (m->type == DG_SPAWN_UPLOAD_CHECK) {
+		DG_FUZZ_CHECK(m->u.upload_check.n >= 1 && m->u.upload_check.n <= DG_UPLOAD_PATHS_MAX,
+			      "%u paths", (unsigned)m->u.upload_check.n);
+		for (uint32_t i = 0; i < m->u.upload_check.n; i++) {
+			const char *p = m->u.upload_check.paths[i];
+			DG_FUZZ_CHECK(p >= (const char *)data && p < (const char *)data + size,
+				      "paths[%u] outside the datagram", (unsigned)i);
+			DG_FUZZ_CHECK(dg_upload_path_valid(p, strlen(p)), "paths[%u] is no upload path",
+				      (unsigned)i);
+		}
+	} else if (m->type == DG_SPAWN_UPLOAD_CHECKED) {
+		DG_FUZZ_CHECK(m->u.upload_checked.n >= 1 &&
+				      m->u.upload_checked.n <= DG_UPLOAD_PATHS_MAX,
+			      "%u files", (unsigned)m->u.upload_checked.n);
+		for (uint32_t i = 0; i < m->u.upload_checked.n; i++) {
+			const struct dg_upload_file *f = &m->u.upload_checked.files[i];
+			DG_FUZZ_CHECK(f->verdict < DG_UPLOAD_VERDICT_COUNT && f->at <= DG_UPLOAD_PATH_MAX,
+				      "files[%u]: verdict %u at %u", (unsigned)i, (unsigned)f->verdict,
+				      (unsigned)f->at);
+			DG_FUZZ_CHECK(f->verdict == DG_UPLOAD_OK ? f->size <= DG_UPLOAD_FILE_MAX
+								 : f->verdict != DG_UPLOAD_TOO_LARGE ||
+									   f->size > DG_UPLOAD_FILE_MAX,
+				      "files[%u]: verdict %u, %llu bytes", (unsigned)i,
+				      (unsigned)f->verdict, (unsigned long long)f->size);
+			char why[DG_ERR_MAX];
+			dg_upload_reason(f, "/tmp/a", why, sizeof(why));
+			DG_FUZZ_CHECK(why[0], "no reason for verdict %u", (unsigned)f->verdict);
+		}
 	} else if (m->type == DG_SPAWN_ERROR || m->type == DG_SPAWN_ENDED) {
 		DG_FUZZ_CHECK(strlen(m->u.text) <= DG_SPAWN_TEXT_MAX, "a text too long");
 	} else if (m->type == DG_SPAWN_CHANNEL) {
@@ -183,14 +214,67 @@ static struct dg_limits take_limits(struct src *s)
 
 static char strings[DG_EXEC_ARGV_MAX][64];
 static char stdin_buf[DG_EXEC_STDIN_MAX + 1];
+static char upload_paths[DG_UPLOAD_PATHS_MAX][DG_UPLOAD_PATH_MAX + 1];
 
-/* A valid message from the bytes: of any type, or (n_types 5) a request;
- * session ids of at most id_max bytes. */
+/* An upload path from the bytes: 1 to 4 components of 1 to 12 bytes (no
+ * control character, none "." or ".."), or one of the browser's own. */
+static void take_upload_path(struct src *s, char *out)
+{
+	static const char *const known[] = {"/tmp/a", "/home/user/.chromium/Local State",
+					    "/tmp/.X11-unix/X0", "/dev/shm/.org.chromium.x"};
+	uint32_t how = take(s, 1);
+	if (how < 4 * 4) {
+		snprintf(out, DG_UPLOAD_PATH_MAX + 1, "%s", known[how % 4]);
+		return;
+	}
+	static const char alphabet[] = "abcz09._- ~\xc3\xa9";
+	size_t n = 0, parts = 1 + take(s, 1) % 4;
+	for (size_t p = 0; p < parts; p++) {
+		size_t len = 1 + take(s, 1) % 12, start = n + 1;
+		out[n++] = '/';
+		for (size_t k = 0; k < len; k++)
+			out[n++] = alphabet[take(s, 1) % (sizeof(alphabet) - 1)];
+		if ((n - start == 1 && out[start] == '.') ||
+		    (n - start == 2 && out[start] == '.' && out[start + 1] == '.'))
+			out[n++] = 'a';
+	}
+	out[n] = '\0';
+}
+
+/* A valid answer for one path, of any verdict, from the bytes. */
+static struct dg_upload_file take_upload_file(struct src *s)
+{
+	static const uint32_t kinds[] = {S_IFDIR, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK};
+	struct dg_upload_file f = {.verdict = (enum dg_upload_verdict)(take(s, 1) %
+								       DG_UPLOAD_VERDICT_COUNT)};
+	switch (f.verdict) {
+	case DG_UPLOAD_OK: f.size = take(s, 4) % (DG_UPLOAD_FILE_MAX + 1); break;
+	case DG_UPLOAD_TOO_LARGE: f.size = DG_UPLOAD_FILE_MAX + 1 + take(s, 4); break;
+	case DG_UPLOAD_NOT_REGULAR: f.detail = kinds[take(s, 1) % 5]; break;
+	case DG_UPLOAD_MISSING:
+	case DG_UPLOAD_SYMLINK:
+	case DG_UPLOAD_BROWSER_FILES: f.at = 2 + take(s, 2) % (DG_UPLOAD_PATH_MAX - 1); break;
+	case DG_UPLOAD_UNREADABLE: f.at = take(s, 1) ? 2 + take(s, 2) % (DG_UPLOAD_PATH_MAX - 1) : 0;
+		break;
+	case DG_UPLOAD_ERROR:
+		f.at = take(s, 2) % (DG_UPLOAD_PATH_MAX + 1);
+		if (f.at == 1)
+			f.at = 0;
+		f.detail = 1 + take(s, 2) % DG_UPLOAD_ERRNO_MAX;
+		break;
+	default: break;
+	}
+	return f;
+}
+
+/* A valid message from the bytes: of any type (n_types 12), or (n_types 6)
+ * a request; session ids of at most id_max bytes. */
 static void build_msg(struct src *src, struct dg_spawn_msg *mp, size_t n_types, size_t id_max)
 {
 	static const enum dg_spawn_type types[] = {
 		DG_SPAWN_CREATE, DG_SPAWN_DESTROY, DG_SPAWN_POOL, DG_SPAWN_EGRESS, DG_SPAWN_EXEC,
-		DG_SPAWN_CREATED, DG_SPAWN_OK, DG_SPAWN_CHANNEL, DG_SPAWN_ERROR, DG_SPAWN_ENDED};
+		DG_SPAWN_UPLOAD_CHECK, DG_SPAWN_CREATED, DG_SPAWN_OK, DG_SPAWN_CHANNEL,
+		DG_SPAWN_ERROR, DG_SPAWN_ENDED, DG_SPAWN_UPLOAD_CHECKED};
 #define s (*src)
 #define m (*mp)
 	memset(&m, 0, sizeof(m));
@@ -231,6 +315,18 @@ static void build_msg(struct src *src, struct dg_spawn_msg *mp, size_t n_types, 
 		m.u.exec.timeout_ms = take(&s, 3);
 		break;
 	}
+	case DG_SPAWN_UPLOAD_CHECK:
+		m.u.upload_check.n = 1 + take(&s, 1) % DG_UPLOAD_PATHS_MAX;
+		for (uint32_t i = 0; i < m.u.upload_check.n; i++) {
+			take_upload_path(&s, upload_paths[i]);
+			m.u.upload_check.paths[i] = upload_paths[i];
+		}
+		break;
+	case DG_SPAWN_UPLOAD_CHECKED:
+		m.u.upload_checked.n = 1 + take(&s, 1) % DG_UPLOAD_PATHS_MAX;
+		for (uint32_t i = 0; i < m.u.upload_checked.n; i++)
+			m.u.upload_checked.files[i] = take_upload_file(&s);
+		break;
 	case DG_SPAWN_CREATED:
 		m.u.created.slot = take(&s, 2);
 		m.u.created.start_ms = take(&s, 3);
@@ -259,7 +355,7 @@ static void build_and_mutate(const uint8_t *data, size_t size)
 {
 	struct src s = {data, size};
 	struct dg_spawn_msg m;
-	build_msg(&s, &m, 10, DG_SESSION_ID_MAX);
+	build_msg(&s, &m, 12, DG_SESSION_ID_MAX);
 	size_t len = 0;
 	struct dg_err err = {{0}};
 	int r = dg_spawn_encode(&m, enc, sizeof(enc), &len, &err);
@@ -450,6 +546,27 @@ static int stub_exec_start(const struct dg_jail *jail, const struct dg_limits *l
 	return 0;
 }
 
+static int stub_upload_check(const struct dg_jail *j, const char *const *paths, uint32_t n,
+			     struct dg_upload_check *out, struct dg_err *err)
+{
+	DG_FUZZ_CHECK(j->pid > 0, "an upload check in a session without a desktop");
+	DG_FUZZ_CHECK(n >= 1 && n <= DG_UPLOAD_PATHS_MAX, "%u paths", (unsigned)n);
+	for (uint32_t i = 0; i < n; i++)
+		DG_FUZZ_CHECK(dg_upload_path_valid(paths[i], strlen(paths[i])),
+			      "paths[%u] is no upload path", (unsigned)i);
+	memset(out, 0, sizeof(*out));
+	if (stub_fails())
+		return dg_err_set(err, -ESRCH, "stub: the jail ended");
+	/* The verdicts the lexical part gives, the rest "outside". */
+	out->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		size_t at = dg_desktop_hidden_prefix(paths[i]);
+		out->files[i].verdict = at ? DG_UPLOAD_BROWSER_FILES : DG_UPLOAD_OUTSIDE_SCRATCH;
+		out->files[i].at = (uint32_t)at;
+	}
+	return 0;
+}
+
 static const struct dg_spawner_fx stub_fx = {
 	.send = stub_send,
 	.desktop_start = stub_desktop_start,
@@ -458,6 +575,7 @@ static const struct dg_spawner_fx stub_fx = {
 	.worker_stop = stub_worker_stop,
 	.egress_spawn = stub_egress_spawn,
 	.exec_start = stub_exec_start,
+	.upload_check = stub_upload_check,
 };
 
 /* Records: a kind byte; even: a raw datagram [len u16][len bytes]; odd: a
@@ -479,7 +597,7 @@ static void dispatch(const uint8_t *data, size_t size, uint8_t param)
 		size_t len;
 		if (take(&s, 1) & 1) {
 			struct dg_spawn_msg m;
-			build_msg(&s, &m, 5, 2);
+			build_msg(&s, &m, 6, 2);
 			if (dg_spawn_encode(&m, raw, sizeof(raw), &len, NULL) != 0)
 				continue;
 		} else {

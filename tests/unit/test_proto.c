@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "actions/actions.h"
 #include "desktop/proto/proto.h"
 #include "desktop/spawner/spawner.h"
 #include "dg_test.h"
@@ -307,6 +309,49 @@ static struct dg_spawn_msg exec_msg(uint32_t argc, size_t arg_len)
 	return m;
 }
 
+static char upaths[DG_UPLOAD_PATHS_MAX + 1][DG_UPLOAD_PATH_MAX + 2];
+
+/* An upload check of n paths of len bytes each ("/aaa...", slashes every
+ * 200 bytes, so that components stay within NAME_MAX). */
+static struct dg_spawn_msg upload_check_msg(uint32_t n, size_t len)
+{
+	struct dg_spawn_msg m = {.type = DG_SPAWN_UPLOAD_CHECK, .req = 11};
+	snprintf(m.session, sizeof(m.session), "s-up");
+	for (uint32_t i = 0; i < n && i <= DG_UPLOAD_PATHS_MAX; i++) {
+		memset(upaths[i], 'a', len);
+		for (size_t k = 0; k < len; k += 200)
+			upaths[i][k] = '/';
+		upaths[i][len] = '\0';
+		if (i < DG_UPLOAD_PATHS_MAX)
+			m.u.upload_check.paths[i] = upaths[i];
+	}
+	m.u.upload_check.n = n;
+	return m;
+}
+
+/* An answer of n files, one of each verdict in turn (valid). */
+static struct dg_spawn_msg upload_checked_msg(uint32_t n)
+{
+	static const struct dg_upload_file each[] = {
+		{DG_UPLOAD_OK, 0, 0, 5},
+		{DG_UPLOAD_MISSING, 9, 0, 0},
+		{DG_UPLOAD_SYMLINK, 6, 0, 0},
+		{DG_UPLOAD_NOT_REGULAR, 0, S_IFDIR, 0},
+		{DG_UPLOAD_OUTSIDE_SCRATCH, 0, 0, 0},
+		{DG_UPLOAD_BROWSER_FILES, 20, 0, 0},
+		{DG_UPLOAD_TOO_LARGE, 0, 0, DG_UPLOAD_FILE_MAX + 1},
+		{DG_UPLOAD_UNREADABLE, 0, 0, 0},
+		{DG_UPLOAD_UNREADABLE, 11, 0, 0},
+		{DG_UPLOAD_ERROR, 10, ENOTDIR, 0},
+	};
+	struct dg_spawn_msg m = {.type = DG_SPAWN_UPLOAD_CHECKED, .req = 11};
+	snprintf(m.session, sizeof(m.session), "s-up");
+	m.u.upload_checked.n = n;
+	for (uint32_t i = 0; i < n && i < DG_UPLOAD_PATHS_MAX; i++)
+		m.u.upload_checked.files[i] = each[i % (sizeof(each) / sizeof(each[0]))];
+	return m;
+}
+
 Test(proto, exec_argv_stdin_and_timeout_at_their_caps)
 {
 	struct dg_spawn_msg m = exec_msg(DG_EXEC_ARGV_MAX, 1), out;
@@ -355,13 +400,15 @@ Test(proto, exec_argv_stdin_and_timeout_at_their_caps)
 
 Test(proto, every_cut_and_every_extra_byte_is_refused)
 {
-	struct dg_spawn_msg msgs[4] = {create_msg(), exec_msg(3, 5)};
+	struct dg_spawn_msg msgs[6] = {create_msg(), exec_msg(3, 5)};
 	msgs[2] = (struct dg_spawn_msg){.type = DG_SPAWN_ENDED};
 	snprintf(msgs[2].session, sizeof(msgs[2].session), "s");
 	snprintf(msgs[2].u.text, sizeof(msgs[2].u.text), "why");
 	msgs[3] = (struct dg_spawn_msg){.type = DG_SPAWN_CREATED, .req = 3};
 	snprintf(msgs[3].session, sizeof(msgs[3].session), "s");
-	for (int k = 0; k < 4; k++) {
+	msgs[4] = upload_check_msg(3, 7);
+	msgs[5] = upload_checked_msg(3);
+	for (int k = 0; k < 6; k++) {
 		size_t len;
 		cr_assert_eq(dg_spawn_encode(&msgs[k], buf, sizeof(buf), &len, NULL), 0);
 		int nfds = dg_spawn_fds(msgs[k].type);
@@ -500,6 +547,251 @@ Test(proto, exec_results_round_trip_and_lie_about_nothing)
 	cr_assert_eq(dg_exec_result_decode(stream, sizeof(stream), &d, NULL), -EPROTO);
 }
 
+Test(proto, upload_paths_at_their_bounds)
+{
+	/* The channel's bounds are the file_upload action's. */
+	cr_assert_eq(DG_UPLOAD_PATHS_MAX, DG_ACTION_PATHS_MAX);
+	cr_assert_eq(DG_UPLOAD_PATH_MAX, DG_ACTION_FILE_PATH_MAX);
+
+	struct dg_spawn_msg m = upload_check_msg(1, 2), out;
+	round_trip(&m, &out);
+	cr_assert_eq(out.u.upload_check.n, 1);
+	cr_assert_str_eq(out.u.upload_check.paths[0], "/a");
+	m = upload_check_msg(DG_UPLOAD_PATHS_MAX, DG_UPLOAD_PATH_MAX);
+	snprintf(m.session, sizeof(m.session), "%s",
+		 "s234567890123456789012345678901234567890123456789012345678901234");
+	cr_assert_eq(strlen(m.session), DG_SESSION_ID_MAX);
+	cr_assert_eq(round_trip(&m, &out), DG_SPAWN_UPLOAD_CHECK_MAX, "the largest at its cap");
+	for (int i = 0; i < DG_UPLOAD_PATHS_MAX; i++)
+		cr_assert_str_eq(out.u.upload_check.paths[i], upaths[i]);
+	m = upload_check_msg(DG_UPLOAD_PATHS_MAX + 1, 2);
+	cr_assert_eq(encode_rc(&m), -EINVAL, "17 paths");
+	m = upload_check_msg(0, 2);
+	cr_assert_eq(encode_rc(&m), -EINVAL, "no path");
+	m = upload_check_msg(1, DG_UPLOAD_PATH_MAX + 1);
+	cr_assert_eq(encode_rc(&m), -EINVAL, "a path of 1025 bytes");
+
+	/* Only absolute, canonical paths without control characters. */
+	static const char *const bad[] = {
+		"", "/", "a", "a/b", "/a/", "/a//b", "//a", "/.", "/..", "/a/.", "/a/./b", "/a/../b",
+		"/a/..", "/a\nb", "/a\x7f", "/a\x01b", "/a\tb",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_not(dg_upload_path_valid(bad[i], strlen(bad[i])), "%s", bad[i]);
+		m = upload_check_msg(1, 2);
+		m.u.upload_check.paths[0] = bad[i];
+		cr_assert_eq(encode_rc(&m), -EINVAL, "%s", bad[i]);
+	}
+	static const char *const good[] = {"/a", "/tmp/a.txt", "/a/..b", "/a/b..", "/.a", "/a/...",
+					   "/home/user/r\xc3\xa9sum\xc3\xa9.pdf", "/tmp/a b"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert(dg_upload_path_valid(good[i], strlen(good[i])), "%s", good[i]);
+	cr_assert_not(dg_upload_path_valid("/a\0b", 4), "a NUL inside");
+	cr_assert_not(dg_upload_path_valid(NULL, 0));
+
+	/* Hand-built datagrams: a count out of 1..16, a path that is not
+	 * canonical, one over its bytes. */
+	m = upload_check_msg(1, 4);
+	size_t len;
+	cr_assert_eq(dg_spawn_encode(&m, buf, sizeof(buf), &len, NULL), 0);
+	size_t count_at = 8 + 4 + strlen(m.session) + 1;
+	uint32_t v = 0;
+	memcpy(buf + count_at, &v, 4);
+	cr_assert_eq(decode_rc(buf, len, 0), -EPROTO, "count 0");
+	v = 2;
+	memcpy(buf + count_at, &v, 4);
+	cr_assert_eq(decode_rc(buf, len, 0), -EPROTO, "count 2 with one path");
+	v = 1;
+	memcpy(buf + count_at, &v, 4);
+	cr_assert_eq(decode_rc(buf, len, 0), 0);
+	size_t path_at = count_at + 4 + 4; /* "/aaa" */
+	static const char *const pokes[] = {"/a/.", "/../", "/./a", "/aa/", "//aa", "/a\033a",
+					    "aaaa", "/a\0a"};
+	for (size_t i = 0; i < sizeof(pokes) / sizeof(pokes[0]); i++) {
+		memcpy(buf + path_at, pokes[i], 4);
+		cr_assert_eq(decode_rc(buf, len, 0), -EPROTO, "path %zu", i);
+	}
+	memcpy(buf + path_at, "/a.b", 4);
+	cr_assert_eq(decode_rc(buf, len, 0), 0);
+	m = upload_check_msg(1, DG_UPLOAD_PATH_MAX);
+	cr_assert_eq(dg_spawn_encode(&m, buf, sizeof(buf), &len, NULL), 0);
+	uint32_t over = DG_UPLOAD_PATH_MAX + 1;
+	memcpy(buf + count_at, &(uint32_t){1}, 4);
+	memcpy(buf + count_at + 4, &over, 4);
+	buf[len - 1] = 'a';
+	buf[len] = '\0';
+	cr_assert_eq(decode_rc(buf, len + 1, 0), -EPROTO, "a path of 1025 bytes");
+}
+
+Test(proto, upload_verdicts_at_their_bounds)
+{
+	struct dg_spawn_msg m = upload_checked_msg(10), out;
+	round_trip(&m, &out);
+	cr_assert_eq(memcmp(&out.u.upload_checked, &m.u.upload_checked, sizeof(m.u.upload_checked)),
+		     0);
+	m = upload_checked_msg(DG_UPLOAD_PATHS_MAX);
+	snprintf(m.session, sizeof(m.session), "%s",
+		 "s234567890123456789012345678901234567890123456789012345678901234");
+	cr_assert_eq(round_trip(&m, &out), DG_SPAWN_UPLOAD_CHECKED_MAX, "the largest at its cap");
+	m = upload_checked_msg(DG_UPLOAD_PATHS_MAX + 1);
+	cr_assert_eq(encode_rc(&m), -EINVAL, "17 files");
+	m = upload_checked_msg(0);
+	cr_assert_eq(encode_rc(&m), -EINVAL, "no file");
+
+	/* Each rule, one in and one out. */
+	struct {
+		struct dg_upload_file f;
+		bool ok;
+	} cases[] = {
+		{{DG_UPLOAD_OK, 0, 0, 0}, true},
+		{{DG_UPLOAD_OK, 0, 0, DG_UPLOAD_FILE_MAX}, true},
+		{{DG_UPLOAD_OK, 0, 0, DG_UPLOAD_FILE_MAX + 1}, false},
+		{{DG_UPLOAD_OK, 2, 0, 1}, false},
+		{{DG_UPLOAD_OK, 0, 1, 1}, false},
+		{{DG_UPLOAD_TOO_LARGE, 0, 0, DG_UPLOAD_FILE_MAX + 1}, true},
+		{{DG_UPLOAD_TOO_LARGE, 0, 0, UINT64_MAX}, true},
+		{{DG_UPLOAD_TOO_LARGE, 0, 0, DG_UPLOAD_FILE_MAX}, false},
+		{{DG_UPLOAD_MISSING, 2, 0, 0}, true},
+		{{DG_UPLOAD_MISSING, DG_UPLOAD_PATH_MAX, 0, 0}, true},
+		{{DG_UPLOAD_MISSING, DG_UPLOAD_PATH_MAX + 1, 0, 0}, false},
+		{{DG_UPLOAD_MISSING, 1, 0, 0}, false},
+		{{DG_UPLOAD_MISSING, 0, 0, 0}, false},
+		{{DG_UPLOAD_MISSING, 2, 0, 1}, false},
+		{{DG_UPLOAD_SYMLINK, 2, 0, 0}, true},
+		{{DG_UPLOAD_SYMLINK, 0, 0, 0}, false},
+		{{DG_UPLOAD_SYMLINK, 2, ELOOP, 0}, false},
+		{{DG_UPLOAD_BROWSER_FILES, 20, 0, 0}, true},
+		{{DG_UPLOAD_BROWSER_FILES, 0, 0, 0}, false},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFDIR, 0}, true},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFIFO, 0}, true},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFSOCK, 0}, true},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFCHR, 0}, true},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFBLK, 0}, true},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFREG, 0}, false},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFLNK, 0}, false},
+		{{DG_UPLOAD_NOT_REGULAR, 0, 0, 0}, false},
+		{{DG_UPLOAD_NOT_REGULAR, 4, S_IFDIR, 0}, false},
+		{{DG_UPLOAD_OUTSIDE_SCRATCH, 0, 0, 0}, true},
+		{{DG_UPLOAD_OUTSIDE_SCRATCH, 2, 0, 0}, false},
+		{{DG_UPLOAD_UNREADABLE, 0, 0, 0}, true},
+		{{DG_UPLOAD_UNREADABLE, 5, 0, 0}, true},
+		{{DG_UPLOAD_UNREADABLE, 5, 0, 5}, false},
+		{{DG_UPLOAD_ERROR, 0, 1, 0}, true},
+		{{DG_UPLOAD_ERROR, 7, DG_UPLOAD_ERRNO_MAX, 0}, true},
+		{{DG_UPLOAD_ERROR, 7, DG_UPLOAD_ERRNO_MAX + 1, 0}, false},
+		{{DG_UPLOAD_ERROR, 7, 0, 0}, false},
+		{{DG_UPLOAD_VERDICT_COUNT, 0, 0, 0}, false},
+		{{(enum dg_upload_verdict)0xffffffffu, 0, 0, 0}, false},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		m = upload_checked_msg(2);
+		m.u.upload_checked.files[1] = cases[i].f;
+		cr_assert_eq(encode_rc(&m), cases[i].ok ? 0 : -EINVAL, "case %zu", i);
+		if (cases[i].ok) {
+			round_trip(&m, &out);
+			cr_assert_eq(memcmp(&out.u.upload_checked.files[1], &cases[i].f,
+					    sizeof(cases[i].f)), 0, "case %zu", i);
+			continue;
+		}
+		/* The same bytes built by hand: the decoder refuses them too. */
+		struct dg_spawn_msg v = upload_checked_msg(2);
+		size_t len;
+		cr_assert_eq(dg_spawn_encode(&v, buf, sizeof(buf), &len, NULL), 0);
+		uint8_t *e = buf + len - DG_SPAWN_UPLOAD_ENTRY_SIZE;
+		uint32_t verdict = (uint32_t)cases[i].f.verdict;
+		memcpy(e, &verdict, 4);
+		memcpy(e + 4, &cases[i].f.at, 4);
+		memcpy(e + 8, &cases[i].f.detail, 4);
+		memcpy(e + 12, &cases[i].f.size, 8);
+		cr_assert_eq(decode_rc(buf, len, 0), -EPROTO, "case %zu", i);
+	}
+
+	/* The answer names its session and carries no descriptor. */
+	m = upload_checked_msg(1);
+	m.session[0] = '\0';
+	cr_assert_eq(encode_rc(&m), -EINVAL, "no session");
+	m = upload_checked_msg(1);
+	size_t len;
+	cr_assert_eq(dg_spawn_encode(&m, buf, sizeof(buf), &len, NULL), 0);
+	cr_assert_eq(decode_rc(buf, len, 1), -EPROTO, "a descriptor");
+	m.req = 0;
+	cr_assert_eq(encode_rc(&m), -EINVAL, "a reply numbered 0");
+}
+
+Test(proto, upload_reasons_name_what_refused)
+{
+	static const struct {
+		struct dg_upload_file f;
+		const char *path, *want;
+	} cases[] = {
+		{{DG_UPLOAD_OK, 0, 0, 5}, "/tmp/a", "ok (5 bytes)"},
+		{{DG_UPLOAD_MISSING, 9, 0, 0}, "/tmp/nope/a", "no such file or directory: /tmp/nope"},
+		{{DG_UPLOAD_SYMLINK, 6, 0, 0}, "/tmp/x", "a symbolic link at /tmp/x"},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFIFO, 0}, "/tmp/f", "not a regular file (a FIFO)"},
+		{{DG_UPLOAD_NOT_REGULAR, 0, S_IFDIR, 0}, "/tmp/d", "not a regular file (a directory)"},
+		{{DG_UPLOAD_OUTSIDE_SCRATCH, 0, 0, 0}, "/etc/passwd", "outside the session's scratch space"},
+		{{DG_UPLOAD_BROWSER_FILES, 20, 0, 0}, "/home/user/.chromium/Local State",
+		 "the browser's own files (/home/user/.chromium)"},
+		{{DG_UPLOAD_TOO_LARGE, 0, 0, DG_UPLOAD_FILE_MAX + 1}, "/tmp/big", "too large: 67108865 bytes"},
+		{{DG_UPLOAD_UNREADABLE, 0, 0, 0}, "/tmp/s", "not readable by the session's user"},
+		{{DG_UPLOAD_UNREADABLE, 7, 0, 0}, "/tmp/lo/f", "(/tmp/lo may not be searched)"},
+		{{DG_UPLOAD_ERROR, 6, ENOTDIR, 0}, "/tmp/a/x", "Not a directory: /tmp/a"},
+		/* An `at` past the path is cut at its end, never read past it. */
+		{{DG_UPLOAD_SYMLINK, 900, 0, 0}, "/tmp/x", "a symbolic link at /tmp/x "},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char why[DG_ERR_MAX];
+		dg_upload_reason(&cases[i].f, cases[i].path, why, sizeof(why));
+		cr_assert(strstr(why, cases[i].want), "%zu: %s", i, why);
+	}
+	char tiny[4];
+	dg_upload_reason(&cases[1].f, cases[1].path, tiny, sizeof(tiny));
+	cr_assert_eq(strlen(tiny), 3);
+}
+
+/* The browser's own files, from a path's bytes: one list, shared with what
+ * hides them from exec (desktop/spawner/jail-enter.c). */
+Test(proto, the_browsers_own_files_by_their_paths)
+{
+	static const struct {
+		const char *path, *prefix; /* prefix NULL: not the browser's */
+	} cases[] = {
+		{"/home/user/.chromium", "/home/user/.chromium"},
+		{"/home/user/.chromium/Local State", "/home/user/.chromium"},
+		{"/home/user/.chromium/Default/Cookies", "/home/user/.chromium"},
+		{"/home/user/.chromiumx", NULL},
+		{"/home/user/.cache/chromium/a", "/home/user/.cache/chromium"},
+		{"/home/user/.cache/chromiu", NULL},
+		{"/home/user/.cache/x", NULL},
+		{"/tmp/.X11-unix/X0", "/tmp/.X11-unix"},
+		{"/tmp/.X11-unixy", NULL},
+		{"/tmp/org.chromium.Chromium.abc/SingletonSocket", "/tmp/org.chromium.Chromium.abc"},
+		{"/tmp/.org.chromium.Chromium.abc", "/tmp/.org.chromium.Chromium.abc"},
+		{"/tmp/work/org.chromium.x/y", "/tmp/work/org.chromium.x"},
+		{"/tmp/org.chromium.", "/tmp/org.chromium."},
+		{"/tmp/org.chromium", NULL},
+		{"/tmp/..org.chromium.x", NULL},
+		{"/dev/shm/.org.chromium.Chromium.X", "/dev/shm/.org.chromium.Chromium.X"},
+		{"/dev/shmx/org.chromium.a", NULL},
+		{"/home/user/org.chromium.a", NULL},
+		{"/tmp/a.txt", NULL},
+		{"/tmpx/org.chromium.a", NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = dg_desktop_hidden_prefix(cases[i].path);
+		size_t want = cases[i].prefix ? strlen(cases[i].prefix) : 0;
+		cr_assert_eq(n, want, "%s: %zu, not %zu", cases[i].path, n, want);
+	}
+	/* The list holds what the jail hides. */
+	bool x11 = false, profile = false, cache = false;
+	for (int i = 0; dg_desktop_hidden_dirs[i]; i++) {
+		x11 |= strcmp(dg_desktop_hidden_dirs[i], DG_DESKTOP_X11_DIR) == 0;
+		profile |= strcmp(dg_desktop_hidden_dirs[i], DG_DESKTOP_BROWSER_DIR) == 0;
+		cache |= strcmp(dg_desktop_hidden_dirs[i], DG_DESKTOP_BROWSER_CACHE_DIR) == 0;
+	}
+	cr_assert(x11 && profile && cache);
+}
+
 /* The gateway's stubs send exactly what they were given, and a reply that
  * does not decode is refused with its descriptors closed. */
 Test(proto, the_stubs_over_a_socketpair)
@@ -516,6 +808,18 @@ Test(proto, the_stubs_over_a_socketpair)
 	cr_assert_lt(dg_spawner_exec(&sp, "s-9", argv, 0, NULL, 0, 0, &err), 0);
 	cr_assert_lt(dg_spawner_create(&sp, "S", DG_PROFILE_XTERM, 640, 480, &lim, false, &err), 0);
 	cr_assert_eq(dg_spawner_destroy(&sp, "s-9", &err), 3, "refused requests take no number");
+	const char *paths[DG_UPLOAD_PATHS_MAX + 1] = {"/tmp/a.txt", "/home/user/b"};
+	cr_assert_eq(dg_spawner_upload_check(&sp, "s-9", paths, 2, &err), 4, "%s", err.msg);
+	cr_assert_lt(dg_spawner_upload_check(&sp, "s-9", paths, 0, &err), 0);
+	for (int i = 0; i <= DG_UPLOAD_PATHS_MAX; i++)
+		paths[i] = "/tmp/a";
+	cr_assert_eq(dg_spawner_upload_check(&sp, "s-9", paths, DG_UPLOAD_PATHS_MAX + 1, &err),
+		     -EINVAL);
+	cr_assert(strstr(err.msg, "1 to 16 paths"), "%s", err.msg);
+	paths[3] = "/tmp/../etc/passwd";
+	cr_assert_eq(dg_spawner_upload_check(&sp, "s-9", paths, 4, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "paths[3]"), "%s", err.msg);
+	cr_assert_eq(dg_spawner_upload_check(&sp, "S", paths, 1, &err), -EINVAL, "a bad session");
 
 	static char rbuf[DG_SEQ_MAX + 1];
 	int fds[DG_SEQ_FDS_MAX], nfds;
@@ -531,6 +835,31 @@ Test(proto, the_stubs_over_a_socketpair)
 	cr_assert_eq(dg_spawn_decode((uint8_t *)rbuf, len, nfds, &m, &err), 0, "%s", err.msg);
 	cr_assert_eq(m.type, DG_SPAWN_EXEC);
 	cr_assert_str_eq(m.u.exec.argv[0], "true");
+	cr_assert_eq(dg_seq_recv(sv[1], rbuf, sizeof(rbuf), &len, fds, &nfds, &err), 1);
+	cr_assert_eq(dg_seq_recv(sv[1], rbuf, sizeof(rbuf), &len, fds, &nfds, &err), 1);
+	cr_assert_eq(dg_spawn_decode((uint8_t *)rbuf, len, nfds, &m, &err), 0, "%s", err.msg);
+	cr_assert_eq(m.type, DG_SPAWN_UPLOAD_CHECK);
+	cr_assert_eq(m.req, 4);
+	cr_assert_str_eq(m.session, "s-9");
+	cr_assert_eq(m.u.upload_check.n, 2);
+	cr_assert_str_eq(m.u.upload_check.paths[0], "/tmp/a.txt");
+	cr_assert_str_eq(m.u.upload_check.paths[1], "/home/user/b");
+
+	/* An answer reaches the gateway typed; the request itself does not. */
+	struct dg_spawn_msg a = upload_checked_msg(2);
+	a.req = 4;
+	cr_assert_eq(dg_spawn_encode(&a, buf, sizeof(buf), &len, NULL), 0);
+	cr_assert_eq(dg_seq_send(sv[1], (char *)buf, len, NULL, 0), 0);
+	nfds = -1;
+	cr_assert_eq(dg_spawner_recv(&sp, &m, fds, &nfds, &err), 1, "%s", err.msg);
+	cr_assert_eq(nfds, 0);
+	cr_assert_eq(m.type, DG_SPAWN_UPLOAD_CHECKED);
+	cr_assert_eq(m.req, 4);
+	cr_assert_eq(memcmp(&m.u.upload_checked, &a.u.upload_checked, sizeof(a.u.upload_checked)), 0);
+	struct dg_spawn_msg uq = upload_check_msg(1, 3);
+	cr_assert_eq(dg_spawn_encode(&uq, buf, sizeof(buf), &len, NULL), 0);
+	cr_assert_eq(dg_seq_send(sv[1], (char *)buf, len, NULL, 0), 0);
+	cr_assert_eq(dg_spawner_recv(&sp, &m, fds, &nfds, &err), -EPROTO, "a request as a reply");
 
 	/* A CREATED with one descriptor instead of two. */
 	struct dg_spawn_msg c = {.type = DG_SPAWN_CREATED, .req = 1};
@@ -584,6 +913,11 @@ Test(proto, a_real_spawner_refuses_then_ends_on_a_malformed_request)
 	cr_assert_eq(spawner_wait(&sp, &m, &err), 1, "%s", err.msg);
 	cr_assert_eq(m.type, DG_SPAWN_ERROR);
 	cr_assert_str_eq(m.u.text, "exec: no such session");
+	const char *paths[] = {"/tmp/a"};
+	cr_assert_gt(dg_spawner_upload_check(&sp, "nobody", paths, 1, &err), 0, "%s", err.msg);
+	cr_assert_eq(spawner_wait(&sp, &m, &err), 1, "%s", err.msg);
+	cr_assert_eq(m.type, DG_SPAWN_ERROR);
+	cr_assert_str_eq(m.u.text, "upload check: no such session");
 	struct dg_limits lim = limits_default();
 	cr_assert_gt(dg_spawner_pool(&sp, 0, 0, &lim, false, &err), 0, "%s", err.msg);
 	cr_assert_eq(spawner_wait(&sp, &m, &err), 1, "%s", err.msg);
