@@ -435,20 +435,36 @@ static void start_exec(struct gw_session *s, json_t *action)
 _Static_assert(DG_UPLOAD_PATHS_MAX == DG_ACTION_PATHS_MAX, "upload paths: channel vs action");
 _Static_assert(DG_UPLOAD_PATH_MAX == DG_ACTION_FILE_PATH_MAX, "upload path bytes: channel vs action");
 
-/* The spawner's verdicts on a file_upload's paths (asked with
- * dg_spawner_upload_check, the request number kept in s->upload_req): for
- * now only logged; running file_upload on them is the runner's to add. */
+static void send_current(struct gw_session *s);
+
+/* The spawner's verdicts on the current file_upload's paths (asked in
+ * perform, in the desktop's own view of the jail: no symbolic link, a
+ * regular file in the session's scratch space, none of the browser's own
+ * files): every path ok, the action goes to the worker; any other verdict
+ * fails it, naming the path and why. */
 void dg_gw_upload_checked(struct gw_session *s, const struct dg_upload_check *answer,
 			  const char *error)
 {
-	if (!answer) {
-		fprintf(stderr, "deskgate: session %s: upload check: %s\n", s->id, error);
-		return;
+	struct request *r = s->cur;
+	if (!r || r->index >= r->ad.n || r->ad.act[r->index].type != DG_ACTION_FILE_UPLOAD)
+		return; /* the session's request ended meanwhile */
+	const struct dg_action *a = &r->ad.act[r->index];
+	if (!answer)
+		return dg_gw_step_failed(s, "not performed: the files could not be checked: %s",
+					 error ? error : "no answer");
+	if ((int)answer->n != a->n_paths)
+		return dg_gw_step_failed(s, "not performed: the check answered %u of %d files",
+					 (unsigned)answer->n, a->n_paths);
+	for (int i = 0; i < a->n_paths; i++) {
+		if (answer->files[i].verdict == DG_UPLOAD_OK)
+			continue;
+		char why[DG_ERR_MAX];
+		dg_upload_reason(&answer->files[i], a->paths[i], why, sizeof(why));
+		return dg_gw_step_failed(s, "not performed: %s: %s (a file_upload takes regular "
+					 "files of the session's scratch space, /tmp, /home/user and "
+					 "/dev/shm, without symbolic links)", a->paths[i], why);
 	}
-	for (uint32_t i = 0; i < answer->n; i++)
-		fprintf(stderr, "deskgate: session %s: upload check: file %u: verdict %u, %llu bytes\n",
-			s->id, (unsigned)i, (unsigned)answer->files[i].verdict,
-			(unsigned long long)answer->files[i].size);
+	send_current(s);
 }
 
 /* The binding of an approval: SHA-256 over the session id, a NUL and the
@@ -549,6 +565,25 @@ static void perform(struct gw_session *s)
 		start_exec(s, r->ad.actions[r->index]);
 		return;
 	}
+	if (t == DG_ACTION_FILE_UPLOAD) {
+		/* The files are checked where the browser will read them first
+		 * (dg_gw_upload_checked goes on). */
+		const struct dg_action *a = &r->ad.act[r->index];
+		struct dg_err err = {{0}};
+		int n = dg_spawner_upload_check(&s->gw->spawner, s->id, (const char *const *)a->paths,
+						(size_t)a->n_paths, &err);
+		if (n < 0)
+			return dg_gw_step_failed(s, "not performed: %s", err.msg);
+		s->upload_req = n;
+		return;
+	}
+	send_current(s);
+}
+
+/* The current action goes to the worker, as the canonical text kept. */
+static void send_current(struct gw_session *s)
+{
+	struct request *r = s->cur;
 	int e = dg_gw_send_to_worker(s, r->ad.text[r->index], r->ad.text_len[r->index]);
 	if (e)
 		dg_gw_step_failed(s, "the desktop's worker is gone (%s)", strerror(-e));
