@@ -88,6 +88,17 @@ int dg_check_stream(const struct dg_policy *p, const char *url, int screen_w, in
 			rc = put_line(out, json_pack("{s:o}", "error", str(err.msg)));
 			continue;
 		}
+		if (dg_action_unresolved(&a)) {
+			/* The gateway finds the element's point in the browser
+			 * before deciding; there is no browser here. */
+			snprintf(err.msg, sizeof(err.msg),
+				 "action: ref_%d has no x, y: an element's point on the screen is "
+				 "found on a live desktop only; give its x, y to decide it here",
+				 a.ref);
+			dg_action_free(&a);
+			rc = put_line(out, json_pack("{s:o}", "error", str(err.msg)));
+			continue;
+		}
 		struct dg_decision d;
 		dg_policy_decide(p, &a, &ctx, &d);
 		rc = put_line(out, json_pack("{s:s, s:o, s:o}", "verdict", dg_verdict_name(d.verdict),
@@ -129,7 +140,9 @@ const struct dg_opt_cmd dg_check_cmd = {
 	.name = "check",
 	.summary = "Decide canonical actions (one JSON object a line on stdin) under the policy; "
 		   "print one {\"verdict\", \"rule\", \"reason\"} line each.",
-	.details = "A line that is not a valid action gets {\"error\": ...} and the rest go on.\n"
+	.details = "A line that is not a valid action gets {\"error\": ...} and the rest go on;\n"
+		   "so does an action on an element (ref) without x, y: there is no browser\n"
+		   "here to find the element's point, so give it.\n"
 		   "exit status: 0 once stdin is read; 1 when the policy does not load;\n"
 		   "2 on a usage error.\n",
 	.doc = "docs/policy.md",

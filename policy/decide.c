@@ -215,6 +215,11 @@ static bool region_hit(const struct dg_region *g, const struct dg_action *a,
 	case DG_ACTION_CLICK:
 	case DG_ACTION_MOVE:
 	case DG_ACTION_SCROLL:
+	case DG_ACTION_SCROLL_TO:
+	case DG_ACTION_FORM_INPUT:
+	case DG_ACTION_FILE_UPLOAD:
+		/* The element actions are resolved (x, y given) by now: an
+		 * unresolved one never gets here (dg_policy_decide). */
 		return in_rect(g, a->x, a->y);
 	case DG_ACTION_MOUSE_DOWN:
 	case DG_ACTION_MOUSE_UP:
@@ -324,18 +329,21 @@ static void check_keys(const struct dg_rules *r, const struct dg_action *a, stru
 	}
 }
 
+/* The text rules, for the text of a type action or the string value of a
+ * form_input (the caller checks which has text). */
 static void check_text(const struct dg_rules *r, const struct dg_action *a, struct winner *w,
 		       char *buf, size_t len)
 {
 	if (!a->text)
 		return;
+	bool value = a->type == DG_ACTION_FORM_INPUT;
 	if (r->has_max_length) {
 		size_t cps = 0;
 		for (size_t i = 0; i < a->text_len; i++)
 			cps += ((unsigned char)a->text[i] & 0xc0) != 0x80;
 		if (cps > r->max_length) {
-			snprintf(buf, len, "the text has %zu characters; the limit is %zu", cps,
-				 r->max_length);
+			snprintf(buf, len, "the %s has %zu characters; the limit is %zu",
+				 value ? "form value" : "text", cps, r->max_length);
 			consider(w, DG_VERDICT_DENY, "text.max_length", buf);
 			return;
 		}
@@ -343,10 +351,46 @@ static void check_text(const struct dg_rules *r, const struct dg_action *a, stru
 	for (int i = 0; i < r->n_text_deny; i++) {
 		if (regexec(&r->text_deny[i].re, a->text, 0, NULL, 0) == 0) {
 			consider(w, DG_VERDICT_DENY, r->text_deny[i].rule,
-				 "the text matches a denied pattern");
+				 value ? "the form value matches a denied pattern"
+				       : "the text matches a denied pattern");
 			return;
 		}
 	}
+}
+
+/* The "javascript" section over a javascript action's code (rules.c). */
+static void check_javascript(const struct dg_rules *r, const struct dg_action *a,
+			     struct winner *w)
+{
+	if (!a->code)
+		return;
+	const struct dg_textre *deny = r->js[DG_VERDICT_DENY], *ask = r->js[DG_VERDICT_ASK],
+			       *allow = r->js[DG_VERDICT_ALLOW];
+	for (int i = 0; i < r->n_js[DG_VERDICT_DENY]; i++) {
+		if (regexec(&deny[i].re, a->code, 0, NULL, 0) == 0) {
+			consider(w, DG_VERDICT_DENY, deny[i].rule, "the code matches a denied pattern");
+			return;
+		}
+	}
+	int allowed = -1;
+	for (int i = 0; i < r->n_js[DG_VERDICT_ALLOW] && allowed < 0; i++)
+		if (regexec(&allow[i].re, a->code, 0, NULL, 0) == 0)
+			allowed = i;
+	if (r->js_allowlist && allowed < 0) {
+		consider(w, DG_VERDICT_DENY, "javascript.allow",
+			 "no pattern of \"javascript.allow\" matches the whole code");
+		return;
+	}
+	for (int i = 0; i < r->n_js[DG_VERDICT_ASK]; i++) {
+		if (regexec(&ask[i].re, a->code, 0, NULL, 0) == 0) {
+			consider(w, DG_VERDICT_ASK, ask[i].rule,
+				 "the code matches a pattern that needs approval");
+			return;
+		}
+	}
+	if (allowed >= 0)
+		consider(w, DG_VERDICT_ALLOW, allow[allowed].rule,
+			 "the whole code matches an allowed pattern");
 }
 
 static void check_budgets(const struct dg_rules *r, const struct dg_action *a,
@@ -375,13 +419,37 @@ static const char *const actions_reason[3] = {
 	"the action type is denied",
 };
 
-static int internal(struct dg_decision *d)
+static int internal_because(struct dg_decision *d, const char *reason)
 {
 	if (d) {
-		struct winner w = { DG_VERDICT_DENY, "internal", "the decision was called wrongly" };
+		struct winner w = { DG_VERDICT_DENY, "internal", reason };
 		finish(d, &w);
 	}
 	return -EINVAL;
+}
+
+static int internal(struct dg_decision *d)
+{
+	return internal_because(d, "the decision was called wrongly");
+}
+
+/* The types no default allows: only actions.allow or actions.ask naming
+ * them does (rules.c, "actions"). The rule and reason of their refusal, or
+ * NULL for every other type. */
+static const char *named_only_rule(enum dg_action_type t)
+{
+	return t == DG_ACTION_JAVASCRIPT    ? "builtin.javascript"
+	       : t == DG_ACTION_FILE_UPLOAD ? "builtin.file_upload"
+					    : NULL;
+}
+
+static const char *named_only_reason(enum dg_action_type t)
+{
+	return t == DG_ACTION_JAVASCRIPT
+		       ? "javascript runs only when the policy names it in actions.allow or "
+			 "actions.ask: script in the page goes around every other rule"
+		       : "file_upload runs only when the policy names it in actions.allow or "
+			 "actions.ask: a file handed to a page goes wherever the page sends it";
 }
 
 int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
@@ -389,15 +457,26 @@ int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
 {
 	if (!p || !a || !ctx || !d || (unsigned)a->type >= DG_ACTION_N_TYPES)
 		return internal(d);
+	/* An element action is decided at the element's point on the screen
+	 * (regions): the caller resolves it first. Deciding it without the
+	 * point would skip the regions, so it is refused (fail closed). */
+	if (dg_action_unresolved(a))
+		return internal_because(d, "the element's point on the screen is not known: an "
+					   "action with a ref is decided once its x, y are resolved");
 	const struct dg_rules *r = p->rules;
 	struct winner w = { -1, NULL, NULL };
 	struct dg_err urlerr;
+	const char *named_only = named_only_rule(a->type);
 	if (!r) {
 		/* A policy without rules (the built-in default, a file of only
-		 * "limits") allows every action: what the desktop may reach is then
-		 * bounded by the jail alone, whose browser has no way out until the
-		 * egress proxy exists. A rule section brings the URL checker in. */
-		w = (struct winner){ DG_VERDICT_ALLOW, "default", "the policy has no rules" };
+		 * "limits") allows every action but javascript and file_upload:
+		 * what the desktop may reach is then bounded by the jail alone,
+		 * whose browser has no way out but the egress proxy, which such a
+		 * policy closes. A rule section brings the URL checker in. */
+		if (named_only)
+			w = (struct winner){ DG_VERDICT_DENY, named_only, named_only_reason(a->type) };
+		else
+			w = (struct winner){ DG_VERDICT_ALLOW, "default", "the policy has no rules" };
 		finish(d, &w);
 		return 0;
 	}
@@ -409,13 +488,19 @@ int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
 		check_regions(r, a, ctx, &w);
 	if ((a->type == DG_ACTION_KEY || a->type == DG_ACTION_HOLD_KEY) && w.verdict < DG_VERDICT_DENY)
 		check_keys(r, a, &w);
-	if (a->type == DG_ACTION_TYPE && w.verdict < DG_VERDICT_DENY)
+	bool has_text = a->type == DG_ACTION_TYPE ||
+			(a->type == DG_ACTION_FORM_INPUT && a->value_kind == DG_VALUE_STRING);
+	if (has_text && w.verdict < DG_VERDICT_DENY)
 		check_text(r, a, &w, tbuf, sizeof(tbuf));
+	if (a->type == DG_ACTION_JAVASCRIPT && w.verdict < DG_VERDICT_DENY)
+		check_javascript(r, a, &w);
 	if (w.verdict < DG_VERDICT_DENY)
 		check_budgets(r, a, ctx, &w, buf, sizeof(buf));
 	if (r->has_actions && r->act_verdict[a->type] >= 0)
 		consider(&w, (enum dg_verdict)r->act_verdict[a->type], r->act_rule[a->type],
 			 actions_reason[(int)r->act_verdict[a->type]]);
+	else if (named_only)
+		consider(&w, DG_VERDICT_DENY, named_only, named_only_reason(a->type));
 	else
 		consider(&w, r->deflt, "default", "no rule of \"actions\" names this action type");
 	finish(d, &w);

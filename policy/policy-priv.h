@@ -37,9 +37,11 @@ int dg_policy_fail(struct pctx *c, const char *fmt, ...) __attribute__((format(p
 #define DG_RULES_REGIONS_MAX 64
 #define DG_RULES_NAME_MAX 64      /* bytes of a region name */
 #define DG_RULES_REASON_MAX 256   /* bytes of a region reason */
-#define DG_RULES_REGEX_MAX 32     /* text.deny patterns */
-#define DG_RULES_REGEX_REPEAT_MAX 16 /* largest bound of {m,n} in a text.deny pattern */
-#define DG_RULES_REGEX_LEN_MAX 256
+#define DG_RULES_REGEX_MAX 32     /* patterns of one regex list: text.deny,
+				     javascript.allow, .ask, .deny */
+#define DG_RULES_REGEX_REPEAT_MAX 16 /* largest bound of {m,n} in a regex pattern */
+#define DG_RULES_REGEX_LEN_MAX 256 /* bytes of one regex pattern, as written
+				      (an allow pattern is compiled as ^(...)$) */
 #define DG_RULES_BUDGET_MAX 1000000000LL
 
 /* A URL pattern (see policy.h, "URL patterns"). */
@@ -85,7 +87,7 @@ struct dg_egress {
 
 struct dg_textre {
 	regex_t re;
-	char *rule;              /* "text.deny[0]" */
+	char *rule;              /* "text.deny[0]", "javascript.allow[2]" */
 };
 
 /* Index 0, 1, 2 of the per-verdict lists is enum dg_verdict. */
@@ -114,6 +116,12 @@ struct dg_rules {
 	struct dg_textre *text_deny;
 	int n_text_deny;
 
+	/* "javascript": regexes over javascript.code, per verdict (allow
+	 * patterns compiled anchored, ^(...)$: they match the whole code). */
+	struct dg_textre *js[3];
+	int n_js[3];
+	bool js_allowlist;       /* "javascript.allow" given: unmatched code is denied */
+
 	struct dg_egress *egress;
 	int n_egress;
 
@@ -128,6 +136,7 @@ int dg_rules_parse_urls(struct pctx *c, const json_t *v, struct dg_policy *p);
 int dg_rules_parse_regions(struct pctx *c, const json_t *v, struct dg_policy *p);
 int dg_rules_parse_keys(struct pctx *c, const json_t *v, struct dg_policy *p);
 int dg_rules_parse_text(struct pctx *c, const json_t *v, struct dg_policy *p);
+int dg_rules_parse_javascript(struct pctx *c, const json_t *v, struct dg_policy *p);
 int dg_rules_parse_egress(struct pctx *c, const json_t *v, struct dg_policy *p);
 int dg_rules_parse_budgets(struct pctx *c, const json_t *v, struct dg_policy *p);
 

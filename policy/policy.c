@@ -249,6 +249,7 @@ static const struct section sections[] = {
 	{ "regions", dg_rules_parse_regions },
 	{ "keys", dg_rules_parse_keys },
 	{ "text", dg_rules_parse_text },
+	{ "javascript", dg_rules_parse_javascript },
 	{ "egress", dg_rules_parse_egress },
 	{ "budgets", dg_rules_parse_budgets },
 	{ "recording", parse_recording },

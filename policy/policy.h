@@ -25,7 +25,9 @@
 
 /* The rule sections, compiled (policy/policy-priv.h); NULL when the policy
  * has none (the built-in default, or a file of only "version" and
- * "limits"): such a policy allows every action, as before rules existed. */
+ * "limits"): such a policy allows every action, as before rules existed,
+ * except javascript and file_upload, which only a policy naming them in
+ * actions.allow or actions.ask lets run (policy/rules.c, "actions"). */
 struct dg_rules;
 
 /* Copying a struct dg_policy by value shares its rules without a reference:
@@ -71,9 +73,9 @@ void dg_policy_free(struct dg_policy *p);
  *
  * Ordered by restriction: when several checks have an opinion, the largest
  * verdict wins (deny > ask > allow), and among equal verdicts the first
- * check in the order urls, regions, keys, text, budgets, actions (the most
- * specific first) names the rule. The semantics of each section are
- * documented in policy/rules.c. */
+ * check in the order urls, regions, keys, text, javascript, budgets,
+ * actions (the most specific first) names the rule. The semantics of each
+ * section are documented in policy/rules.c. */
 enum dg_verdict {
 	DG_VERDICT_ALLOW = 0,
 	DG_VERDICT_ASK = 1,
@@ -109,7 +111,9 @@ struct dg_decision {
 
 /* Decides the canonical action a (from dg_action_parse). Never allocates.
  * Returns 0, or -EINVAL for a caller bug (NULL argument, a type outside
- * the enum), in which case d says deny with rule "internal". */
+ * the enum, an unresolved action: dg_action_unresolved, whose point the
+ * caller must find before asking), in which case d says deny with rule
+ * "internal". */
 int dg_policy_decide(const struct dg_policy *p, const struct dg_action *a,
 		     const struct dg_decide_ctx *ctx, struct dg_decision *d);
 

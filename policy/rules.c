@@ -6,14 +6,25 @@
  *   is given: it is what an action or URL gets when no rule of "actions" or
  *   "urls" names it, so leaving it implicit would hide the most important
  *   choice of the file. A policy with no rule section at all (the built-in
- *   default, a file of only "limits") has no rules and allows every action.
+ *   default, a file of only "limits") has no rules and allows every action
+ *   but javascript and file_upload (see "actions").
  *
  * Within a section deny beats ask beats allow; across sections the most
  * restrictive verdict wins (policy.h, "Decisions").
  *
  * "actions": {allow, ask, deny}: lists of canonical action type names.
  *   A type no list names (or every type, when the section is absent) gets
- *   the default.
+ *   the default, except javascript and file_upload: they run only when
+ *   actions.allow or actions.ask names them. Otherwise they are denied
+ *   (rules "builtin.javascript", "builtin.file_upload") whatever "default"
+ *   says, and by a policy without rules too. They are the two actions that
+ *   go around every other rule of the action layer: a script run in the
+ *   page can do whatever the page can (fill in and submit forms, click,
+ *   read what the page shows and send it wherever the page's requests may
+ *   go) with no position for regions, no chord for keys and no typed text
+ *   for text; a file handed to a page goes wherever the page sends it. So
+ *   an operator who wrote "default": "allow" for convenience has not
+ *   allowed them: they must be named.
  * "urls": {allow, ask, deny}: URL patterns, for navigate (and the browser's
  *   requests, dg_policy_decide_url). A URL dg_url_parse refuses is denied;
  *   one no pattern matches gets the default. A WebSocket URL (ws://, wss://:
@@ -42,9 +53,13 @@
  *   URL is known). A URL-scoped region also applies when the current URL is
  *   unknown or refused by dg_url_parse: unknown is not "elsewhere".
  *   Position of an action: its x, y (click, move, scroll, mouse_down/up
- *   with x, y); every point of a drag's path; the pointer for
- *   mouse_down/up without x, y and for type, key and hold_key (keyboard
- *   input goes to what was last clicked, normally under the pointer).
+ *   with x, y; scroll_to, form_input, file_upload, and click and move by
+ *   ref, whose x, y the caller resolves from the element before deciding:
+ *   the element's point on the screen); every point of a drag's path; the
+ *   pointer for mouse_down/up without x, y and for type, key and hold_key
+ *   (keyboard input goes to what was last clicked, normally under the
+ *   pointer). An unresolved action (dg_action_unresolved: a ref without
+ *   x, y) is never decided: denied, rule "internal" (fail closed).
  * "keys": {deny, ask, allow?}: chord patterns for key and hold_key, one
  *   chord each, keys joined by '+': modifier names (ctrl, shift, alt, super,
  *   meta, or any name of a modifier keysym) match the modifier on either
@@ -58,14 +73,28 @@
  *   decided; the most restrictive wins. When "allow" is given (even
  *   empty), a chord no pattern matches gets the default; otherwise key
  *   rules only restrict.
- * "text": {max_length?, deny?}: for type actions only: more than
- *   max_length characters (code points) is denied; so is a text any
- *   deny regex matches (POSIX extended, unanchored, case-sensitive).
+ * "text": {max_length?, deny?}: for the text of type actions and the
+ *   string value of form_input (a number or a boolean value is not text):
+ *   more than max_length characters (code points) is denied; so is a text
+ *   any deny regex matches (POSIX extended, unanchored, case-sensitive).
  *   Patterns whose compiling or matching could explode are refused at load
  *   (regex_tame): back-references, a quantifier right after another
  *   ("a++"), a quantified group that holds a quantifier ("(a+)*"), and
  *   bounds {m,n} above DG_RULES_REGEX_REPEAT_MAX; glibc compiles
- *   "((a{255}){255}){255}" into gigabytes.
+ *   "((a{255}){255}){255}" into gigabytes. At most DG_RULES_REGEX_MAX
+ *   patterns of at most DG_RULES_REGEX_LEN_MAX bytes.
+ * "javascript": {allow?, ask?, deny?}: regexes over a javascript action's
+ *   code, tamed and bounded as text.deny's. deny and ask patterns match
+ *   anywhere in the code (unanchored); allow patterns must match the WHOLE
+ *   code (compiled as ^(...)$), so the regex document\.title (in JSON
+ *   "document\\.title") allows the code "document.title" and not
+ *   "document.title; fetch(...)". A deny match denies
+ *   ("javascript.deny[i]"); when "allow" is given (even empty), code no
+ *   allow pattern matches whole is denied ("javascript.allow"); an ask
+ *   match asks ("javascript.ask[i]"); an allow match allows
+ *   ("javascript.allow[i]"). Without "allow", code no pattern matches is
+ *   left to the other rules. Either way "actions" must also allow or ask
+ *   for the type (above): this section only narrows what it lets run.
  * "egress": {allow: ["host:port", "*.suffix:port"]}: the egress proxy's
  *   allowlist (dg_policy_egress_allows); not consulted per action.
  * "budgets": {actions_per_minute?, max_actions?, max_exec?}: an action is
@@ -484,7 +513,8 @@ int dg_rules_parse_urls(struct pctx *c, const json_t *v, struct dg_policy *p)
 static const uint32_t located_types =
 	1u << DG_ACTION_CLICK | 1u << DG_ACTION_MOVE | 1u << DG_ACTION_DRAG |
 	1u << DG_ACTION_MOUSE_DOWN | 1u << DG_ACTION_MOUSE_UP | 1u << DG_ACTION_SCROLL |
-	1u << DG_ACTION_TYPE | 1u << DG_ACTION_KEY | 1u << DG_ACTION_HOLD_KEY;
+	1u << DG_ACTION_TYPE | 1u << DG_ACTION_KEY | 1u << DG_ACTION_HOLD_KEY |
+	1u << DG_ACTION_SCROLL_TO | 1u << DG_ACTION_FORM_INPUT | 1u << DG_ACTION_FILE_UPLOAD;
 _Static_assert(DG_ACTION_N_TYPES <= 32, "a region's action set is a 32-bit mask");
 
 static int parse_rect(struct pctx *c, const char *where, const json_t *v, struct dg_region *g)
@@ -794,6 +824,55 @@ static bool regex_tame(const char *re, char *why, size_t n)
 	return true;
 }
 
+/* Compiles the regex list v of the section `where` ("text.deny",
+ * "javascript.allow", ...) into *out; *n counts the compiled entries
+ * (dg_rules_destroy regfrees exactly those). Each pattern must be tame
+ * (regex_tame). anchored: the pattern must match the whole subject, so it
+ * is compiled as ^(PATTERN)$; PATTERN is compiled alone first, so its
+ * parentheses are known to balance and the wrapping cannot be split: the
+ * invalid "a)|(b" would otherwise become "^(a)|(b)$", which matches any
+ * subject that starts with "a". No REG_NEWLINE: '^' and '$' match only at
+ * the ends of the whole subject, and '.' matches a line break too. */
+static int regex_list(struct pctx *c, const char *where, const json_t *v, bool anchored,
+		      struct dg_textre **out, int *n_out)
+{
+	int rc = string_list(c, where, v, DG_RULES_REGEX_LEN_MAX);
+	if (rc)
+		return rc;
+	size_t n = json_array_size(v);
+	if (n > DG_RULES_REGEX_MAX)
+		return fail(c, "%s: %zu patterns is more than the limit of %d", where, n,
+			    DG_RULES_REGEX_MAX);
+	*out = calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
+		return oom(c);
+	for (size_t i = 0; i < n; i++) {
+		const char *re = json_string_value(json_array_get(v, i));
+		char why[160];
+		if (!regex_tame(re, why, sizeof(why)))
+			return fail(c, "%s[%zu]: %s", where, i, why);
+		struct dg_textre *t = &(*out)[i];
+		int e = regcomp(&t->re, re, REG_EXTENDED | REG_NOSUB);
+		if (e == 0 && anchored) {
+			char whole[DG_RULES_REGEX_LEN_MAX + sizeof("^()$")];
+			snprintf(whole, sizeof(whole), "^(%s)$", re);
+			regfree(&t->re);
+			e = regcomp(&t->re, whole, REG_EXTENDED | REG_NOSUB);
+		}
+		if (e != 0) {
+			regerror(e, &t->re, why, sizeof(why));
+			return fail(c, "%s[%zu]: bad regular expression: %s", where, i, why);
+		}
+		t->rule = xasprintf("%s[%zu]", where, i);
+		if (!t->rule) {
+			regfree(&t->re);
+			return oom(c);
+		}
+		(*n_out)++; /* only compiled entries are counted: destroy regfrees them */
+	}
+	return 0;
+}
+
 int dg_rules_parse_text(struct pctx *c, const json_t *v, struct dg_policy *p)
 {
 	static const char *const keys[] = { "max_length", "deny", NULL };
@@ -816,33 +895,31 @@ int dg_rules_parse_text(struct pctx *c, const json_t *v, struct dg_policy *p)
 	const json_t *deny = json_object_get(v, "deny");
 	if (!deny)
 		return 0;
-	rc = string_list(c, "text.deny", deny, DG_RULES_REGEX_LEN_MAX);
+	return regex_list(c, "text.deny", deny, false, &r->text_deny, &r->n_text_deny);
+}
+
+/* ---- javascript ---------------------------------------------------------- */
+
+int dg_rules_parse_javascript(struct pctx *c, const json_t *v, struct dg_policy *p)
+{
+	if (!json_is_object(v))
+		return not_a(c, "javascript", v, "an object");
+	int rc = known_keys(c, "javascript", v, list_keys);
 	if (rc)
 		return rc;
-	if (json_array_size(deny) > DG_RULES_REGEX_MAX)
-		return fail(c, "text.deny: more than %d patterns", DG_RULES_REGEX_MAX);
-	size_t n = json_array_size(deny);
-	r->text_deny = calloc(n ? n : 1, sizeof(*r->text_deny));
-	if (!r->text_deny)
+	struct dg_rules *r = rules_of(p);
+	if (!r)
 		return oom(c);
-	for (size_t i = 0; i < n; i++) {
-		const char *re = json_string_value(json_array_get(deny, i));
-		char why[160];
-		if (!regex_tame(re, why, sizeof(why)))
-			return fail(c, "text.deny[%zu]: %s", i, why);
-		struct dg_textre *t = &r->text_deny[i];
-		int e = regcomp(&t->re, re, REG_EXTENDED | REG_NOSUB);
-		if (e != 0) {
-			char why[128];
-			regerror(e, &t->re, why, sizeof(why));
-			return fail(c, "text.deny[%zu]: bad regular expression: %s", i, why);
-		}
-		t->rule = xasprintf("text.deny[%zu]", i);
-		if (!t->rule) {
-			regfree(&t->re);
-			return oom(c);
-		}
-		r->n_text_deny++; /* only compiled entries are counted: destroy regfrees them */
+	r->js_allowlist = json_object_get(v, "allow") != NULL;
+	for (int vd = 0; vd < 3; vd++) {
+		const json_t *list = json_object_get(v, verdict_names[vd]);
+		if (!list)
+			continue;
+		char where[32];
+		snprintf(where, sizeof(where), "javascript.%s", verdict_names[vd]);
+		rc = regex_list(c, where, list, vd == DG_VERDICT_ALLOW, &r->js[vd], &r->n_js[vd]);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -954,6 +1031,13 @@ void dg_rules_destroy(struct dg_rules *r)
 		free(r->text_deny[i].rule);
 	}
 	free(r->text_deny);
+	for (int vd = 0; vd < 3; vd++) {
+		for (int i = 0; i < r->n_js[vd]; i++) {
+			regfree(&r->js[vd][i].re);
+			free(r->js[vd][i].rule);
+		}
+		free(r->js[vd]);
+	}
 	free(r->egress);
 	free(r);
 }

@@ -150,6 +150,15 @@ static int replay_action(struct rctx *c, const struct dg_rec_ev *ev)
 		d.skipped = perr.msg[0] ? perr.msg : "the recorded action does not parse";
 		return emit(c, &d);
 	}
+	if (dg_action_unresolved(&a)) {
+		/* Its element's point was never found (the gateway resolves
+		 * before it decides), and the page is gone: there is nothing to
+		 * decide it at. */
+		dg_action_free(&a);
+		d.skipped = "the action has a ref without x, y: its element's point on the screen "
+			    "was never resolved";
+		return emit(c, &d);
+	}
 	struct dg_decide_ctx ctx = {
 		.url = json_string_value(jurl),
 		.screen_w = w,

@@ -251,6 +251,16 @@ static int run_step(const struct dg_policy *p, json_t *o, struct sim *sim, const
 		return fprintf(so->out, "ok   step %u (line %u)%s: %s: deny by schema\n", so->step,
 			       so->line, so->label, tshown) < 0 ? -EIO : 0;
 	}
+	if (!live && dg_action_unresolved(&a)) {
+		/* The gateway finds an element's point on the screen in the
+		 * browser before it decides; offline there is no browser, and
+		 * deciding without the point would skip the regions. */
+		int ref = a.ref;
+		dg_action_free(&a);
+		return fail_line(so, sum, "%s: ref_%d has no x, y: an element's point on the screen is "
+				 "found on a live desktop only; give its x, y to decide it offline",
+				 tshown, ref);
+	}
 	struct dg_rec_live_result lr;
 	memset(&lr, 0, sizeof(lr));
 	if (live) {

@@ -5,7 +5,9 @@
  * probe lines ('\n'-separated) that are decided under it:
  *   {...}         a canonical action (dg_action_parse, 1280x800), decided
  *                 with dg_policy_decide; the context's URL is the last URL
- *                 probe, the counters grow with each probe
+ *                 probe, the counters grow with each probe; an unresolved
+ *                 one (a ref without x, y) must be refused: -EINVAL, deny,
+ *                 rule "internal"
  *   http... / anything with "://"   a URL for dg_policy_decide_url
  *   host:port     dg_policy_decide_egress and dg_policy_egress_allows
  * Without probes a fixed set is decided, so every mutation of the policy
@@ -33,6 +35,13 @@ static const char *const default_probes[] = {
 	"{\"type\":\"exec\",\"argv\":[\"python3\",\"-c\",\"print(1)\"]}",
 	"{\"type\":\"zoom\",\"region\":[0,0,640,400]}",
 	"{\"type\":\"wait\",\"ms\":100}",
+	"{\"type\":\"javascript\",\"code\":\"document.title\"}",
+	"{\"type\":\"javascript\",\"code\":\"document.title;\\nfetch('/x')\"}",
+	"{\"type\":\"form_input\",\"ref\":\"ref_2\",\"x\":30,\"y\":30,\"value\":\"hunter2\"}",
+	"{\"type\":\"form_input\",\"ref\":\"ref_2\",\"x\":30,\"y\":30,\"value\":12.5}",
+	"{\"type\":\"file_upload\",\"ref\":\"ref_3\",\"x\":5,\"y\":5,\"paths\":[\"/tmp/a\"]}",
+	"{\"type\":\"scroll_to\",\"ref\":\"ref_4\",\"x\":640,\"y\":20}",
+	"{\"type\":\"click\",\"ref\":\"ref_5\"}",
 	"https://example.com/",
 	"https://en.wikipedia.org/wiki/Special:Random",
 	"http://[2001:db8::1]:8080/x",
@@ -85,10 +94,16 @@ static void probe(const struct dg_policy *p, const struct dg_policy *copy, const
 			.exec_total = st->n,
 		};
 		int r = dg_policy_decide(p, &a, &ctx, &d);
-		DG_FUZZ_CHECK(r == 0, "dg_policy_decide: %d", r);
+		if (dg_action_unresolved(&a))
+			DG_FUZZ_CHECK(r == -EINVAL && d.verdict == DG_VERDICT_DENY &&
+					      strcmp(d.rule, "internal") == 0,
+				      "an unresolved action: %d, %s by %s", r,
+				      dg_verdict_name(d.verdict), d.rule);
+		else
+			DG_FUZZ_CHECK(r == 0, "dg_policy_decide: %d", r);
 		check_decision(&d, "action");
-		r = dg_policy_decide(copy, &a, &ctx, &d2);
-		DG_FUZZ_CHECK(r == 0 && same_decision(&d, &d2), "a copy decides differently");
+		int r2 = dg_policy_decide(copy, &a, &ctx, &d2);
+		DG_FUZZ_CHECK(r2 == r && same_decision(&d, &d2), "a copy decides differently");
 		dg_action_free(&a);
 		return;
 	}

@@ -452,6 +452,46 @@ Test(replay, malformed_action_events_are_skipped_not_fatal)
 	cr_assert_eq(s.n, 0);
 }
 
+/* An element action recorded before its point was found (a ref without
+ * x, y) cannot be decided again: skipped with the reason. Resolved, it is
+ * decided at its x, y. */
+static char skip_reason[256];
+static int keep_skip(void *arg, const struct dg_rec_redecision *d)
+{
+	if (d->skipped)
+		snprintf(skip_reason, sizeof(skip_reason), "%s", d->skipped);
+	return collect(arg, d);
+}
+
+Test(replay, unresolved_element_actions_are_skipped)
+{
+	json_t *evs[] = {
+		json_pack("{s:s, s:{s:s,s:s}, s:s}", "type", "action", "action", "type", "click", "ref",
+			  "ref_4", "verdict", "deny"),
+		json_pack("{s:s, s:{s:s,s:s,s:i,s:i}, s:s}", "type", "action", "action", "type", "click",
+			  "ref", "ref_4", "x", 5, "y", 5, "verdict", "allow"),
+	};
+	for (int i = 0; i < 2; i++)
+		json_object_set_new(evs[i], "mono_ms", json_integer(1000 + i));
+	crafted("refs", evs, 2);
+	struct dg_policy p;
+	cr_assert_eq(dg_policy_parse(strict_text, strlen(strict_text), "test", &p, &err), 0, "%s",
+		     err.msg);
+	struct seen s;
+	memset(&s, 0, sizeof(s));
+	struct dg_rec_replay_summary sum;
+	skip_reason[0] = '\0';
+	cr_assert_eq(dg_rec_replay(dir_of("refs"), &p, keep_skip, &s, &sum, &err), 0, "%s", err.msg);
+	dg_policy_free(&p);
+	cr_assert_eq(sum.skipped, 1);
+	cr_assert_eq(s.skipped_seq, 1);
+	cr_assert(strstr(skip_reason, "a ref without x, y"), "%s", skip_reason);
+	cr_assert_eq(sum.actions, 1);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.c[0].seq, 2);
+	cr_assert_str_eq(s.c[0].rule, "regions[top-bar]");
+}
+
 Test(replay, redacted_text_is_decided_on_its_length)
 {
 	struct session s;

@@ -157,6 +157,28 @@ Test(script, failures_are_reported_and_the_rest_runs)
 		cr_assert(strstr(out, want[i]), "missing \"%s\" in:\n%s", want[i], out);
 }
 
+/* Offline there is no browser to find an element's point: a step with a
+ * ref and no x, y fails with the reason (whatever it expects), and the
+ * rest runs; with x, y given it is decided at them. */
+Test(script, unresolved_element_actions_fail_offline)
+{
+	cr_assert_eq(scripts(nav_policy,
+			     "{\"action\":{\"type\":\"click\",\"ref\":\"ref_5\"},\"expect\":\"deny\"}\n"
+			     "{\"action\":{\"type\":\"click\",\"ref\":\"ref_5\"},\"expect\":\"deny\",\"rule\":\"schema\"}\n"
+			     "{\"action\":{\"type\":\"click\",\"ref\":\"ref_5\",\"x\":5,\"y\":5},\"expect\":\"deny\",\"rule\":\"regions[site-only]\"}\n"
+			     "{\"action\":{\"type\":\"click\",\"ref\":\"ref_5\",\"x\":500,\"y\":500},\"expect\":\"allow\"}\n"
+			     "{\"action\":{\"type\":\"type\",\"text\":\"a\"},\"expect\":\"allow\"}\n"),
+		     0);
+	cr_assert_eq(sum.passed, 3, "%s", out);
+	cr_assert_eq(sum.failed, 2, "%s", out);
+	cr_assert(strstr(out, "FAIL step 1 (line 1): click: ref_5 has no x, y: an element's point on the "
+			      "screen is found on a live desktop only; give its x, y to decide it offline"),
+		  "%s", out);
+	cr_assert(strstr(out, "FAIL step 2 (line 2): click: ref_5 has no x, y"), "%s", out);
+	cr_assert(strstr(out, "ok   step 3 (line 3): click: deny by regions[site-only]"), "%s", out);
+	cr_assert(strstr(out, "ok   step 5 (line 5): type: allow by actions.allow[2]"), "%s", out);
+}
+
 Test(script, line_max_at_its_boundary)
 {
 	/* A step padded with spaces to exactly DG_REC_SCRIPT_LINE_MAX bytes
