@@ -66,6 +66,7 @@ struct worker {
 	bool probe_again;        /* ... and its answer is older than what follows it */
 	long long next_probe;    /* ms: the next idle tab probe, with more than one page */
 	bool await_paint;        /* settling after a page load: see advance() */
+	int barrier_quiet;       /* the quiet period settling waits for after a barrier */
 	int quiet_ms;            /* the quiet period this settling waits for */
 	enum dg_profile profile;
 	int width, height;
@@ -471,16 +472,19 @@ static void barrier_done(void *arg, int status, json_t *result, const char *erro
 	if (w->phase == PHASE_BARRIER) {
 		long long t = w->t_injected;
 		bool paint = w->await_paint;
+		int quiet = w->barrier_quiet;
 		settle(w);
 		w->t_injected = t; /* the settle bound still counts from the input */
-		w->quiet_ms = DG_WORKER_KEYS_QUIET_MS;
+		w->quiet_ms = quiet;
 		w->await_paint = paint;
 	}
 }
 
-/* paint: after a load, settling then waits for the page's paint (advance()). */
-static void barrier(struct worker *w, bool paint)
+/* paint: after a load, settling then waits for the page's paint (advance()).
+ * Settling after the barrier waits for quiet ms without an update. */
+static void barrier_q(struct worker *w, bool paint, int quiet)
 {
+	w->barrier_quiet = quiet;
 	const char *sid = w->cdp && dg_cdp_ready(w->cdp) ? dg_cdp_session_id(w->cdp) : NULL;
 	if (!sid || !sid[0]) {
 		settle(w);
@@ -500,6 +504,11 @@ static void barrier(struct worker *w, bool paint)
 	struct dg_err err = {{0}};
 	if (dg_cdp_send(w->cdp, "Runtime.evaluate", params, sid, barrier_done, w, &err) != 0)
 		settle(w);
+}
+
+static void barrier(struct worker *w, bool paint)
+{
+	barrier_q(w, paint, DG_WORKER_KEYS_QUIET_MS);
 }
 
 /* The page has received every key typed (or typing ended at its bound);
@@ -1155,6 +1164,15 @@ static void run_action(struct worker *w)
 	}
 	if (w->cdp && a->type == DG_ACTION_KEY) {
 		barrier(w, false);
+		return;
+	}
+	/* Pointer input in the browser: its events are dispatched before the
+	 * page's next animation frames, so once the page drew two frames since,
+	 * the page has run its handlers (a click's title, a hover's style); a
+	 * quiet screen alone could come first (the tab's title, set by the
+	 * click's handler, was read one action late). */
+	if (w->cdp && a->type != DG_ACTION_SCROLL) {
+		barrier_q(w, false, DG_SETTLE_QUIET_MS);
 		return;
 	}
 	settle(w);
