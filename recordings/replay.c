@@ -67,7 +67,9 @@ static int emit(struct rctx *c, struct dg_rec_redecision *d)
  * to the action to decide (itself when not redacted), or NULL. */
 static json_t *unredact(const json_t *action, bool *redacted)
 {
-	json_t *t = json_object_get(action, "text");
+	/* A type action's text, or a form_input's string value. */
+	const char *key = json_object_get(action, "value") ? "value" : "text";
+	json_t *t = json_object_get(action, key);
 	*redacted = false;
 	if (!json_is_object(t) || !json_is_true(json_object_get(t, "redacted")))
 		return json_incref((json_t *)action);
@@ -85,7 +87,7 @@ static json_t *unredact(const json_t *action, bool *redacted)
 	}
 	memset(x, 'x', n);
 	x[n] = '\0';
-	json_object_set_new(c, "text", json_stringn(x, n));
+	json_object_set_new(c, key, json_stringn(x, n));
 	free(x);
 	*redacted = true;
 	return c;

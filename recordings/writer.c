@@ -326,20 +326,38 @@ int dg_rec_frame(struct dg_rec *r, const uint8_t *png, size_t len, char hash_hex
 
 /* ---- events ------------------------------------------------------------------ */
 
-/* Whether v holds typed text to redact: an object whose "type" or "action"
- * is "type" and that has a string "text", at any depth. */
-static bool is_typing(const json_t *o)
+/* Which field of object o holds text entered into the desktop, to redact:
+ * "text" of a type action (canonical, or a computer tool input whose
+ * "action" is "type"), "value" of a form_input when it is a string; or,
+ * for a toolset member's block ({"name": "type" | "form_input", "input":
+ * {...}}), its input's field (*in set to the input). NULL when none. */
+static const char *typed_field(const json_t *o, json_t **in)
 {
 	const char *t = json_string_value(json_object_get(o, "type"));
 	const char *a = json_string_value(json_object_get(o, "action"));
-	return ((t && strcmp(t, "type") == 0) || (a && strcmp(a, "type") == 0)) &&
-	       json_is_string(json_object_get(o, "text"));
+	const char *n = json_string_value(json_object_get(o, "name"));
+	json_t *input = json_object_get(o, "input");
+	*in = (json_t *)o;
+	if (((t && strcmp(t, "type") == 0) || (a && strcmp(a, "type") == 0)) &&
+	    json_is_string(json_object_get(o, "text")))
+		return "text";
+	if (t && strcmp(t, "form_input") == 0 && json_is_string(json_object_get(o, "value")))
+		return "value";
+	if (n && json_is_object(input) && json_object_get(o, "toolset_name")) {
+		*in = input;
+		if (strcmp(n, "type") == 0 && json_is_string(json_object_get(input, "text")))
+			return "text";
+		if (strcmp(n, "form_input") == 0 && json_is_string(json_object_get(input, "value")))
+			return "value";
+	}
+	return NULL;
 }
 
 static bool has_typing(const json_t *v)
 {
 	if (json_is_object(v)) {
-		if (is_typing(v))
+		json_t *in;
+		if (typed_field(v, &in))
 			return true;
 		const char *k;
 		json_t *x;
@@ -356,29 +374,41 @@ static bool has_typing(const json_t *v)
 	return false;
 }
 
+/* The text of in[key] becomes {"redacted": true, "length", "bytes",
+ * "sha256"}: its length (replay decides text.max_length on it) and a
+ * salted hash (a known text can be checked, none can be read). */
+static int redact_string(const struct dg_rec *r, json_t *in, const char *key)
+{
+	json_t *t = json_object_get(in, key);
+	const char *s = json_string_value(t);
+	size_t n = json_string_length(t);
+	uint8_t h[DG_REC_SHA_LEN];
+	char hex[DG_REC_HEX_LEN + 1];
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned hl = 0;
+	int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+		 EVP_DigestUpdate(md, r->salt, sizeof(r->salt)) && EVP_DigestUpdate(md, s, n) &&
+		 EVP_DigestFinal_ex(md, h, &hl);
+	EVP_MD_CTX_free(md);
+	if (!ok)
+		return -ENOMEM;
+	dg_hex_encode(h, sizeof(h), hex);
+	json_t *stub = json_pack("{s:b, s:I, s:I, s:s}", "redacted", 1, "length",
+				 (json_int_t)dg_rec_utf8_len(s, n), "bytes", (json_int_t)n, "sha256", hex);
+	if (!stub || json_object_set_new(in, key, stub) != 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static int redact_in_place(const struct dg_rec *r, json_t *v)
 {
 	if (json_is_object(v)) {
-		if (is_typing(v)) {
-			json_t *t = json_object_get(v, "text");
-			const char *s = json_string_value(t);
-			size_t n = json_string_length(t);
-			uint8_t h[DG_REC_SHA_LEN];
-			char hex[DG_REC_HEX_LEN + 1];
-			EVP_MD_CTX *md = EVP_MD_CTX_new();
-			unsigned hl = 0;
-			int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
-				 EVP_DigestUpdate(md, r->salt, sizeof(r->salt)) &&
-				 EVP_DigestUpdate(md, s, n) && EVP_DigestFinal_ex(md, h, &hl);
-			EVP_MD_CTX_free(md);
-			if (!ok)
-				return -ENOMEM;
-			dg_hex_encode(h, sizeof(h), hex);
-			json_t *stub = json_pack("{s:b, s:I, s:I, s:s}", "redacted", 1, "length",
-						 (json_int_t)dg_rec_utf8_len(s, n), "bytes", (json_int_t)n,
-						 "sha256", hex);
-			if (!stub || json_object_set_new(v, "text", stub) != 0)
-				return -ENOMEM;
+		json_t *in;
+		const char *key = typed_field(v, &in);
+		if (key) {
+			int rc = redact_string(r, in, key);
+			if (rc)
+				return rc;
 		}
 		const char *k;
 		json_t *x;
@@ -396,6 +426,24 @@ static int redact_in_place(const struct dg_rec *r, json_t *v)
 				return rc;
 		}
 	}
+	return 0;
+}
+
+/* A form_input's result says the value it set ("... is set to \"...\""):
+ * with its value redacted, that text goes too (the element and the
+ * outcome stay in the rest of the event). */
+static int redact_echo(json_t *e)
+{
+	const json_t *a = json_object_get(e, "action");
+	json_t *res = json_object_get(e, "result");
+	const char *t = json_string_value(json_object_get(a, "type"));
+	if (!t || strcmp(t, "form_input") != 0 ||
+	    !json_is_string(json_object_get(res, "text")))
+		return 0;
+	json_t *c = json_copy(res);
+	if (!c || json_object_set_new(c, "text", json_string("[redacted: the value set]")) != 0 ||
+	    json_object_set_new(e, "result", c) != 0)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -632,7 +680,8 @@ int dg_rec_event(struct dg_rec *r, const json_t *ev, struct dg_err *err)
 	if (!e)
 		return dg_err_set(err, -ENOMEM, "recording %s: out of memory", r->dir);
 	if (r->o.redact_text && strcmp(type, "action") == 0 &&
-	    (redact_field(r, e, "input") != 0 || redact_field(r, e, "action") != 0)) {
+	    (redact_field(r, e, "input") != 0 || redact_field(r, e, "action") != 0 ||
+	     redact_echo(e) != 0)) {
 		json_decref(e);
 		return dg_err_set(err, -ENOMEM, "recording %s: out of memory", r->dir);
 	}

@@ -1068,10 +1068,26 @@ Test(recordings, redaction_stores_length_and_salted_hash_only)
 			 "actions", "type", "type", "text", secret, "type", "click", "x", 1, "y", 2,
 			 "type", "type", "text", "second secret", "action", "type", "click", "x", 1,
 			 "y", 2, "verdict", "allow"));
-	/* Not redacted: key chords, other event types. */
+	/* Toolset members (the computer toolset's type, the browser toolset's
+	 * type and form_input) and a canonical form_input, whose result text
+	 * echoes the value. */
+	put(r, json_pack("{s:s, s:{s:s,s:s,s:s,s:s,s:{s:s}}, s:{s:s,s:s}, s:s}", "type", "action",
+			 "input", "type", "tool_use", "id", "toolu_2", "name", "type", "toolset_name",
+			 "computer", "input", "text", "toolset secret", "action", "type", "type", "text",
+			 "toolset secret", "verdict", "allow"));
+	put(r, json_pack("{s:s, s:{s:s,s:s,s:s,s:s,s:{s:s,s:{s:s,s:s}}}, s:{s:s,s:s,s:s,s:i,s:i},"
+			 " s:{s:s}, s:s}", "type", "action", "input", "type", "tool_use", "id", "toolu_3",
+			 "name", "form_input", "toolset_name", "browser", "input", "value", "form secret",
+			 "target", "type", "ref", "ref", "ref_7", "action", "type", "form_input", "ref",
+			 "ref_7", "value", "form secret", "x", 1, "y", 2, "result", "text",
+			 "ref_7 (textbox) is set to \"form secret\"", "verdict", "allow"));
+	/* Not redacted: key chords, numbers and booleans of form_input, other
+	 * event types. */
 	put(r, json_pack("{s:s, s:{s:s,s:s}, s:{s:s,s:s}, s:s}", "type", "action", "input", "action",
 			 "key", "text", "ctrl+a", "action", "type", "key", "keys", "Control_L+a",
 			 "verdict", "allow"));
+	put(r, json_pack("{s:s, s:{s:s,s:s,s:b,s:i,s:i}, s:s}", "type", "action", "action", "type",
+			 "form_input", "ref", "ref_8", "value", 1, "x", 1, "y", 2, "verdict", "allow"));
 	put(r, json_pack("{s:s, s:s}", "type", "error", "error", "kept as is"));
 	cr_assert_eq(dg_rec_seal(r, key, &err), 0);
 	dg_rec_close(r);
@@ -1080,6 +1096,9 @@ Test(recordings, redaction_stores_length_and_salted_hash_only)
 	char *all = slurp(events_path("red"), &len);
 	cr_assert_null(strstr(all, "hunter2"), "the secret is on disk");
 	cr_assert_null(strstr(all, "second secret"));
+	cr_assert_null(strstr(all, "toolset secret"), "a toolset member's text is on disk");
+	cr_assert_null(strstr(all, "form secret"), "a form value is on disk");
+	cr_assert(strstr(all, "\"value\":true"), "a boolean form value was redacted");
 	cr_assert(strstr(all, "ctrl+a"));
 	cr_assert(strstr(all, "kept as is"));
 	free(all);
