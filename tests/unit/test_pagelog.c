@@ -338,6 +338,57 @@ Test(pagelog, huge_message_and_url_cut)
 	dg_pagelog_free(l);
 }
 
+/* Each bound at its value and one past it: a message and a URL of
+ * DG_PAGELOG_TEXT_MAX / DG_PAGELOG_URL_MAX bytes whole, one byte more cut;
+ * DG_PAGELOG_ENTRIES_MAX entries kept, one more drops the oldest. */
+Test(pagelog, bounds_at_their_value)
+{
+	struct dg_pagelog *l = one_tab();
+	for (int extra = 0; extra < 2; extra++) {
+		size_t n = DG_PAGELOG_TEXT_MAX + (size_t)extra, u = DG_PAGELOG_URL_MAX + (size_t)extra;
+		char *m = malloc(n + 1), *url = malloc(u + 1);
+		memset(m, 'm', n);
+		m[n] = '\0';
+		memset(url, 'u', u);
+		url[u] = '\0';
+		json_t *p = json_pack("{s:s, s:[{s:s, s:s}], s:{s:[{s:s}]}}", "type", "log", "args",
+				      "type", "string", "value", m, "stackTrace", "callFrames", "url",
+				      url);
+		dg_pagelog_event(l, "Runtime.consoleAPICalled", "G1", p);
+		json_decref(p);
+		char *t = rd(l, "T1", DG_PAGELOG_CONSOLE);
+		char want[128];
+		snprintf(want, sizeof(want), "\xe2\x80\xa6[cut: %zu bytes in all]", n);
+		cr_assert_eq(strstr(t, want) != NULL, extra == 1, "message of %zu bytes", n);
+		snprintf(want, sizeof(want), "\xe2\x80\xa6[cut: %zu bytes in all])", u);
+		cr_assert_eq(strstr(t, want) != NULL, extra == 1, "URL of %zu bytes", u);
+		/* "[log] TIME " MESSAGE[MARKER] " (" URL[MARKER] ")": the kept
+		 * parts are at their bound either way. */
+		size_t marker = extra ? strlen(want) - 1 : 0;
+		cr_assert_eq(strlen(t), strlen("[log] --:--:--.--- ") + DG_PAGELOG_TEXT_MAX + marker +
+						strlen(" (") + DG_PAGELOG_URL_MAX + marker + 1,
+			     "%zu bytes", strlen(t));
+		free(t);
+		free(m);
+		free(url);
+	}
+	char args[64];
+	for (int extra = 0; extra < 2; extra++) {
+		for (int i = 0; i < DG_PAGELOG_ENTRIES_MAX + extra; i++) {
+			snprintf(args, sizeof(args), "[{\"type\":\"string\",\"value\":\"n%d\"}]", i);
+			log_call(l, "G1", "log", args);
+		}
+		char *t = rd(l, "T1", DG_PAGELOG_CONSOLE);
+		cr_assert_eq(lines(t), (size_t)DG_PAGELOG_ENTRIES_MAX + (size_t)extra);
+		if (extra)
+			cr_assert(strncmp(t, "[1 earlier entry was dropped unread", 35) == 0, "%.80s", t);
+		else
+			cr_assert(strncmp(t, "[log] 19:54:31.880 n0 (", 23) == 0, "%.80s", t);
+		free(t);
+	}
+	dg_pagelog_free(l);
+}
+
 /* Events of the wrong shape are counted and skipped; values of odd types
  * are shown as something, never crash the log. */
 Test(pagelog, weird_events)
@@ -906,6 +957,58 @@ Test(script, values_as_json)
 	cr_assert_eq(tl, 1 + 2 * (DG_SCRIPT_ANSWER_MAX - 1) + strlen(note), "%zu bytes", tl);
 	cr_assert_str_eq(r.text + tl - strlen(note), note);
 	cr_assert(strncmp(r.text, "\"\xc3\xa9", 3) == 0);
+	no_cmd(&f);
+	fake_close(&f);
+}
+
+/* DG_SCRIPT_ANSWER_MAX characters whole, one more cut; a thrown
+ * description of DG_SCRIPT_ERROR_MAX bytes whole, one more cut. */
+Test(script, bounds_at_their_value)
+{
+	struct fake f;
+	fake_open(&f);
+	attach(&f);
+	struct dg_script s = {0};
+	struct run r;
+	for (int extra = 0; extra < 2; extra++) {
+		/* A string of MAX - 2 characters is MAX with its quotes. */
+		size_t n = DG_SCRIPT_ANSWER_MAX - 2 + (size_t)extra;
+		char *v = malloc(n + 1);
+		memset(v, 'v', n);
+		v[n] = '\0';
+		json_int_t id = start(&f, &s, &r, "v");
+		char *msg = NULL;
+		cr_assert_gt(asprintf(&msg, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":"
+					    "{\"type\":\"string\",\"value\":\"%s\"}}}", (long long)id, v), 0);
+		size_t len = strlen(msg) + 1;
+		for (size_t off = 0; off < len;) {
+			size_t k = len - off < 32768 ? len - off : 32768;
+			cr_assert_eq(write(f.ev_wr, msg + off, k), (ssize_t)k);
+			off += k;
+			cr_assert_eq(dg_cdp_handle_in(f.c, &err), 0);
+		}
+		free(msg);
+		released(&f);
+		cr_assert_eq(r.done, 1);
+		bool cut = strstr(r.text, "\n[the value was cut at") != NULL;
+		cr_assert_eq(cut, extra == 1, "%zu characters", n + 2);
+		cr_assert_eq(strlen(r.text) - (cut ? strlen(strstr(r.text, "\n[the")) : 0),
+			     (size_t)DG_SCRIPT_ANSWER_MAX);
+		free(v);
+
+		size_t e = DG_SCRIPT_ERROR_MAX + (size_t)extra;
+		char *d = malloc(e + 1);
+		memset(d, 'd', e);
+		d[e] = '\0';
+		id = start(&f, &s, &r, "throw d");
+		sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":"
+			  "\"string\"},\"exceptionDetails\":{\"exception\":{\"type\":\"string\","
+			  "\"description\":\"%s\"}}}}", (long long)id, d);
+		released(&f);
+		cr_assert_eq(strlen(r.error), strlen("the script threw: ") + DG_SCRIPT_ERROR_MAX +
+						       (extra ? 3 : 0));
+		free(d);
+	}
 	no_cmd(&f);
 	fake_close(&f);
 }
