@@ -218,6 +218,9 @@ Test(page_log, console_network_and_javascript)
 	js_is(ws, "await new Promise(r => setTimeout(r, 50, 'ok'))", "\"ok\"");
 	js_is(ws, "({a: 1, b: [1, 'two', null]})", "{\"a\":1,\"b\":[1,\"two\",null]}");
 	js_is(ws, "document.body", "body");
+	js_is(ws, "window", "Window"); /* a cycle: by its description */
+	js_is(ws, "-0", "-0");
+	js_is(ws, "[1, 2n]", "Array(2)"); /* a BigInt inside: by its description */
 	js_is(ws, "undefined", "undefined");
 	js_is(ws, "'a' + String.fromCharCode(0xD800)", "\"a\xef\xbf\xbd\"");
 	js_is(ws, "console.log('from the script'); 7", "7");
