@@ -14,6 +14,10 @@
  *    to its NUL as it arrives (never buffered whole) and counted as an error;
  *  - a message must not describe more than DG_CDP_NODES_MAX JSON values
  *    (checked by a scan before jansson allocates a tree for it);
+ *  - a lone UTF-16 surrogate escaped in a string (\uD800 without its
+ *    pair: a page's broken text, which Chromium passes on and jansson
+ *    refuses) is read as U+FFFD, so that a page cannot make a reply or an
+ *    event vanish with it;
  *  - malformed JSON, duplicate keys, wrong types, ids we did not issue or
  *    already completed, replies on another session than the command's: each
  *    is counted (dg_cdp_stats) and ignored; the client keeps working;

@@ -333,6 +333,49 @@ static bool too_many_nodes(const char *s, size_t n)
 	return false;
 }
 
+static int hex4(const char *s)
+{
+	int v = 0;
+	for (int i = 0; i < 4; i++) {
+		char ch = s[i];
+		int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+			: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/* Chromium writes a page's lone UTF-16 surrogates as \uD800-style escapes,
+ * which no strict JSON parser takes (jansson refuses the whole message):
+ * a page could make any reply or event carrying its strings vanish, and
+ * the command waiting for that reply wait until its owner's bound. So each
+ * escape of a lone surrogate becomes \uFFFD, in place (same length), before
+ * parsing. Backslashes occur only inside strings in valid JSON, so escapes
+ * are read in sequence from any backslash; invalid JSON stays invalid. */
+static void mend_surrogates(char *s, size_t n)
+{
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (s[i] != '\\')
+			continue;
+		if (s[i + 1] != 'u' || i + 6 > n) {
+			i++; /* a two-character escape: skip its second character */
+			continue;
+		}
+		int v = hex4(s + i + 2);
+		bool high = v >= 0xd800 && v < 0xdc00, low = v >= 0xdc00 && v < 0xe000;
+		if (high && i + 12 <= n && s[i + 6] == '\\' && s[i + 7] == 'u' &&
+		    hex4(s + i + 8) >= 0xdc00 && hex4(s + i + 8) < 0xe000) {
+			i += 11; /* a pair: one character */
+			continue;
+		}
+		if (high || low)
+			memcpy(s + i + 2, "fffd", 4);
+		i += 5;
+	}
+}
+
 static void on_reply(struct dg_cdp *c, json_t *msg, json_int_t id, const char *session)
 {
 	struct pending *p = id > 0 ? pending_find(c, id) : NULL;
@@ -369,10 +412,11 @@ static void on_event(struct dg_cdp *c, const char *method, const char *session, 
 		c->on_event(c->event_arg, method, session, params);
 }
 
-/* One complete message (without its NUL). */
-static void process(struct dg_cdp *c, const char *s, size_t n)
+/* One complete message (without its NUL), mended in place. */
+static void process(struct dg_cdp *c, char *s, size_t n)
 {
 	c->stats.messages++;
+	mend_surrogates(s, n);
 	if (too_many_nodes(s, n)) {
 		dg_cdp_refuse(c, "message of %zu bytes with more than %d JSON values", n,
 			      DG_CDP_NODES_MAX);
@@ -411,11 +455,11 @@ static void process(struct dg_cdp *c, const char *s, size_t n)
 	json_decref(msg);
 }
 
-/* Splits n bytes of the stream on NUL into messages. */
-static void feed(struct dg_cdp *c, const char *p, size_t n)
+/* Splits n bytes of the stream on NUL into messages (mended in place). */
+static void feed(struct dg_cdp *c, char *p, size_t n)
 {
 	while (n > 0) {
-		const char *nul = memchr(p, '\0', n);
+		char *nul = memchr(p, '\0', n);
 		size_t seg = nul ? (size_t)(nul - p) : n;
 		if (!c->discarding && c->msg_len + seg > DG_CDP_MSG_MAX) {
 			c->discarding = true;

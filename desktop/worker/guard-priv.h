@@ -74,6 +74,12 @@ typedef int (*dg_guard_emit_fn)(void *arg, uint32_t type, const char *json);
 struct dg_guard *dg_guard_new(struct dg_cdp *c, dg_guard_emit_fn emit, void *arg);
 void dg_guard_free(struct dg_guard *g);
 
+/* Page logs (pagelog-priv.h): every target attached from now on is
+ * offered to log (dg_pagelog_attached), and the commands that turn its
+ * logs on are part of its setup. log is not owned; NULL: none. */
+struct dg_pagelog;
+void dg_guard_set_pagelog(struct dg_guard *g, struct dg_pagelog *log);
+
 /* Turns on auto-attach at the browser and denies downloads. Call once the
  * client is started, before the first navigation. */
 int dg_guard_start(struct dg_guard *g, struct dg_err *err);

@@ -6,6 +6,7 @@
 
 #include "desktop/proto/proto.h"
 #include "desktop/worker/guard-priv.h"
+#include "desktop/worker/pagelog-priv.h"
 
 struct target {
 	bool used;
@@ -62,6 +63,7 @@ struct dg_guard {
 	int n_paused;
 	uint64_t next_req;
 	unsigned next_gen;
+	struct dg_pagelog *log;  /* page logs to turn on at attach, or NULL */
 	int browser_pending;     /* browser-level setup commands not answered yet */
 	bool browser_failed;     /* one of them failed: nothing is held */
 	struct dg_guard_stats st;
@@ -245,8 +247,27 @@ static bool type_is(const char *type, const char *const *list)
 	return false;
 }
 
-/* Target.attachedToTarget: a new session, held until set up. */
-static void on_attached(struct dg_guard *g, json_t *params)
+/* ---- page logs (pagelog-priv.h): their domains are part of a target's
+ * setup, so that the target runs only once they are on. ---- */
+struct log_ref {
+	struct dg_guard *g;
+	int target;
+};
+
+static void log_setup(void *arg, const char *method, json_t *params)
+{
+	struct log_ref *r = arg;
+	setup_cmd(r->g, r->target, method, params, false);
+}
+
+void dg_guard_set_pagelog(struct dg_guard *g, struct dg_pagelog *log)
+{
+	g->log = log;
+}
+
+/* Target.attachedToTarget (on parent: NULL at the browser): a new session,
+ * held until set up. */
+static void on_attached(struct dg_guard *g, const char *parent, json_t *params)
 {
 	json_t *sid = json_object_get(params, "sessionId");
 	json_t *info = json_object_get(params, "targetInfo");
@@ -293,6 +314,9 @@ static void on_attached(struct dg_guard *g, json_t *params)
 		setup_cmd(g, i, "Page.setInterceptFileChooserDialog", json_pack("{s:b}", "enabled", 1),
 			  false);
 	}
+	if (g->log)
+		dg_pagelog_attached(g->log, parent, t->session, t->id, t->type, log_setup,
+				    &(struct log_ref){g, i});
 	maybe_resume(g, i);
 }
 
@@ -385,7 +409,7 @@ static void on_paused(struct dg_guard *g, const char *session, json_t *params)
 void dg_guard_event(struct dg_guard *g, const char *method, const char *session, json_t *params)
 {
 	if (strcmp(method, "Target.attachedToTarget") == 0) {
-		on_attached(g, params);
+		on_attached(g, session, params);
 	} else if (strcmp(method, "Target.detachedFromTarget") == 0) {
 		on_detached(g, params);
 	} else if (strcmp(method, "Fetch.requestPaused") == 0) {

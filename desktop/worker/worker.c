@@ -28,6 +28,8 @@
 #include "desktop/worker/frame-priv.h"
 #include "desktop/worker/guard-priv.h"
 #include "desktop/worker/input-priv.h"
+#include "desktop/worker/pagelog-priv.h"
+#include "desktop/worker/script-priv.h"
 #include "desktop/worker/tree-priv.h"
 #include "desktop/worker/worker.h"
 
@@ -51,6 +53,7 @@ enum phase {
 	PHASE_TABCLOSE, /* close_tab: until the tab is gone and a page is current */
 	PHASE_CALL,     /* form_input, scroll_to, file_upload, a resolve: page.js answering (tree.c) */
 	PHASE_UPLOAD,   /* file_upload: DOM.setFileInputFiles pending */
+	PHASE_SCRIPT,   /* javascript: until the page's script answers (script.c) */
 };
 
 struct worker {
@@ -61,6 +64,8 @@ struct worker {
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
 	struct dg_ack ack;       /* browser: typing the page acknowledges */
 	struct dg_tree tree;     /* browser: reading the page */
+	struct dg_pagelog *log;  /* browser: each tab's console and network (pagelog.c) */
+	struct dg_script script; /* browser: the javascript action (script.c) */
 	uint64_t cdp_changes;    /* dg_cdp_changes last reported to the owner */
 	bool probing;            /* a tab probe (dg_guard_probe_tabs) is in flight */
 	bool probe_again;        /* ... and its answer is older than what follows it */
@@ -1040,6 +1045,50 @@ static void on_resolve(struct worker *w, json_int_t id, json_t *rs)
 	resolve_locate(w);
 }
 
+/* ---- page logs and scripts (pagelog.c, script.c) ------------------------- */
+
+/* read_console, read_network: the current tab's log since the last read,
+ * answered at once, without a screenshot. */
+static void read_log(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	w->t_injected = dg_now_ms();
+	enum dg_pagelog_kind kind =
+		w->act.type == DG_ACTION_READ_CONSOLE ? DG_PAGELOG_CONSOLE : DG_PAGELOG_NETWORK;
+	if (dg_pagelog_read(w->log, dg_cdp_target_id(w->cdp), kind, &w->text, &err) != 0)
+		set_error(w, "%s", err.msg);
+	finish(w);
+}
+
+/* javascript: the script's value or error; then the page's URL and title
+ * are asked for (a script may have changed them) before the answer. */
+static void script_done(void *arg, const char *text, const char *error)
+{
+	struct worker *w = arg;
+	if (error)
+		set_error(w, "%s", error);
+	else if (!(w->text = strdup(text)))
+		die("out of memory");
+	if (w->phase == PHASE_SCRIPT) {
+		w->t_injected = dg_now_ms();
+		refresh(w);
+	}
+}
+
+/* The worker runs only the code its owner sent: the gateway decided the
+ * action with the session's policy before it came here. */
+static void run_script(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	w->t_injected = dg_now_ms();
+	w->phase = PHASE_SCRIPT; /* set first: script_done checks it */
+	if (dg_script_run(&w->script, w->cdp, w->act.code, script_done, w, &err) == 0)
+		return;
+	w->phase = PHASE_IDLE;
+	set_error(w, "%s", err.msg);
+	finish(w);
+}
+
 /* ---- running actions ---------------------------------------------------- */
 
 static void run_action(struct worker *w);
@@ -1075,7 +1124,7 @@ static void start_action(struct worker *w)
 	w->want_frame = t != DG_ACTION_CURSOR_POSITION && t != DG_ACTION_READ_PAGE &&
 			t != DG_ACTION_GET_PAGE_TEXT && t != DG_ACTION_FIND &&
 			t != DG_ACTION_LIST_TABS && t != DG_ACTION_READ_CONSOLE &&
-			t != DG_ACTION_READ_NETWORK;
+			t != DG_ACTION_READ_NETWORK && t != DG_ACTION_JAVASCRIPT;
 	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
 		run_action(w);
 		return;
@@ -1198,6 +1247,21 @@ static void run_action(struct worker *w)
 			return;
 		set_error(w, "%s", err.msg);
 		finish(w);
+		return;
+	case DG_ACTION_READ_CONSOLE:
+	case DG_ACTION_READ_NETWORK:
+	case DG_ACTION_JAVASCRIPT:
+		if (!w->cdp) {
+			w->t_injected = dg_now_ms();
+			set_error(w, "not performed: %s %s a browser's page, and this desktop is an xterm",
+				  dg_action_type_name(a->type),
+				  a->type == DG_ACTION_JAVASCRIPT ? "runs in" : "reads");
+			finish(w);
+		} else if (a->type == DG_ACTION_JAVASCRIPT) {
+			run_script(w);
+		} else {
+			read_log(w);
+		}
 		return;
 	case DG_ACTION_EXEC:
 	default:
@@ -1389,6 +1453,8 @@ static int advance(struct worker *w)
 			finish(w);
 		}
 		return 0;
+	case PHASE_SCRIPT:
+		return dg_script_advance(&w->script);
 	case PHASE_BARRIER:
 		if (t < w->nav_deadline)
 			return (int)(w->nav_deadline - t);
@@ -1546,6 +1612,7 @@ static void cdp_event(void *arg, const char *method, const char *session, json_t
 {
 	struct worker *w = arg;
 	dg_guard_event(w->guard, method, session, params);
+	dg_pagelog_event(w->log, method, session, params);
 	/* A tab opened, closed or navigated: which one is in front may have
 	 * changed (a new tab comes to the front a little after it is
 	 * announced). */
@@ -1561,8 +1628,10 @@ static void browser_start(struct worker *w)
 	struct dg_err err = {{0}};
 	w->cdp = dg_cdp_new(DG_WORKER_FD_CDP_OUT, DG_WORKER_FD_CDP_IN);
 	w->guard = w->cdp ? dg_guard_new(w->cdp, guard_emit, w) : NULL;
-	if (!w->guard)
+	w->log = dg_pagelog_new(w->cdp);
+	if (!w->guard || !w->log)
 		die("DevTools: out of memory");
+	dg_guard_set_pagelog(w->guard, w->log);
 	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
 	if (dg_cdp_start(w->cdp, NULL, NULL, &err) || dg_guard_start(w->guard, &err))
 		die("DevTools: %s", err.msg);

@@ -5,7 +5,8 @@
  * socket and the DevTools pipes (worker.c), with the RFB input (input.c:
  * actions as pointer and key events), the DevTools client
  * (cdp.c: the pipe, cdp-page.c: the page state), the browser guard
- * (guard.c), typing the page acknowledges (ack.c) and the PNG encoder
+ * (guard.c), typing the page acknowledges (ack.c), each tab's console and
+ * network logs (pagelog.c), the javascript action (script.c) and the PNG encoder
  * (frame.c: checks, scaling, hash; frame-png.c: libpng; frame-stripes.c:
  * the striped, cached encoder).
  *
