@@ -133,6 +133,29 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 	struct dg_action a;
 	if (dg_action_parse_obj(action, io->width, io->height, &a, err) != 0)
 		return -EINVAL;
+	/* An action on an element is decided at its point, found as the
+	 * gateway finds it (scrolled into view; a click or move must reach
+	 * the element itself), and performed there. */
+	json_t *resolved = NULL;
+	if (dg_action_unresolved(&a)) {
+		int x = 0, y = 0;
+		bool hit = a.type == DG_ACTION_CLICK || a.type == DG_ACTION_MOVE;
+		int r = dg_worker_resolve(&l->local.worker, a.ref, hit, DG_LIVE_STEP_MS, &x, &y, err);
+		drain_egress(l);
+		if (r) {
+			dg_action_free(&a);
+			return r;
+		}
+		a.x = x;
+		a.y = y;
+		a.has_xy = true;
+		resolved = dg_action_to_json(&a);
+		if (!resolved) {
+			dg_action_free(&a);
+			return dg_err_set(err, -ENOMEM, "out of memory");
+		}
+		action = resolved;
+	}
 	struct dg_decide_ctx ctx = {
 		.url = l->url && l->url[0] ? l->url : NULL,
 		.screen_w = io->width,
@@ -161,12 +184,14 @@ static int step(void *arg, const json_t *stepj, struct dg_rec_live_result *res, 
 			snprintf(res->title, sizeof(res->title), "%s", l->title);
 			res->has_title = true;
 		}
+		json_decref(resolved);
 		return 0;
 	}
 	l->actions++;
 	if (l->n_minute < (int)(sizeof(l->minute_ms) / sizeof(l->minute_ms[0])))
 		l->minute_ms[l->n_minute++] = dg_now_ms();
 	char *text = json_dumps(action, JSON_COMPACT);
+	json_decref(resolved);
 	char *result = NULL;
 	uint8_t *png = NULL;
 	size_t png_len = 0;

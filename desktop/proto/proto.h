@@ -245,6 +245,15 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
 		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err);
 
+/* Blocking convenience for command-line tools: where the element ref_N of
+ * the browser's current page is on the screen (the worker's resolve: the
+ * element scrolled into view; with hit, a point that reaches the element
+ * itself, not an overlay). 0 with *x, *y; -ENOENT when the worker could not
+ * say (a stale ref, no such element, covered: err holds its words); other
+ * negative errnos as dg_worker_act. */
+int dg_worker_resolve(struct dg_worker *w, int ref, bool hit, int timeout_ms, int *x, int *y,
+		      struct dg_err *err);
+
 /* A DG_MSG_REQUEST (a browser request the worker holds), decoded once:
  * its number, its URL (into msg) and the message itself (owned: release
  * with dg_worker_request_free), whose method, resource and target the

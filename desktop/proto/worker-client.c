@@ -266,6 +266,46 @@ long long dg_worker_send_action(struct dg_worker *w, const char *action_json, in
 	return id;
 }
 
+int dg_worker_resolve(struct dg_worker *w, int ref, bool hit, int timeout_ms, int *x, int *y,
+		      struct dg_err *err)
+{
+	long long id = w->next_id++;
+	char msg[160];
+	int n = snprintf(msg, sizeof(msg), "{\"id\":%lld,\"resolve\":{\"ref\":%d,\"scroll\":true,"
+			 "\"hit\":%s}}", id, ref, hit ? "true" : "false");
+	int r = dg_ipc_send(w->ctl, DG_MSG_ACTION, msg, (size_t)n);
+	if (r)
+		return dg_err_set(err, r, "worker: sending the resolve: %s", strerror(-r));
+	long long deadline = dg_now_ms() + timeout_ms;
+	for (;;) {
+		uint32_t type;
+		const uint8_t *data;
+		size_t len;
+		r = recv_wait(w, deadline, &type, &data, &len, err);
+		if (r < 0)
+			return r;
+		if (type == DG_MSG_EVENT && strstr((const char *)data, "\"event\":\"error\""))
+			return worker_error(data, len, err);
+		if (type != DG_MSG_RESULT)
+			continue;
+		json_t *res = json_loadb((const char *)data, len, 0, NULL);
+		json_t *pt = json_object_get(json_object_get(json_object_get(res, "resolved"), "element"),
+					     "point");
+		json_t *px = json_array_get(pt, 0), *py = json_array_get(pt, 1);
+		if (!json_is_true(json_object_get(res, "ok")) || !json_is_integer(px) ||
+		    !json_is_integer(py)) {
+			const char *e = json_string_value(json_object_get(res, "error"));
+			r = dg_err_set(err, -ENOENT, "%s", e ? e : "the worker did not say where it is");
+		} else {
+			*x = (int)json_integer_value(px);
+			*y = (int)json_integer_value(py);
+			r = 0;
+		}
+		json_decref(res);
+		return r;
+	}
+}
+
 int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int out_h,
 		  int timeout_ms, char **result, uint8_t **png, size_t *png_len,
 		  void (*on_event)(void *arg, const char *json), void *arg, struct dg_err *err)

@@ -16,13 +16,19 @@ static void handle(struct dg_site *s, int fd, const char *path)
 	(void)s;
 	if (strcmp(path, "/") == 0)
 		dg_site_reply(fd, "200 OK", "text/html", "", "<!doctype html><title>live home</title>home");
+	else if (strcmp(path, "/buttons") == 0)
+		dg_site_reply(fd, "200 OK", "text/html", "",
+			      "<!doctype html><title>buttons</title><body style=margin:0>"
+			      "<button onclick=\"document.title='clicked'\">Go</button>"
+			      "<button style=\"position:absolute;left:20px;top:600px\" "
+			      "onclick=\"document.title='bought'\">Buy</button>");
 	else if (strcmp(path, "/second") == 0)
 		dg_site_reply(fd, "200 OK", "text/html", "", "<!doctype html><title>second</title>2");
 	else
 		dg_site_reply(fd, "404 Not Found", "text/plain", "", "no");
 }
 
-static char *policy_path, *script_ok, *script_bad;
+static char *policy_path, *script_ok, *script_bad, *script_refs;
 
 static void setup(void)
 {
@@ -30,9 +36,10 @@ static void setup(void)
 	char text[2048];
 	snprintf(text, sizeof(text),
 		 "{\"version\": 1, \"default\": \"deny\",\n"
-		 " \"actions\": {\"allow\": [\"navigate\", \"screenshot\", \"click\", \"wait\"], \"ask\": [\"exec\"]},\n"
+		 " \"actions\": {\"allow\": [\"navigate\", \"screenshot\", \"click\", \"wait\", \"read_page\"], \"ask\": [\"exec\"]},\n"
 		 " \"urls\": {\"allow\": [\"http://localhost:%d/**\"]},\n"
-		 " \"regions\": [{\"name\": \"top-bar\", \"rect\": [0, 0, 1280, 40], \"verdict\": \"deny\"}],\n"
+		 " \"regions\": [{\"name\": \"top-bar\", \"rect\": [0, 0, 1280, 40], \"verdict\": \"deny\"},\n"
+		 "   {\"name\": \"shop\", \"rect\": [0, 600, 1280, 200], \"verdict\": \"deny\"}],\n"
 		 " \"egress\": {\"allow\": [\"localhost:%d\"]}}\n", site.port, site.port);
 	policy_path = dg_test_write_tmp("live-policy.json", text);
 	snprintf(text, sizeof(text),
@@ -48,6 +55,17 @@ static void setup(void)
 		 "{\"action\": {\"type\": \"navigate\", \"url\": \"http://localhost:%d/\"}, \"expect\": \"allow\", \"expect_title\": \"not this\"}\n",
 		 site.port);
 	script_bad = dg_test_write_tmp("live-bad.jsonl", text);
+	/* Clicks on element references: resolved live to the element's point
+	 * (the Buy button sits inside the "shop" region once the browser's
+	 * bars are above the page), and a reference the page never gave. */
+	snprintf(text, sizeof(text),
+		 "{\"name\": \"buttons\", \"action\": {\"type\": \"navigate\", \"url\": \"http://localhost:%d/buttons\"}, \"expect\": \"allow\"}\n"
+		 "{\"name\": \"read\", \"action\": {\"type\": \"read_page\"}, \"expect\": \"allow\"}\n"
+		 "{\"name\": \"go\", \"action\": {\"type\": \"click\", \"ref\": \"ref_1\"}, \"expect\": \"allow\", \"expect_title\": \"clicked\"}\n"
+		 "{\"name\": \"buy\", \"action\": {\"type\": \"click\", \"ref\": \"ref_2\"}, \"expect\": \"deny\", \"rule\": \"regions[shop]\", \"expect_title\": \"clicked\"}\n"
+		 "{\"name\": \"unknown\", \"action\": {\"type\": \"click\", \"ref\": \"ref_9\"}, \"expect\": \"allow\"}\n",
+		 site.port);
+	script_refs = dg_test_write_tmp("live-refs.jsonl", text);
 }
 
 static void teardown(void)
@@ -56,6 +74,7 @@ static void teardown(void)
 	dg_test_rm_tmp(policy_path);
 	dg_test_rm_tmp(script_ok);
 	dg_test_rm_tmp(script_bad);
+	dg_test_rm_tmp(script_refs);
 }
 
 TestSuite(live_script, .init = setup, .fini = teardown, .timeout = 240);
@@ -76,6 +95,16 @@ Test(live_script, steps_pass_on_a_real_desktop)
 	cr_assert_eq(r.exit_code, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.exit_code, r.out, r.err);
 	cr_assert(strstr(r.out, "6 passed, 0 failed"), "%s", r.out);
 	cr_assert(dg_site_saw(&site, "GET /second "), "the page was not loaded through the proxy");
+	dg_run_free(&r);
+}
+
+Test(live_script, element_references_are_resolved_live)
+{
+	struct dg_run r;
+	run(script_refs, &r);
+	cr_assert_eq(r.exit_code, 1, "exit %d\n%s\n%s", r.exit_code, r.out, r.err);
+	cr_assert(strstr(r.out, "4 passed, 1 failed"), "%s", r.out);
+	cr_assert(strstr(r.out, "ref_9 is unknown or stale"), "%s", r.out);
 	dg_run_free(&r);
 }
 
