@@ -89,6 +89,7 @@ document.getElementById('file').addEventListener('change', function (e) {
   var f = e.target.files[0]; note('change@file=' + (f ? f.name + '/' + f.size : 'none'));
 });
 document.addEventListener('contextmenu', function (e) { e.preventDefault(); });
+console.log('shop ready', 42);
 window.addEventListener('scroll', function () { if (scrollY > 1000) note('scrolled'); }, { once: true });
 document.addEventListener('wheel', function (e) { e.preventDefault(); }, { passive: false });
 </script></body></html>`;
@@ -368,6 +369,18 @@ async function shopping(gw, shop, evil, ts, covered) {
   x = await b.call('read_page', { filter: 'interactive' }, { label: 'read_page after the cap' });
   expect('read_page after the cap', /button "button number 0/.test(x.text), x.text.slice(0, 200));
   await b.end();
+
+  // The recording keeps the member, the element it was aimed at (role,
+  // name, box, point) and the tabs after it.
+  const events = await gw.events(b.id);
+  const click = events.find((e) => e.type === 'action' && e.member === 'left_click' && e.element &&
+    e.element.name === 'Go');
+  expect('recording', click && click.toolset === 'browser' && click.element.role === 'button' &&
+    click.element.box.length === 4 && click.action.ref === click.element.ref &&
+    click.action.x === click.element.point[0] && click.browser_state && click.browser_state.tabs.length >= 1,
+    `no left_click event with its element: ${JSON.stringify(click || events.filter((e) => e.type === 'action').slice(0, 2)).slice(0, 600)}`);
+  const refused = events.find((e) => e.type === 'action' && e.verdict === 'deny' && e.rule === 'regions[buy-zone]');
+  expect('recording', refused && refused.element && refused.element.name === 'Buy now', 'the refused click on Buy now is not recorded with its element');
 }
 
 async function scripting(gw, shop, ts, covered) {
@@ -381,6 +394,9 @@ async function scripting(gw, shop, ts, covered) {
   x = await b.call('middle_click', { target: { type: 'coordinate', x: 450, y: 180 } });
   expect('middle_click', logOf(x).some((e) => e.startsWith('auxclick')), `the page saw ${logOf(x)}`);
   x = await b.call('read_console', {});
+  expect('read_console', /\[log\].*shop ready 42/.test(x.text), x.text);
+  x = await b.call('read_console', {}, { label: 'read_console again' });
+  expect('read_console again', /no console output since the last read/.test(x.text), x.text);
   x = await b.call('read_network', {});
   expect('read_network', /index\.html/.test(x.text), x.text);
   const file = refOf((await b.call('find', { query: 'attachment' }, { label: 'find file' })).text, /Attachment/);
