@@ -101,9 +101,10 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 }
 
 /* Appends untrusted text s: valid UTF-8 kept, each invalid byte as U+FFFD,
- * control characters (C0, DEL, C1) as spaces, cut after DG_ADAPT_NOTE_MAX
- * bytes of output at a character boundary with "...". */
-static void sb_note(struct sbuf *b, const char *s)
+ * control characters (C0, DEL, C1) as spaces (but line breaks and tabs when
+ * lines), cut after max bytes of output at a character boundary, where
+ * cut (a note) is appended. */
+static void sb_clean(struct sbuf *b, const char *s, size_t max, bool lines, const char *cut)
 {
 	size_t len = strlen(s), out = 0;
 	for (size_t i = 0; i < len;) {
@@ -116,18 +117,26 @@ static void sb_note(struct sbuf *b, const char *s)
 			piece = "\xef\xbf\xbd";
 			plen = 3;
 			l = 1;
-		} else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
+		} else if ((cp < 0x20 && !(lines && (cp == '\n' || cp == '\t'))) ||
+			   (cp >= 0x7f && cp < 0xa0)) {
 			piece = " ";
 			plen = 1;
 		}
-		if (out + plen > DG_ADAPT_NOTE_MAX) {
-			sb_str(b, "...");
+		if (out + plen > max) {
+			sb_str(b, cut);
 			return;
 		}
 		sb_add(b, piece, plen);
 		out += plen;
 		i += l;
 	}
+}
+
+/* A note (an error, a reason, a rule): one line, at most DG_ADAPT_NOTE_MAX
+ * bytes. */
+static void sb_note(struct sbuf *b, const char *s)
+{
+	sb_clean(b, s, DG_ADAPT_NOTE_MAX, false, "...");
 }
 
 /* true when url may go to the model as current_url: 1..DG_ACTION_URL_MAX
@@ -272,34 +281,13 @@ static json_t *anthropic_answer(const struct dg_adapted *a, const struct dg_adap
 	return r;
 }
 
-/* Appends a browser member's answer text: valid UTF-8 kept (each invalid
- * byte as U+FFFD), line breaks and tabs kept, other control characters as
- * spaces, cut at DG_ADAPT_BODY_MAX bytes with a note. */
+/* A browser member's answer text (a page's tree, its text): its lines
+ * kept, at most DG_ADAPT_BODY_MAX bytes. */
 static void sb_body(struct sbuf *b, const char *s)
 {
-	size_t len = strlen(s), out = 0;
-	for (size_t i = 0; i < len;) {
-		uint32_t cp = 0;
-		const char *why = NULL;
-		size_t l = dg_utf8_decode((const unsigned char *)s + i, len - i, &cp, &why);
-		const char *piece = s + i;
-		size_t plen = l;
-		if (l == 0) {
-			piece = "\xef\xbf\xbd";
-			plen = 3;
-			l = 1;
-		} else if ((cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7f && cp < 0xa0)) {
-			piece = " ";
-			plen = 1;
-		}
-		if (out + plen > DG_ADAPT_BODY_MAX) {
-			sb_printf(b, "\n[deskgate cut this answer at %d bytes]", DG_ADAPT_BODY_MAX);
-			return;
-		}
-		sb_add(b, piece, plen);
-		out += plen;
-		i += l;
-	}
+	char cut[80];
+	snprintf(cut, sizeof(cut), "\n[deskgate cut this answer at %d bytes]", DG_ADAPT_BODY_MAX);
+	sb_clean(b, s, DG_ADAPT_BODY_MAX, true, cut);
 }
 
 /* A string of the worker's tab list as the model may read it: valid UTF-8

@@ -123,6 +123,14 @@ const char *dg_browser_member_name(int i)
 	return i >= 0 && i < DG_BROWSER_MEMBERS ? members[i].name : NULL;
 }
 
+/* Canonical fields and the member input fields they come from: the
+ * canonical parser's errors name what the agent sent. */
+static const struct dg_adapt_rename canon_names[] = {
+	{"url", "url"},     {"text", "text"},   {"keys", "text"}, {"ms", "duration"},
+	{"code", "text"},   {"query", "query"}, {"depth", "depth"}, {"ref", "ref"},
+	{"tab", "tab_id"},  {"value", "value"}, {"paths", "paths"},
+};
+
 /* ---- the tools list ---------------------------------------------------------------- */
 
 /* One toolset entry's "configs": {MEMBER: {enabled?, defer_loading?} | null}. */
@@ -717,12 +725,8 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 	a->browser = true;
 	if (fill == FILL_NONE && !a->bcall.req.tab[0]) {
 		/* Complete now: checked and stored as any action. */
-		static const struct dg_adapt_rename map[] = {
-			{"url", "url"}, {"text", "text"}, {"keys", "text"}, {"ms", "duration"},
-			{"code", "text"}, {"query", "query"}, {"depth", "depth"}, {"ref", "ref"},
-			{"tab", "tab_id"}, {"value", "value"}, {"paths", "paths"}};
 		struct dg_action act;
-		rc = dg_adapt_finish(c, o, map, N_OF(map), &act);
+		rc = dg_adapt_finish(c, o, canon_names, N_OF(canon_names), &act);
 		o = NULL;
 		if (rc < 0)
 			return rc;
@@ -864,12 +868,8 @@ int dg_adapt_resolve(struct dg_adapted *a, int i, const struct dg_browser_view *
 		json_decref(o);
 		return rc < 0 ? rc : dg_err_set(err, -ENOMEM, "resolve: out of memory");
 	}
-	static const struct dg_adapt_rename map[] = {
-		{"url", "url"}, {"text", "text"}, {"keys", "text"}, {"ms", "duration"},
-		{"code", "text"}, {"query", "query"}, {"depth", "depth"}, {"ref", "ref"},
-		{"tab", "tab_id"}, {"value", "value"}, {"paths", "paths"}};
 	struct dg_action act;
-	rc = dg_adapt_finish(&c, o, map, N_OF(map), &act);
+	rc = dg_adapt_finish(&c, o, canon_names, N_OF(canon_names), &act);
 	if (rc < 0)
 		return rc;
 	/* dg_adapt_store appends: the pending slot 0 becomes action 0. */

@@ -177,6 +177,21 @@ static void record_timing(struct gw *gw, double ms)
 	gw->m.action_ms_count++;
 }
 
+/* What happened to r, for its answer in the agent's format: whether it
+ * ran, where it stopped, and why. */
+static void outcome_of(const struct request *r, struct dg_adapt_outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->ok = !r->failed;
+	o->done = r->failed ? r->index : r->ad.n;
+	o->error = r->error;
+	if (r->refused) {
+		o->verdict = dg_verdict_name(r->decision.verdict);
+		o->rule = r->decision.rule;
+		o->reason = r->decision.reason;
+	}
+}
+
 /* A browser member's answer text when the worker gave none: what was done,
  * where (viewport pixels, the frame the model acts in), on what. */
 static char *browser_body(struct gw_session *s, struct request *r)
@@ -240,15 +255,7 @@ static char *browser_body(struct gw_session *s, struct request *r)
 static void answer_browser(struct gw_session *s, struct request *r)
 {
 	struct dg_adapt_outcome o;
-	memset(&o, 0, sizeof(o));
-	o.ok = !r->failed;
-	o.done = r->failed ? r->index : r->ad.n;
-	o.error = r->error;
-	if (r->refused) {
-		o.verdict = dg_verdict_name(r->decision.verdict);
-		o.rule = r->decision.rule;
-		o.reason = r->decision.reason;
-	}
+	outcome_of(r, &o);
 	bool image = !r->failed && r->zoom_png && r->ad.actions[0] &&
 		     (r->ad.act[0].type == DG_ACTION_SCREENSHOT || r->ad.act[0].type == DG_ACTION_ZOOM);
 	if (image) {
@@ -306,15 +313,7 @@ static void answer(struct gw_session *s, struct request *r)
 	if (r->ad.browser)
 		return answer_browser(s, r);
 	struct dg_adapt_outcome o;
-	memset(&o, 0, sizeof(o));
-	o.ok = !r->failed;
-	o.done = r->failed ? r->index : r->ad.n;
-	o.error = r->error;
-	if (r->refused) {
-		o.verdict = dg_verdict_name(r->decision.verdict);
-		o.rule = r->decision.rule;
-		o.reason = r->decision.reason;
-	}
+	outcome_of(r, &o);
 	o.png = r->zoom_png ? r->zoom_png : s->png;
 	o.png_len = r->zoom_png ? r->zoom_len : s->png_len;
 	o.url = s->profile == DG_PROFILE_BROWSER ? s->url : NULL;

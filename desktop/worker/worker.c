@@ -645,6 +645,18 @@ static void browser_action(struct worker *w)
 
 /* ---- tabs and elements (the browser toolset's members) ------------------ */
 
+/* A step of an action ended: with an error the action ends now (its result
+ * says why); otherwise the screen settles, then the result. */
+static void finish_or_settle(struct worker *w)
+{
+	if (w->error) {
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	settle(w);
+}
+
 static void finish_resolve(struct worker *w);
 static void resolve_locate(struct worker *w);
 
@@ -735,12 +747,7 @@ static void tab_arrived(struct worker *w)
 			resolve_locate(w);
 		return;
 	}
-	if (w->error) {
-		w->t_injected = dg_now_ms();
-		finish(w);
-		return;
-	}
-	settle(w);
+	finish_or_settle(w);
 }
 
 static void new_tab_done(void *arg, int status, json_t *result, const char *error_message)
@@ -863,12 +870,7 @@ static void element_done(void *arg, json_t *value, const char *error)
 		if (!(w->text = strdup(t ? t : "done")))
 			die("out of memory");
 	}
-	if (w->error) {
-		w->t_injected = dg_now_ms();
-		finish(w);
-		return;
-	}
-	settle(w);
+	finish_or_settle(w);
 }
 
 static void upload_done(void *arg, int status, json_t *result, const char *error_message)
