@@ -805,16 +805,22 @@ bool dg_adapt_resolve_wants(const struct dg_adapted *a, int i, struct dg_resolve
 	return true;
 }
 
-/* A viewport point as a screen point, or an error naming the field. */
+/* A viewport point as a screen point, or an error naming the field
+ * ("browser.input.target.x: 1400 is outside the viewport (width 1280)"). */
 static int vp_point(struct dg_adapt_ctx *c, const struct dg_browser_view *v, const char *where,
 		    int vx, int vy, int *sx, int *sy)
 {
-	if (vx >= v->vp_w)
-		return dg_adapt_fail(c, -EINVAL, where, "x %d is outside the viewport (width %d)", vx,
+	char w[32];
+	if (vx >= v->vp_w) {
+		snprintf(w, sizeof(w), "%s.x", where);
+		return dg_adapt_fail(c, -EINVAL, w, "%d is outside the viewport (width %d)", vx,
 				     v->vp_w);
-	if (vy >= v->vp_h)
-		return dg_adapt_fail(c, -EINVAL, where, "y %d is outside the viewport (height %d)", vy,
+	}
+	if (vy >= v->vp_h) {
+		snprintf(w, sizeof(w), "%s.y", where);
+		return dg_adapt_fail(c, -EINVAL, w, "%d is outside the viewport (height %d)", vy,
 				     v->vp_h);
+	}
 	*sx = v->vp_x + vx;
 	*sy = v->vp_y + vy;
 	return 0;
