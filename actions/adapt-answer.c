@@ -305,12 +305,20 @@ static json_t *browser_state(const struct dg_adapt_outcome *o)
 {
 	json_t *tabs = json_array(), *changes = json_array();
 	size_t n = json_array_size(o->tabs);
-	size_t active = n;
-	for (size_t i = 0; i < n; i++)
-		if (json_is_true(json_object_get(json_array_get(o->tabs, i), "active")) && active == n)
+	/* Among the entries that are tabs (a string id; any other is left
+	 * out), the first marked active, else (none in front: a page
+	 * closing) the newest. */
+	size_t active = n, newest = n;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *t = json_array_get(o->tabs, i);
+		if (!json_is_string(json_object_get(t, "id")))
+			continue;
+		newest = i;
+		if (json_is_true(json_object_get(t, "active")) && active == n)
 			active = i;
-	if (active == n && n > 0)
-		active = n - 1; /* none in front (a page closing): the newest */
+	}
+	if (active == n)
+		active = newest;
 	bool ok = tabs && changes;
 	for (size_t i = 0; ok && i < n; i++) {
 		const json_t *t = json_array_get(o->tabs, i);

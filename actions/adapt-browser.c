@@ -420,6 +420,52 @@ static int browser_url(struct dg_adapt_ctx *c, const json_t *v, const char **typ
 
 /* ---- a member into its canonical action (or template) -------------------------------- */
 
+/* The canonical fields a member's fields become, for the canonical
+ * parser's messages: they name the member's field. */
+static const struct dg_adapt_rename canon_names[] = {
+	{"url", "url"}, {"text", "text"}, {"keys", "text"}, {"ms", "duration"},
+	{"code", "text"}, {"query", "query"}, {"depth", "depth"}, {"ref", "ref"},
+	{"tab", "tab_id"}, {"value", "value"}, {"paths", "paths"}};
+
+/* Checks a pending member's template with the canonical parser now, its
+ * screen coordinates stood in for by the screen's first pixel: a member
+ * the schema refuses (a form value that is an object, a relative upload
+ * path, an unknown key) is refused before the browser is asked anything
+ * (which brings a tab to the front and scrolls an element into view);
+ * only the coordinates are left for dg_adapt_resolve to check. */
+static int check_tmpl(struct dg_adapt_ctx *c, const json_t *tmpl, enum fill kind)
+{
+	json_t *o = json_deep_copy(tmpl);
+	int rc = o ? 0 : -1;
+	switch (kind) {
+	case FILL_NONE:
+		break;
+	case FILL_POINT:
+	case FILL_ELEMENT:
+		if (rc == 0)
+			rc = json_object_set_new(o, "x", json_integer(0)) |
+			     json_object_set_new(o, "y", json_integer(0));
+		break;
+	case FILL_DRAG:
+		if (rc == 0)
+			rc = json_object_set_new(o, "path", json_pack("[[ii][ii]]", 0, 0, 0, 0));
+		break;
+	case FILL_VIEWPORT:
+	case FILL_REGION:
+		if (rc == 0)
+			rc = json_object_set_new(o, "region", json_pack("[iiii]", 0, 0, 1, 1));
+		break;
+	}
+	if (rc != 0) {
+		json_decref(o);
+		return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+	}
+	struct dg_action act;
+	rc = dg_adapt_finish(c, o, canon_names, N_OF(canon_names), &act);
+	dg_action_free(&act);
+	return rc;
+}
+
 static void set_tmpl(struct dg_adapted *a, json_t *tmpl, enum fill kind, int v0, int v1, int v2,
 		     int v3)
 {
@@ -732,7 +778,11 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 			return rc;
 		return dg_adapt_store(c, a, &act, in, members[m].name);
 	}
-	/* Waits for the page's geometry (or its tab): stored as a template. */
+	/* Waits for the page's geometry (or its tab): stored as a template,
+	 * once the schema accepts it. */
+	rc = check_tmpl(c, o, fill);
+	if (rc < 0)
+		goto out;
 	set_tmpl(a, o, fill, v[0], v[1], v[2], v[3]);
 	o = NULL;
 	a->wire_actions[0] = json_incref((json_t *)in);
@@ -763,16 +813,22 @@ bool dg_adapt_resolve_wants(const struct dg_adapted *a, int i, struct dg_resolve
 	return true;
 }
 
-/* A viewport point as a screen point, or an error naming the field. */
+/* A viewport point as a screen point, or an error naming the field
+ * ("browser.input.target.x: 1400 is outside the viewport (width 1280)"). */
 static int vp_point(struct dg_adapt_ctx *c, const struct dg_browser_view *v, const char *where,
 		    int vx, int vy, int *sx, int *sy)
 {
-	if (vx >= v->vp_w)
-		return dg_adapt_fail(c, -EINVAL, where, "x %d is outside the viewport (width %d)", vx,
+	char w[32];
+	if (vx >= v->vp_w) {
+		snprintf(w, sizeof(w), "%s.x", where);
+		return dg_adapt_fail(c, -EINVAL, w, "%d is outside the viewport (width %d)", vx,
 				     v->vp_w);
-	if (vy >= v->vp_h)
-		return dg_adapt_fail(c, -EINVAL, where, "y %d is outside the viewport (height %d)", vy,
+	}
+	if (vy >= v->vp_h) {
+		snprintf(w, sizeof(w), "%s.y", where);
+		return dg_adapt_fail(c, -EINVAL, w, "%d is outside the viewport (height %d)", vy,
 				     v->vp_h);
+	}
 	*sx = v->vp_x + vx;
 	*sy = v->vp_y + vy;
 	return 0;
