@@ -123,14 +123,6 @@ const char *dg_browser_member_name(int i)
 	return i >= 0 && i < DG_BROWSER_MEMBERS ? members[i].name : NULL;
 }
 
-/* Canonical fields and the member input fields they come from: the
- * canonical parser's errors name what the agent sent. */
-static const struct dg_adapt_rename canon_names[] = {
-	{"url", "url"},     {"text", "text"},   {"keys", "text"}, {"ms", "duration"},
-	{"code", "text"},   {"query", "query"}, {"depth", "depth"}, {"ref", "ref"},
-	{"tab", "tab_id"},  {"value", "value"}, {"paths", "paths"},
-};
-
 /* ---- the tools list ---------------------------------------------------------------- */
 
 /* One toolset entry's "configs": {MEMBER: {enabled?, defer_loading?} | null}. */

@@ -1238,13 +1238,7 @@ static void run_action(struct worker *w)
 	case DG_ACTION_GET_PAGE_TEXT:
 	case DG_ACTION_FIND:
 		w->t_injected = dg_now_ms();
-		if (!w->cdp) {
-			set_error(w, "not performed: %s reads a browser's page, and this desktop is "
-				     "an xterm", dg_action_type_name(a->type));
-			finish(w);
-			return;
-		}
-		w->phase = PHASE_READ;
+		w->phase = PHASE_READ; /* a browser's: checked above */
 		if (dg_tree_read(&w->tree, w->cdp, a, read_done, w, &err) == 0)
 			return;
 		set_error(w, "%s", err.msg);

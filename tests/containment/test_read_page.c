@@ -338,10 +338,10 @@ Test(read_page, xterm_refuses_reading)
 	json_array_append_new(s, json_pack("{s:s, s:s}", "type", "find", "query", "button"));
 	json_array_append_new(s, json_pack("{s:s}", "type", "screenshot"));
 	json_t *all = run("xterm", s);
-	has(error_of(all, 0, "read_page in an xterm"), "read_page reads a browser's page", "xterm");
-	has(error_of(all, 1, "get_page_text in an xterm"), "get_page_text reads a browser's page",
+	has(error_of(all, 0, "read_page in an xterm"), "read_page acts on a browser's page", "xterm");
+	has(error_of(all, 1, "get_page_text in an xterm"), "get_page_text acts on a browser's page",
 	    "xterm");
-	has(error_of(all, 2, "find in an xterm"), "find reads a browser's page", "xterm");
+	has(error_of(all, 2, "find in an xterm"), "find acts on a browser's page", "xterm");
 	cr_assert(json_is_true(json_object_get(json_array_get(all, 3), "ok")));
 	json_decref(all);
 }

@@ -227,6 +227,16 @@ function expect(label, cond, msg) {
   if (!cond) fail(label, msg);
 }
 
+// Whether the page's log shows what an action did: its answer's tab
+// title first; a page's title reaches the browser a little after the
+// page's handler ran, so under load it is looked at again after short
+// waits (a wait member each), up to 2 s.
+async function sees(b, x, label, pred) {
+  let log = logOf(x);
+  for (let i = 0; i < 8 && !pred(log); i++) log = logOf(await b.call('wait', { duration: 0.25 }, { label: `${label} (waiting)` }));
+  if (!pred(log)) fail(label, `the page saw ${log}`);
+}
+
 // The ref of the first line of a read_page or find answer whose text
 // matches re.
 function refOf(text, re) {
@@ -271,53 +281,53 @@ async function shopping(gw, shop, evil, ts, covered) {
   await b.call('zoom', { region: [0, 0, 1281, 10] }, { ok: false, label: 'zoom off the viewport' });
 
   x = await b.call('left_click', { target: { type: 'ref', ref: go } });
-  expect('left_click ref', logOf(x).includes('click@go'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'left_click ref', (log) => log.includes('click@go'));
   expect('left_click ref', /ref_\d+ \(button "Go"\)/.test(x.text), `the answer names the element: ${x.text}`);
   x = await b.call('left_click', { target: { type: 'ref', ref: go }, modifiers: 'shift' }, { label: 'left_click shift' });
-  expect('left_click shift', logOf(x).includes('click+shift@go'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'left_click shift', (log) => log.includes('click+shift@go'));
   x = await b.call('right_click', { target: { type: 'ref', ref: go } });
-  expect('right_click', logOf(x).includes('contextmenu@go'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'right_click', (log) => log.includes('contextmenu@go'));
   await b.call('middle_click', { target: { type: 'ref', ref: go } }, { ok: false, label: 'middle_click disabled' });
   await b.call('wait', { duration: 0.6 });
   x = await b.call('double_click', { target: { type: 'ref', ref: go } });
-  expect('double_click', logOf(x).includes('dblclick@go'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'double_click', (log) => log.includes('dblclick@go'));
   await b.call('wait', { duration: 0.6 });
   x = await b.call('triple_click', { target: { type: 'ref', ref: go } });
-  expect('triple_click', logOf(x).filter((e) => e === 'click@go').length >= 3, `the page saw ${logOf(x)}`);
+  await sees(b, x, 'triple_click', (log) => log.filter((e) => e === 'click@go').length >= 3);
   x = await b.call('hover', { target: { type: 'ref', ref: go } });
   x = await b.call('mouse_move', { target: { type: 'coordinate', x: 600, y: 400 } });
   x = await b.call('hover', { target: { type: 'ref', ref: go } }, { label: 'hover again' });
-  expect('hover', logOf(x).includes('hover@go'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'hover', (log) => log.includes('hover@go'));
   x = await b.call('left_click', { target: { type: 'coordinate', x: 450, y: 180 } }, { label: 'left_click coordinate' });
-  expect('left_click coordinate', logOf(x).includes('click@drag'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'left_click coordinate', (log) => log.includes('click@drag'));
   await b.call('left_mouse_down', { target: { type: 'coordinate', x: 420, y: 170 } });
   x = await b.call('left_mouse_up', { target: { type: 'coordinate', x: 430, y: 175 } });
-  expect('left_mouse_down/up', logOf(x).includes('mousedown@drag') && logOf(x).includes('mouseup@drag'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'left_mouse_down/up', (log) => log.includes('mousedown@drag') && log.includes('mouseup@drag'));
   x = await b.call('left_click_drag', { from: { type: 'coordinate', x: 410, y: 170 }, target: { type: 'coordinate', x: 650, y: 190 } });
-  expect('left_click_drag', logOf(x).includes('mouseup@drag'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'left_click_drag', (log) => log.includes('mouseup@drag'));
   x = await b.call('scroll', { scroll_direction: 'down', target: { type: 'coordinate', x: 600, y: 400 }, scroll_amount: 2 });
-  expect('scroll', logOf(x).some((e) => e.startsWith('wheel')), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'scroll', (log) => log.some((e) => e.startsWith('wheel')));
   await b.call('scroll', { scroll_direction: 'up', target: { type: 'coordinate', x: 600, y: 400 }, scroll_amount: 11 }, { ok: false, label: 'scroll_amount 11' });
   await b.call('left_click', { target: { type: 'coordinate', x: 5000, y: 10 } }, { ok: false, label: 'left_click outside the viewport' });
 
   x = await b.call('left_click', { target: { type: 'ref', ref: q } }, { label: 'left_click search' });
   x = await b.call('type', { text: 'lamp' });
-  expect('type', logOf(x).some((e) => e === 'input@q=lamp'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'type', (log) => log.some((e) => e === 'input@q=lamp'));
   x = await b.call('key', { text: 'BackSpace', repeat: 2 });
-  expect('key repeat', logOf(x).some((e) => e === 'input@q=la'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'key repeat', (log) => log.some((e) => e === 'input@q=la'));
   x = await b.call('hold_key', { text: 'shift', duration: 0.2 });
-  expect('hold_key', logOf(x).some((e) => e.startsWith('keydown')), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'hold_key', (log) => log.some((e) => e.startsWith('keydown')));
   x = await b.call('form_input', { target: { type: 'ref', ref: q }, value: 'desk lamp' });
-  expect('form_input text', logOf(x).includes('input@q=desk lamp'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'form_input text', (log) => log.includes('input@q=desk lamp'));
   x = await b.call('form_input', { target: { type: 'ref', ref: size }, value: 'Medium' }, { label: 'form_input select' });
-  expect('form_input select', logOf(x).includes('change@size=m'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'form_input select', (log) => log.includes('change@size=m'));
   x = await b.call('form_input', { target: { type: 'ref', ref: agree }, value: true }, { label: 'form_input checkbox' });
-  expect('form_input checkbox', logOf(x).includes('change@agree=true'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'form_input checkbox', (log) => log.includes('change@agree=true'));
   await b.call('form_input', { target: { type: 'ref', ref: agree }, value: 'yes' }, { ok: false, label: 'form_input checkbox text' });
 
   const far = refOf((await b.call('find', { query: 'far button' }, { label: 'find far' })).text, /Far button/);
   x = await b.call('scroll_to', { target: { type: 'ref', ref: far } });
-  expect('scroll_to', logOf(x).includes('scrolled'), `the page did not scroll: ${logOf(x)}`);
+  await sees(b, x, 'scroll_to', (log) => log.includes('scrolled'));
 
   // The policy: a ref click inside the denied region; file uploads, which
   // the default policy does not allow; javascript, ditto.
@@ -392,7 +402,7 @@ async function scripting(gw, shop, ts, covered) {
   expect('javascript_exec', /^3$/m.test(x.text), x.text);
   await b.call('javascript_exec', { text: 'fetch("/x")' }, { ok: false, label: 'javascript_exec denied by javascript.deny' });
   x = await b.call('middle_click', { target: { type: 'coordinate', x: 450, y: 180 } });
-  expect('middle_click', logOf(x).some((e) => e.startsWith('auxclick')), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'middle_click', (log) => log.some((e) => e.startsWith('auxclick')));
   x = await b.call('read_console', {});
   expect('read_console', /\[log\].*shop ready 42/.test(x.text), x.text);
   x = await b.call('read_console', {}, { label: 'read_console again' });
@@ -402,7 +412,7 @@ async function scripting(gw, shop, ts, covered) {
   const file = refOf((await b.call('find', { query: 'attachment' }, { label: 'find file' })).text, /Attachment/);
   await b.exec(['sh', '-c', 'printf hello > /tmp/upload.txt']);
   x = await b.call('file_upload', { target: { type: 'ref', ref: file }, paths: ['/tmp/upload.txt'] });
-  expect('file_upload', logOf(x).includes('change@file=upload.txt/5'), `the page saw ${logOf(x)}`);
+  await sees(b, x, 'file_upload', (log) => log.includes('change@file=upload.txt/5'));
   await b.call('file_upload', { target: { type: 'ref', ref: file }, paths: ['/etc/passwd'] }, { ok: false, label: 'file_upload outside the scratch' });
   await b.call('file_upload', { target: { type: 'ref', ref: file }, document_ids: ['doc_1'] }, { ok: false, label: 'file_upload document_ids' });
   await b.end();
