@@ -843,6 +843,13 @@ int dg_adapt_resolve(struct dg_adapted *a, int i, const struct dg_browser_view *
 			     v->py >= a->scale.desk_h))
 		return dg_err_set(err, -EINVAL, "the element's point (%d, %d) is off the screen",
 				  v->px, v->py);
+	/* An action on an element acts inside the page: a point on the
+	 * browser's own bars would be an action on the browser. */
+	if (v->has_point && (v->px < v->vp_x || v->py < v->vp_y || v->px >= v->vp_x + v->vp_w ||
+			     v->py >= v->vp_y + v->vp_h))
+		return dg_err_set(err, -EINVAL, "the element's point (%d, %d) is outside the "
+				  "viewport [%d, %d, %d, %d]", v->px, v->py, v->vp_x, v->vp_y,
+				  v->vp_w, v->vp_h);
 	if (!a->pending) {
 		/* A canonical action on an element: its point filled in. */
 		struct dg_action *act = &a->act[i];

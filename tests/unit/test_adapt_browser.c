@@ -1272,6 +1272,15 @@ Test(resolve, the_view_must_be_on_the_screen)
 		{{0, 87, 1280, 713, true, 1280, 0}, "the element's point (1280, 0) is off the screen"},
 		{{0, 87, 1280, 713, true, 0, 800}, "the element's point (0, 800) is off the screen"},
 		{{0, 87, 1280, 713, true, -1, 5}, "the element's point (-1, 5) is off the screen"},
+		/* On the screen but on the browser's own bars, or beside the page. */
+		{{0, 87, 1280, 713, true, 5, 86},
+		 "the element's point (5, 86) is outside the viewport [0, 87, 1280, 713]"},
+		{{200, 87, 1000, 713, true, 199, 100},
+		 "the element's point (199, 100) is outside the viewport [200, 87, 1000, 713]"},
+		{{200, 87, 1000, 600, true, 1200, 100},
+		 "the element's point (1200, 100) is outside the viewport [200, 87, 1000, 600]"},
+		{{200, 87, 1000, 600, true, 300, 687},
+		 "the element's point (300, 687) is outside the viewport [200, 87, 1000, 600]"},
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
 		assert_ok(member("screenshot", "{}"));
@@ -1283,6 +1292,13 @@ Test(resolve, the_view_must_be_on_the_screen)
 	assert_ok(member("scroll_to", "{'target':{'type':'ref','ref':'ref_1'}}"));
 	assert_resolved(&(struct dg_browser_view){0, 87, 1280, 713, true, DW - 1, DH - 1},
 			"{'ref':'ref_1','type':'scroll_to','x':1279,'y':799}", "last pixel");
+	/* The viewport's first and last pixels: accepted. */
+	assert_ok(member("scroll_to", "{'target':{'type':'ref','ref':'ref_1'}}"));
+	assert_resolved(&(struct dg_browser_view){200, 87, 1000, 600, true, 200, 87},
+			"{'ref':'ref_1','type':'scroll_to','x':200,'y':87}", "viewport's first pixel");
+	assert_ok(member("scroll_to", "{'target':{'type':'ref','ref':'ref_1'}}"));
+	assert_resolved(&(struct dg_browser_view){200, 87, 1000, 600, true, 1199, 686},
+			"{'ref':'ref_1','type':'scroll_to','x':1199,'y':686}", "viewport's last pixel");
 	/* No such action, no view. */
 	assert_ok(member("screenshot", "{}"));
 	memset(&err, 0, sizeof(err));
