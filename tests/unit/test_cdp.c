@@ -21,146 +21,39 @@
 #include <unistd.h>
 
 #include "cdp-priv.h"
+#include "dg_fake_cdp.h"
 #include "dg_test.h"
 
-/* ---- the fake browser ---- */
-
-struct fake {
-	struct dg_cdp *c;
-	int cmd_rd;      /* we read what the client writes (Chromium's fd 3) */
-	int ev_wr;       /* we write replies and events (Chromium's fd 4) */
-	char *buf;       /* commands read, not yet consumed */
-	size_t len, cap;
-};
+/* ---- the fake browser (tests/support/dg_fake_cdp.h) ---- */
 
 static struct dg_err err;
 
-static void fake_open(struct fake *f)
+/* The next command, which must be `method` (on any session); returns its id. */
+static json_int_t expect_cmd(struct dg_fake_cdp *f, const char *method, json_t **out)
 {
-	int cmd[2], ev[2];
-	cr_assert_eq(pipe2(cmd, O_CLOEXEC), 0);
-	cr_assert_eq(pipe2(ev, O_CLOEXEC), 0);
-	memset(f, 0, sizeof(*f));
-	f->cmd_rd = cmd[0];
-	f->ev_wr = ev[1];
-	fcntl(f->cmd_rd, F_SETFL, O_NONBLOCK);
-	f->c = dg_cdp_new(cmd[1], ev[0]);
-	cr_assert(f->c);
-}
-
-static void fake_close(struct fake *f)
-{
-	dg_cdp_free(f->c);
-	f->c = NULL;
-	if (f->cmd_rd >= 0)
-		close(f->cmd_rd);
-	if (f->ev_wr >= 0)
-		close(f->ev_wr);
-	free(f->buf);
-}
-
-/* Lets the client read everything we wrote so far. */
-static void pump(struct fake *f)
-{
-	int r = dg_cdp_handle_in(f->c, &err);
-	cr_assert_eq(r, 0, "handle_in: %d %s", r, err.msg);
-}
-
-/* Writes bytes as the browser, blocking (small messages only). */
-static void put_raw(struct fake *f, const void *p, size_t n)
-{
-	const char *s = p;
-	while (n > 0) {
-		ssize_t w = write(f->ev_wr, s, n);
-		cr_assert_gt(w, 0);
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
-/* One message (its NUL added), then the client reads it. */
-static void sendf(struct fake *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sendf(struct fake *f, const char *fmt, ...)
-{
-	char *text;
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vasprintf(&text, fmt, ap);
-	va_end(ap);
-	cr_assert_geq(n, 0);
-	put_raw(f, text, (size_t)n + 1);
-	free(text);
-	pump(f);
-}
-
-/* The next command the client wrote, or NULL when none is waiting. */
-static json_t *next_cmd(struct fake *f)
-{
-	for (;;) {
-		char *nul = f->len ? memchr(f->buf, '\0', f->len) : NULL;
-		if (nul) {
-			size_t n = (size_t)(nul - f->buf);
-			json_error_t je;
-			json_t *j = json_loadb(f->buf, n, JSON_REJECT_DUPLICATES, &je);
-			cr_assert(j, "client wrote bad JSON: %s", je.text);
-			memmove(f->buf, nul + 1, f->len - n - 1);
-			f->len -= n + 1;
-			return j;
-		}
-		if (f->cap - f->len < 65536) {
-			f->cap = f->cap ? f->cap * 2 : 65536 * 2;
-			f->buf = realloc(f->buf, f->cap);
-			cr_assert(f->buf);
-		}
-		ssize_t r = read(f->cmd_rd, f->buf + f->len, f->cap - f->len);
-		if (r <= 0)
-			return NULL;
-		f->len += (size_t)r;
-	}
-}
-
-/* The next command, which must be `method`; returns its id. */
-static json_int_t expect_cmd(struct fake *f, const char *method, json_t **out)
-{
-	json_t *j = next_cmd(f);
-	cr_assert(j, "expected %s, the client wrote nothing", method);
-	const char *m = json_string_value(json_object_get(j, "method"));
-	cr_assert(m && strcmp(m, method) == 0, "expected %s, got %s", method, m ? m : "?");
-	json_int_t id = json_integer_value(json_object_get(j, "id"));
-	cr_assert_gt(id, 0);
-	if (out)
-		*out = j;
-	else
-		json_decref(j);
-	return id;
+	return dg_fake_cdp_expect(f, method, NULL, out);
 }
 
 /* A navigation's command: the client first gives the page the focus
  * (Page.bringToFront, answered here), then sends `method`; returns its id. */
-static json_int_t expect_nav_cmd(struct fake *f, const char *method, json_t **out)
+static json_int_t expect_nav_cmd(struct dg_fake_cdp *f, const char *method, json_t **out)
 {
 	json_int_t id = expect_cmd(f, "Page.bringToFront", NULL);
-	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	return expect_cmd(f, method, out);
 }
 
-static void no_cmd(struct fake *f)
-{
-	json_t *j = next_cmd(f);
-	char *s = j ? json_dumps(j, 0) : NULL;
-	cr_assert_null(j, "unexpected command %s", s);
-}
 
 /* A Page event about frame_id on a session. */
-static void page_event(struct fake *f, const char *session, const char *method,
+static void page_event(struct dg_fake_cdp *f, const char *session, const char *method,
 		       const char *frame_id)
 {
-	sendf(f, "{\"method\":\"%s\",\"sessionId\":\"%s\",\"params\":{\"frameId\":\"%s\"}}",
+	dg_fake_cdp_sendf(f, "{\"method\":\"%s\",\"sessionId\":\"%s\",\"params\":{\"frameId\":\"%s\"}}",
 	      method, session, frame_id);
 }
 
 /* Answers the client's title refresh (Target.getTargetInfo for target). */
-static void answer_info(struct fake *f, const char *target, const char *url, const char *title)
+static void answer_info(struct dg_fake_cdp *f, const char *target, const char *url, const char *title)
 {
 	json_t *cmd;
 	json_int_t id = expect_cmd(f, "Target.getTargetInfo", &cmd);
@@ -168,19 +61,19 @@ static void answer_info(struct fake *f, const char *target, const char *url, con
 			 target);
 	cr_assert_null(json_object_get(cmd, "sessionId"));
 	json_decref(cmd);
-	sendf(f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"%s\",\"type\":\"page\","
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"%s\",\"type\":\"page\","
 		 "\"title\":\"%s\",\"url\":\"%s\"}}}",
 	      (long long)id, target, title, url);
 }
 
 /* Plays the start: discovery, one page T1 (about:blank), attach, Page.enable. */
-static void attach(struct fake *f)
+static void attach(struct dg_fake_cdp *f)
 {
 	cr_assert_eq(dg_cdp_start(f->c, NULL, NULL, &err), 0, "%s", err.msg);
 	json_int_t id = expect_cmd(f, "Target.setDiscoverTargets", NULL);
-	sendf(f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
+	dg_fake_cdp_sendf(f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
 		 "\"T1\",\"type\":\"page\",\"title\":\"\",\"url\":\"about:blank\",\"attached\":false}}}");
-	sendf(f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"result\":{}}", (long long)id);
 	json_t *cmd;
 	id = expect_cmd(f, "Target.attachToTarget", &cmd);
 	json_t *params = json_object_get(cmd, "params");
@@ -188,18 +81,18 @@ static void attach(struct fake *f)
 	cr_assert(json_is_true(json_object_get(params, "flatten")));
 	json_decref(cmd);
 	cr_assert_not(dg_cdp_ready(f->c));
-	sendf(f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S1\"}}", (long long)id);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S1\"}}", (long long)id);
 	id = expect_cmd(f, "Page.enable", &cmd);
 	cr_assert_str_eq(json_string_value(json_object_get(cmd, "sessionId")), "S1");
 	json_decref(cmd);
 	cr_assert_not(dg_cdp_ready(f->c));
-	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert(dg_cdp_ready(f->c));
 	answer_info(f, "T1", "about:blank", "about:blank");
 	cr_assert_str_eq(dg_cdp_target_id(f->c), "T1");
 	cr_assert_str_eq(dg_cdp_session_id(f->c), "S1");
 	cr_assert_str_eq(dg_cdp_url(f->c), "about:blank");
-	no_cmd(f);
+	dg_fake_cdp_none(f);
 }
 
 /* jansson accepts only valid UTF-8. */
@@ -210,7 +103,7 @@ static bool utf8_ok(const char *s)
 	return j != NULL;
 }
 
-static struct dg_cdp_stats stats(struct fake *f)
+static struct dg_cdp_stats stats(struct dg_fake_cdp *f)
 {
 	struct dg_cdp_stats s;
 	dg_cdp_stats(f->c, &s);
@@ -261,7 +154,7 @@ static void ev_record(void *arg, const char *method, const char *session, json_t
 }
 
 /* A user command on the browser session; returns the id the client used. */
-static json_int_t send_user(struct fake *f, struct rec *r)
+static json_int_t send_user(struct dg_fake_cdp *f, struct rec *r)
 {
 	int rc = dg_cdp_send(f->c, "Browser.getVersion", NULL, NULL, rec_done, r, &err);
 	cr_assert_eq(rc, 0, "%s", err.msg);
@@ -272,39 +165,39 @@ static json_int_t send_user(struct fake *f, struct rec *r)
 
 Test(cdp, start_attaches_first_page)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	struct rec started = {0};
 	cr_assert_eq(dg_cdp_start(f.c, rec_done, &started, &err), 0);
 	cr_assert_eq(dg_cdp_start(f.c, NULL, NULL, &err), -EALREADY);
 	json_int_t id = expect_cmd(&f, "Target.setDiscoverTargets", NULL);
 	/* Not a page: never a candidate. */
-	sendf(&f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
 		  "\"W1\",\"type\":\"service_worker\",\"title\":\"w\",\"url\":\"https://a/\"}}}");
-	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
-	no_cmd(&f);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+	dg_fake_cdp_none(&f);
 	cr_assert_eq(dg_cdp_n_targets(f.c), 0);
-	sendf(&f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
 		  "\"P1\",\"type\":\"page\",\"title\":\"t\",\"url\":\"https://a/\"}}}");
 	id = expect_cmd(&f, "Target.attachToTarget", NULL);
-	sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"SS\"}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"SS\"}}", (long long)id);
 	id = expect_cmd(&f, "Page.enable", NULL);
 	cr_assert_eq(started.calls, 0);
 	/* Page commands wait for Page.enable. */
 	cr_assert_eq(dg_cdp_navigate(f.c, "https://b/", NULL, NULL, &err), -EAGAIN);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"SS\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"SS\",\"result\":{}}", (long long)id);
 	cr_assert_eq(started.calls, 1);
 	cr_assert_eq(started.status, 0);
 	cr_assert(dg_cdp_ready(f.c));
 	cr_assert_str_eq(dg_cdp_url(f.c), "https://a/");
 	cr_assert_str_eq(dg_cdp_title(f.c), "t");
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, reply_split_at_every_byte)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec r = {0};
 	json_int_t id = send_user(&f, &r);
@@ -312,20 +205,20 @@ Test(cdp, reply_split_at_every_byte)
 	int n = snprintf(msg, sizeof(msg), "{\"id\":%lld,\"result\":{\"product\":\"x\"}}", (long long)id);
 	for (int i = 0; i <= n; i++) { /* the NUL too */
 		cr_assert_eq(r.calls, 0);
-		put_raw(&f, msg + i, 1);
-		pump(&f);
+		dg_fake_cdp_put(&f, msg + i, 1);
+		dg_fake_cdp_pump(&f);
 	}
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(r.status, 0);
 	cr_assert_str_eq(json_string_value(json_object_get(r.result, "product")), "x");
 	rec_free(&r);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, several_messages_in_one_read)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec a = {0}, b = {0};
 	json_int_t ia = send_user(&f, &a), ib = send_user(&f, &b);
@@ -336,8 +229,8 @@ Test(cdp, several_messages_in_one_read)
 			 "{\"id\":%lld,\"result\":{\"v\":2}}%c{\"method\":\"X.y\",\"params\":{}}%c"
 			 "{\"id\":%lld,\"result\":{\"v\":1}}%c{\"method\":\"X.z\"}%c",
 			 (long long)ib, 0, 0, (long long)ia, 0, 0);
-	put_raw(&f, buf, (size_t)n);
-	pump(&f);
+	dg_fake_cdp_put(&f, buf, (size_t)n);
+	dg_fake_cdp_pump(&f);
 	cr_assert_eq(a.calls, 1);
 	cr_assert_eq(b.calls, 1);
 	/* Out of order, each to its own callback. */
@@ -350,12 +243,12 @@ Test(cdp, several_messages_in_one_read)
 	rec_free(&a);
 	rec_free(&b);
 	json_decref(ev.params);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* Writes n bytes as the browser without blocking the test: whatever the
  * pipe does not take now is written after the client has read some. */
-static void put_big(struct fake *f, const char *p, size_t n)
+static void put_big(struct dg_fake_cdp *f, const char *p, size_t n)
 {
 	int fl = fcntl(f->ev_wr, F_GETFL);
 	fcntl(f->ev_wr, F_SETFL, fl | O_NONBLOCK);
@@ -367,10 +260,10 @@ static void put_big(struct fake *f, const char *p, size_t n)
 		} else {
 			cr_assert(w < 0 && errno == EAGAIN);
 		}
-		pump(f);
+		dg_fake_cdp_pump(f);
 	}
 	fcntl(f->ev_wr, F_SETFL, fl);
-	pump(f);
+	dg_fake_cdp_pump(f);
 }
 
 /* An event {"method":"Big.event","params":{"pad":"aaa..."}} of exactly len
@@ -391,8 +284,8 @@ static char *big_event(size_t len)
 
 Test(cdp, message_at_max_accepted_one_over_discarded)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct evrec ev = {0};
 	dg_cdp_set_event_handler(f.c, ev_record, &ev);
@@ -421,18 +314,18 @@ Test(cdp, message_at_max_accepted_one_over_discarded)
 	free(h);
 	put_big(&f, "\0", 1);
 	cr_assert_eq(stats(&f).oversized, 2);
-	sendf(&f, "{\"method\":\"After.big\",\"params\":{\"k\":1}}");
+	dg_fake_cdp_sendf(&f, "{\"method\":\"After.big\",\"params\":{\"k\":1}}");
 	cr_assert_eq(ev.calls, 2);
 	cr_assert_str_eq(ev.method, "After.big");
 	cr_assert(dg_cdp_ready(f.c));
 	json_decref(ev.params);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, malformed_messages_are_counted_and_skipped)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct evrec ev = {0};
 	dg_cdp_set_event_handler(f.c, ev_record, &ev);
@@ -468,8 +361,8 @@ Test(cdp, malformed_messages_are_counted_and_skipped)
 	};
 	size_t n = sizeof(bad) / sizeof(bad[0]);
 	for (size_t i = 0; i < n; i++) {
-		put_raw(&f, bad[i], strlen(bad[i]) + 1);
-		pump(&f);
+		dg_fake_cdp_put(&f, bad[i], strlen(bad[i]) + 1);
+		dg_fake_cdp_pump(&f);
 		cr_assert_eq(stats(&f).errors, i + 1, "message %zu (%s) refused", i, bad[i]);
 	}
 	cr_assert_eq(ev.calls, 0, "no malformed event reached the owner (last: %s)", ev.method);
@@ -478,23 +371,23 @@ Test(cdp, malformed_messages_are_counted_and_skipped)
 	char deep[8192];
 	memset(deep, '[', sizeof(deep) - 1);
 	deep[sizeof(deep) - 1] = '\0';
-	put_raw(&f, deep, sizeof(deep));
-	pump(&f);
+	dg_fake_cdp_put(&f, deep, sizeof(deep));
+	dg_fake_cdp_pump(&f);
 	cr_assert_eq(stats(&f).errors, n + 1);
 	/* State is intact and the pending command still completes. */
 	cr_assert_str_eq(dg_cdp_url(f.c), "about:blank");
-	sendf(&f, "{\"id\":%lld,\"result\":{\"ok\":true}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"ok\":true}}", (long long)id);
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(r.status, 0);
 	rec_free(&r);
 	json_decref(ev.params);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, too_many_values_refused_before_parsing)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct evrec ev = {0};
 	dg_cdp_set_event_handler(f.c, ev_record, &ev);
@@ -523,50 +416,50 @@ Test(cdp, too_many_values_refused_before_parsing)
 	free(str);
 	cr_assert_eq(ev.calls, 1, "%s", dg_cdp_last_error(f.c));
 	json_decref(ev.params);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- replies ---- */
 
 Test(cdp, unknown_ids_and_wrong_sessions_ignored)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec r = {0};
 	json_int_t id = send_user(&f, &r);
-	sendf(&f, "{\"id\":999999,\"result\":{}}");
-	sendf(&f, "{\"id\":0,\"result\":{}}");
-	sendf(&f, "{\"id\":-1,\"result\":{}}");
+	dg_fake_cdp_sendf(&f, "{\"id\":999999,\"result\":{}}");
+	dg_fake_cdp_sendf(&f, "{\"id\":0,\"result\":{}}");
+	dg_fake_cdp_sendf(&f, "{\"id\":-1,\"result\":{}}");
 	/* Our id, but on a session the command was not sent on. */
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert_eq(r.calls, 0);
 	cr_assert_eq(stats(&f).unknown_ids, 4);
 	cr_assert_eq(stats(&f).errors, 0);
-	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
 	cr_assert_eq(r.calls, 1);
 	/* A second reply to the same id is unknown now. */
-	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(stats(&f).unknown_ids, 5);
 	rec_free(&r);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, reply_errors)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec a = {0}, b = {0}, c = {0};
 	json_int_t ia = send_user(&f, &a), ib = send_user(&f, &b), ic = send_user(&f, &c);
-	sendf(&f, "{\"id\":%lld}", (long long)ia); /* result missing */
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld}", (long long)ia); /* result missing */
 	cr_assert_eq(a.calls, 1);
 	cr_assert_eq(a.status, -EPROTO);
 	cr_assert_eq(stats(&f).errors, 1);
-	sendf(&f, "{\"id\":%lld,\"result\":[1]}", (long long)ib); /* result not an object */
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":[1]}", (long long)ib); /* result not an object */
 	cr_assert_eq(b.status, -EPROTO);
-	sendf(&f, "{\"id\":%lld,\"error\":{\"code\":-32000,\"message\":\"No\\u001b[31m way\"}}",
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"error\":{\"code\":-32000,\"message\":\"No\\u001b[31m way\"}}",
 	      (long long)ic);
 	cr_assert_eq(c.calls, 1);
 	cr_assert_eq(c.status, -EREMOTEIO);
@@ -577,7 +470,7 @@ Test(cdp, reply_errors)
 	char longmsg[4000] = "";
 	for (int i = 0; i < 500; i++)
 		strcat(longmsg, "\xc3\xa9");
-	sendf(&f, "{\"id\":%lld,\"error\":{\"message\":\"%s\"}}", (long long)id, longmsg);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"error\":{\"message\":\"%s\"}}", (long long)id, longmsg);
 	cr_assert_eq(d.status, -EREMOTEIO);
 	cr_assert_leq(strlen(d.msg), DG_CDP_ERRTEXT_MAX);
 	cr_assert(utf8_ok(d.msg), "cut text is valid UTF-8");
@@ -585,23 +478,23 @@ Test(cdp, reply_errors)
 	rec_free(&b);
 	rec_free(&c);
 	rec_free(&d);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- the current page ---- */
 
-static void info(struct fake *f, const char *method, const char *id, const char *type,
+static void info(struct dg_fake_cdp *f, const char *method, const char *id, const char *type,
 		 const char *url, const char *title)
 {
-	sendf(f, "{\"method\":\"%s\",\"params\":{\"targetInfo\":{\"targetId\":\"%s\",\"type\":"
+	dg_fake_cdp_sendf(f, "{\"method\":\"%s\",\"params\":{\"targetInfo\":{\"targetId\":\"%s\",\"type\":"
 		 "\"%s\",\"title\":\"%s\",\"url\":\"%s\"}}}",
 	      method, id, type, title, url);
 }
 
 Test(cdp, url_and_title_tracking)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	uint64_t ch = dg_cdp_changes(f.c);
 	info(&f, "Target.targetInfoChanged", "T1", "page", "https://example.com/", "Example");
@@ -623,13 +516,13 @@ Test(cdp, url_and_title_tracking)
 	info(&f, "Target.targetInfoChanged", "T1", "page", "https://example.com/",
 	     "caf\xc3\xa9 \xe2\x9c\x93\\n\\tend");
 	cr_assert_str_eq(dg_cdp_title(f.c), "caf\xc3\xa9 \xe2\x9c\x93  end");
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, url_and_title_bounds)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	/* A URL of exactly DG_CDP_URL_MAX bytes is kept. */
 	char *url = malloc(DG_CDP_URL_MAX + 2);
@@ -676,13 +569,13 @@ Test(cdp, url_and_title_bounds)
 	info(&f, "Target.targetCreated", longid, "page", "https://a/", "t");
 	cr_assert_eq(stats(&f).errors, e + 1);
 	cr_assert_eq(dg_cdp_n_targets(f.c), 1);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, targets_cap)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	char id[32];
 	for (int i = 0; i < DG_CDP_TARGETS_MAX + 10; i++) {
@@ -694,18 +587,18 @@ Test(cdp, targets_cap)
 	/* An untracked page's changes are ignored; destroying one frees a slot. */
 	snprintf(id, sizeof(id), "P%d", DG_CDP_TARGETS_MAX + 5);
 	info(&f, "Target.targetInfoChanged", id, "page", "https://x/", "x");
-	sendf(&f, "{\"method\":\"Target.targetDestroyed\",\"params\":{\"targetId\":\"P3\"}}");
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.targetDestroyed\",\"params\":{\"targetId\":\"P3\"}}");
 	cr_assert_eq(dg_cdp_n_targets(f.c), DG_CDP_TARGETS_MAX - 1);
 	info(&f, "Target.targetCreated", "NEW", "page", "https://new/", "new");
 	cr_assert_eq(dg_cdp_n_targets(f.c), DG_CDP_TARGETS_MAX);
 	cr_assert_str_eq(dg_cdp_target_id(f.c), "T1");
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, current_page_goes_away_switches_to_newest)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	info(&f, "Target.targetCreated", "OLD", "page", "https://old/", "old");
 	info(&f, "Target.targetCreated", "POPUP", "page", "https://popup/", "Popup");
@@ -716,7 +609,7 @@ Test(cdp, current_page_goes_away_switches_to_newest)
 	expect_cmd(&f, "Runtime.evaluate", NULL);
 	cr_assert(dg_cdp_loading(f.c));
 	uint64_t ch = dg_cdp_changes(f.c);
-	sendf(&f, "{\"method\":\"Target.targetDestroyed\",\"params\":{\"targetId\":\"T1\"}}");
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.targetDestroyed\",\"params\":{\"targetId\":\"T1\"}}");
 	cr_assert_eq(nav.calls, 1);
 	cr_assert_eq(nav.status, -ECONNRESET);
 	cr_assert_eq(ev.status, -ECONNRESET);
@@ -730,12 +623,12 @@ Test(cdp, current_page_goes_away_switches_to_newest)
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "targetId")),
 			 "POPUP");
 	json_decref(cmd);
-	sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S2\"}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S2\"}}", (long long)id);
 	id = expect_cmd(&f, "Page.enable", NULL);
 	/* A late reply for the old session is not taken for the new one. */
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert_not(dg_cdp_ready(f.c));
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S2\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S2\",\"result\":{}}", (long long)id);
 	cr_assert(dg_cdp_ready(f.c));
 	answer_info(&f, "POPUP", "https://popup/", "Popup");
 	cr_assert_str_eq(dg_cdp_url(f.c), "https://popup/");
@@ -744,42 +637,42 @@ Test(cdp, current_page_goes_away_switches_to_newest)
 
 	/* Detached session (target still there): re-attached, attach failures
 	 * skip that target. */
-	sendf(&f, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":\"S2\"}}");
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":\"S2\"}}");
 	cr_assert_not(dg_cdp_ready(f.c));
 	id = expect_cmd(&f, "Target.attachToTarget", &cmd);
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "targetId")),
 			 "POPUP");
 	json_decref(cmd);
-	sendf(&f, "{\"id\":%lld,\"error\":{\"message\":\"No target with given id\"}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"error\":{\"message\":\"No target with given id\"}}", (long long)id);
 	id = expect_cmd(&f, "Target.attachToTarget", &cmd);
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "targetId")),
 			 "OLD");
 	json_decref(cmd);
-	sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S3\"}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S3\"}}", (long long)id);
 	id = expect_cmd(&f, "Page.enable", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S3\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S3\",\"result\":{}}", (long long)id);
 	cr_assert(dg_cdp_ready(f.c));
 	cr_assert_str_eq(dg_cdp_url(f.c), "https://old/");
 	/* The refresh after attaching brings the title the page set since. */
 	answer_info(&f, "OLD", "https://old/", "Old, loaded");
 	cr_assert_str_eq(dg_cdp_title(f.c), "Old, loaded");
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	rec_free(&nav);
 	rec_free(&ev);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, switch_moves_the_current_page)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	info(&f, "Target.targetCreated", "T2", "page", "https://two/", "Two");
 	info(&f, "Target.targetCreated", "T3", "page", "https://three/", "Three");
-	no_cmd(&f); /* a new page does not take over by itself */
+	dg_fake_cdp_none(&f); /* a new page does not take over by itself */
 	cr_assert_str_eq(dg_cdp_target_id(f.c), "T1");
 	cr_assert_eq(dg_cdp_switch(f.c, "T1", &err), 0); /* current already: nothing */
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	cr_assert_eq(dg_cdp_switch(f.c, "NOPE", &err), -ENOENT);
 	struct rec nav = {0};
 	cr_assert_eq(dg_cdp_navigate(f.c, "https://x/", rec_done, &nav, &err), 0);
@@ -800,28 +693,28 @@ Test(cdp, switch_moves_the_current_page)
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"), "sessionId")),
 			 "S1");
 	json_decref(cmd);
-	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)det);
-	sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S2\"}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)det);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S2\"}}", (long long)id);
 	id = expect_cmd(&f, "Page.enable", NULL);
 	/* The old session's detach, announced late, does not touch the new one. */
-	sendf(&f, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":\"S1\"}}");
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S2\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":\"S1\"}}");
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S2\",\"result\":{}}", (long long)id);
 	cr_assert(dg_cdp_ready(f.c));
 	answer_info(&f, "T2", "https://two/", "Two");
 	cr_assert_str_eq(dg_cdp_target_id(f.c), "T2");
 	cr_assert_str_eq(dg_cdp_url(f.c), "https://two/");
 	cr_assert_str_eq(dg_cdp_session_id(f.c), "S2");
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	rec_free(&nav);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- page commands ---- */
 
 Test(cdp, navigate_and_loading)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec r = {0};
 	cr_assert_not(dg_cdp_loading(f.c));
@@ -834,7 +727,7 @@ Test(cdp, navigate_and_loading)
 	json_decref(cmd);
 	cr_assert(dg_cdp_loading(f.c), "loading while the navigation awaits its reply");
 	page_event(&f, "S1", "Page.frameStartedLoading", "T1");
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"frameId\":\"T1\",\"loaderId\":\"L\"}}",
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"frameId\":\"T1\",\"loaderId\":\"L\"}}",
 	      (long long)id);
 	cr_assert_eq(r.status, 0);
 	cr_assert(dg_cdp_loading(f.c));
@@ -852,30 +745,30 @@ Test(cdp, navigate_and_loading)
 	answer_info(&f, "T1", "https://example.com/", "Example Domain");
 	cr_assert_not(dg_cdp_loading(f.c));
 	cr_assert_str_eq(dg_cdp_title(f.c), "Example Domain");
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	/* Refreshes coalesce: one in flight (after an evaluate) when the load
 	 * ends is answered first, with what may be the title from before the
 	 * load, so exactly one more is asked, and the load ends with it. */
 	page_event(&f, "S1", "Page.frameStartedLoading", "T1");
 	cr_assert_eq(dg_cdp_evaluate(f.c, "1", NULL, NULL, &err), 0);
 	id = expect_cmd(&f, "Runtime.evaluate", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
 		  "\"value\":1}}}",
 	      (long long)id);
 	json_int_t first = expect_cmd(&f, "Target.getTargetInfo", NULL);
 	page_event(&f, "S1", "Page.frameStoppedLoading", "T1");
 	page_event(&f, "S1", "Page.frameStoppedLoading", "T1");
-	no_cmd(&f);
-	sendf(&f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\","
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\","
 		  "\"title\":\"old\",\"url\":\"https://example.com/\"}}}",
 	      (long long)first);
 	cr_assert(dg_cdp_loading(f.c));
 	answer_info(&f, "T1", "https://example.com/", "Example Domain");
 	cr_assert_not(dg_cdp_loading(f.c));
 	cr_assert_str_eq(dg_cdp_title(f.c), "Example Domain");
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	/* A same-document navigation asks too, without loading. */
-	sendf(&f, "{\"method\":\"Page.navigatedWithinDocument\",\"sessionId\":\"S1\",\"params\":"
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Page.navigatedWithinDocument\",\"sessionId\":\"S1\",\"params\":"
 		  "{\"frameId\":\"T1\",\"url\":\"https://example.com/#x\"}}");
 	cr_assert_not(dg_cdp_loading(f.c));
 	answer_info(&f, "T1", "https://example.com/#x", "Example Domain");
@@ -888,7 +781,7 @@ Test(cdp, navigate_and_loading)
 	cr_assert_eq(dg_cdp_refresh(f.c, rec_done, &r, &err), 0);
 	json_int_t rid = expect_cmd(&f, "Target.getTargetInfo", NULL);
 	uint64_t errors = stats(&f).errors;
-	sendf(&f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"T9\",\"type\":\"page\","
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"T9\",\"type\":\"page\","
 		  "\"title\":\"x\",\"url\":\"https://evil/\"}}}",
 	      (long long)rid);
 	cr_assert_eq(r.status, -EPROTO);
@@ -898,7 +791,7 @@ Test(cdp, navigate_and_loading)
 	/* errorText: a failure with its text. */
 	cr_assert_eq(dg_cdp_navigate(f.c, "http://nonexistent.invalid/", rec_done, &r, &err), 0);
 	id = expect_nav_cmd(&f, "Page.navigate", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"frameId\":\"T1\",\"loaderId\":\"L2\","
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"frameId\":\"T1\",\"loaderId\":\"L2\","
 		  "\"errorText\":\"net::ERR_NAME_NOT_RESOLVED\"}}",
 	      (long long)id);
 	cr_assert_eq(r.calls, 4);
@@ -910,10 +803,10 @@ Test(cdp, navigate_and_loading)
 	 * follows it. */
 	page_event(&f, "S1", "Page.frameStartedLoading", "T1");
 	cr_assert(dg_cdp_loading(f.c));
-	sendf(&f, "{\"method\":\"Page.loadEventFired\",\"sessionId\":\"S1\",\"params\":"
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Page.loadEventFired\",\"sessionId\":\"S1\",\"params\":"
 		  "{\"timestamp\":1.0}}");
 	cr_assert(dg_cdp_loading(f.c));
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	page_event(&f, "S1", "Page.frameStoppedLoading", "T1");
 	answer_info(&f, "T1", "https://example.com/#y", "Example Domain");
 	cr_assert_not(dg_cdp_loading(f.c));
@@ -931,26 +824,26 @@ Test(cdp, navigate_and_loading)
 	cr_assert_eq(dg_cdp_reload(f.c, rec_done, &r, &err), 0);
 	id = expect_nav_cmd(&f, "Page.reload", NULL);
 	cr_assert(dg_cdp_loading(f.c));
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert_eq(r.calls, 5);
 	cr_assert_eq(r.status, 0);
 	cr_assert_not(dg_cdp_loading(f.c));
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	rec_free(&r);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* Answers the client's Page.getNavigationHistory with history_json. */
-static void answer_history(struct fake *f, const char *history_json)
+static void answer_history(struct dg_fake_cdp *f, const char *history_json)
 {
 	json_int_t id = expect_nav_cmd(f, "Page.getNavigationHistory", NULL);
-	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":%s}", (long long)id, history_json);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":%s}", (long long)id, history_json);
 }
 
 Test(cdp, back_and_forward)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	const char *three = "{\"currentIndex\":%d,\"entries\":[{\"id\":11,\"url\":\"a\"},"
 			    "{\"id\":12,\"url\":\"b\"},{\"id\":13,\"url\":\"c\"}]}";
@@ -962,7 +855,7 @@ Test(cdp, back_and_forward)
 	answer_history(&f, h);
 	cr_assert_eq(r.status, -ENOENT);
 	cr_assert_str_eq(r.msg, "no previous page");
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 
 	cr_assert_eq(dg_cdp_forward(f.c, rec_done, &r, &err), 0);
 	snprintf(h, sizeof(h), three, 2);
@@ -980,7 +873,7 @@ Test(cdp, back_and_forward)
 	cr_assert_str_eq(json_string_value(json_object_get(cmd, "sessionId")), "S1");
 	json_decref(cmd);
 	cr_assert(dg_cdp_loading(f.c));
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert_eq(r.calls, 3);
 	cr_assert_eq(r.status, 0);
 
@@ -990,7 +883,7 @@ Test(cdp, back_and_forward)
 	json_int_t id2 = expect_cmd(&f, "Page.navigateToHistoryEntry", &cmd);
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(cmd, "params"), "entryId")), 13);
 	json_decref(cmd);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"message\":\"bad entry\"}}",
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"message\":\"bad entry\"}}",
 	      (long long)id2);
 	cr_assert_eq(r.status, -EREMOTEIO);
 	answer_info(&f, "T1", "a", "A");
@@ -1008,16 +901,16 @@ Test(cdp, back_and_forward)
 		answer_history(&f, bad[i]);
 		cr_assert_eq(r.calls, calls + 1);
 		cr_assert_eq(r.status, -EPROTO, "history %s: %d", bad[i], r.status);
-		no_cmd(&f);
+		dg_fake_cdp_none(&f);
 	}
 	rec_free(&r);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, evaluate)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec r = {0};
 	cr_assert_eq(dg_cdp_evaluate(f.c, "document.title", rec_done, &r, &err), 0);
@@ -1027,7 +920,7 @@ Test(cdp, evaluate)
 	cr_assert_str_eq(json_string_value(json_object_get(params, "expression")), "document.title");
 	cr_assert(json_is_true(json_object_get(params, "returnByValue")));
 	json_decref(cmd);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"string\","
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"string\","
 		  "\"value\":\"hi\"}}}",
 	      (long long)id);
 	cr_assert_eq(r.status, 0);
@@ -1036,7 +929,7 @@ Test(cdp, evaluate)
 
 	cr_assert_eq(dg_cdp_evaluate(f.c, "throw 1", rec_done, &r, &err), 0);
 	id = expect_cmd(&f, "Runtime.evaluate", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"object\"},"
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"object\"},"
 		  "\"exceptionDetails\":{\"text\":\"Uncaught\",\"exception\":{\"description\":"
 		  "\"Error: boom\\n    at <anonymous>:1:7\"}}}}",
 	      (long long)id);
@@ -1046,18 +939,18 @@ Test(cdp, evaluate)
 
 	cr_assert_eq(dg_cdp_evaluate(f.c, "1", rec_done, &r, &err), 0);
 	id = expect_cmd(&f, "Runtime.evaluate", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":5}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":5}}", (long long)id);
 	cr_assert_eq(r.status, -EPROTO);
 	rec_free(&r);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- bounds on what we keep and queue ---- */
 
 Test(cdp, pending_commands_cap)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	static struct rec r[DG_CDP_PENDING_MAX];
 	memset(r, 0, sizeof(r));
@@ -1072,8 +965,8 @@ Test(cdp, pending_commands_cap)
 	struct rec over = {0};
 	cr_assert_eq(dg_cdp_send(f.c, "A.b", json_object(), NULL, rec_done, &over, &err), -EBUSY);
 	cr_assert_eq(dg_cdp_navigate(f.c, "https://a/", rec_done, &over, &err), -EBUSY);
-	no_cmd(&f);
-	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)ids[7]);
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)ids[7]);
 	cr_assert_eq(r[7].calls, 1);
 	cr_assert_eq(dg_cdp_send(f.c, "A.b", NULL, NULL, rec_done, &over, &err), 0);
 	/* The owner gives up on them. */
@@ -1084,13 +977,13 @@ Test(cdp, pending_commands_cap)
 	cr_assert_eq(dg_cdp_n_pending(f.c), 0);
 	for (int i = 0; i < DG_CDP_PENDING_MAX; i++)
 		cr_assert_eq(r[i].calls, 1);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, write_back_pressure)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	/* The smallest pipe the kernel gives: one page. */
 	fcntl(f.cmd_rd, F_SETPIPE_SZ, 4096);
@@ -1117,7 +1010,7 @@ Test(cdp, write_back_pressure)
 	/* The browser reads; the client writes as poll says it may. */
 	int got = 0;
 	for (;;) {
-		json_t *cmd = next_cmd(&f);
+		json_t *cmd = dg_fake_cdp_next(&f);
 		if (cmd) {
 			const char *e = json_string_value(
 				json_object_get(json_object_get(cmd, "params"), "expression"));
@@ -1137,29 +1030,29 @@ Test(cdp, write_back_pressure)
 	cr_assert_eq(dg_cdp_queued(f.c), 0);
 	cr_assert_eq(dg_cdp_evaluate(f.c, "1", NULL, NULL, &err), 0);
 	free(expr);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- the end of the pipe ---- */
 
 Test(cdp, pipe_closed_mid_message)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	struct rec started = {0};
 	cr_assert_eq(dg_cdp_start(f.c, rec_done, &started, &err), 0);
 	expect_cmd(&f, "Target.setDiscoverTargets", NULL);
 	info(&f, "Target.targetCreated", "T1", "page", "about:blank", "");
 	json_int_t id = expect_cmd(&f, "Target.attachToTarget", NULL);
-	sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S1\"}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S1\"}}", (long long)id);
 	id = expect_cmd(&f, "Page.enable", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{}}", (long long)id);
 	cr_assert_eq(started.status, 0);
 	struct rec a = {0}, b = {0};
 	cr_assert_eq(dg_cdp_evaluate(f.c, "1", rec_done, &a, &err), 0);
 	cr_assert_eq(dg_cdp_send(f.c, "A.b", NULL, NULL, rec_done, &b, &err), 0);
 	const char *part = "{\"id\":1,\"result\":{\"res";
-	put_raw(&f, part, strlen(part));
+	dg_fake_cdp_put(&f, part, strlen(part));
 	close(f.ev_wr);
 	f.ev_wr = -1;
 	cr_assert_eq(dg_cdp_handle_in(f.c, &err), -EPIPE);
@@ -1179,13 +1072,13 @@ Test(cdp, pipe_closed_mid_message)
 	cr_assert_eq(pfd[0].fd, -1);
 	cr_assert_eq(pfd[1].fd, -1);
 	rec_free(&a);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, start_fails_when_pipe_closes)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	struct rec started = {0};
 	cr_assert_eq(dg_cdp_start(f.c, rec_done, &started, &err), 0);
 	close(f.ev_wr);
@@ -1194,15 +1087,15 @@ Test(cdp, start_fails_when_pipe_closes)
 	cr_assert(strstr(err.msg, "browser is gone"), "%s", err.msg);
 	cr_assert_eq(started.calls, 1);
 	cr_assert_eq(started.status, -EPIPE);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, reader_gone_is_epipe_not_sigpipe)
 {
 	/* Default SIGPIPE disposition: a plain write would kill us. */
 	signal(SIGPIPE, SIG_DFL);
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	close(f.cmd_rd);
 	f.cmd_rd = -1;
@@ -1219,13 +1112,13 @@ Test(cdp, reader_gone_is_epipe_not_sigpipe)
 	sigset_t pend;
 	sigpending(&pend);
 	cr_assert_not(sigismember(&pend, SIGPIPE));
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(cdp, free_cancels_pending)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct rec r = {0};
 	cr_assert_eq(dg_cdp_evaluate(f.c, "1", rec_done, &r, &err), 0);
@@ -1233,7 +1126,7 @@ Test(cdp, free_cancels_pending)
 	f.c = NULL;
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(r.status, -ECANCELED);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* A callback that sends the next command from inside the reply handler. */
@@ -1255,20 +1148,20 @@ static void chain_done(void *arg, int status, json_t *result, const char *msg)
 
 Test(cdp, callbacks_may_send)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct chain ch = {.c = f.c, .left = 3};
 	cr_assert_eq(dg_cdp_send(f.c, "A.first", NULL, NULL, chain_done, &ch, &err), 0);
 	json_int_t id = expect_cmd(&f, "A.first", NULL);
 	for (int i = 0; i < 3; i++) {
-		sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+		dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
 		id = expect_cmd(&f, "A.next", NULL);
 	}
-	sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"result\":{}}", (long long)id);
 	cr_assert_eq(ch.done, 4);
-	no_cmd(&f);
-	fake_close(&f);
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- ack.c: typing the page acknowledges, against the fake browser ---- */
@@ -1300,7 +1193,7 @@ static void typing_done(void *arg, const char *error)
 
 /* The next Runtime.evaluate of the typing: its contextId and whether it
  * awaits a promise; answered with value (JSON text). */
-static void answer_eval(struct fake *f, int ctx, bool await, const char *value)
+static void answer_eval(struct dg_fake_cdp *f, int ctx, bool await, const char *value)
 {
 	json_t *cmd;
 	json_int_t id = expect_cmd(f, "Runtime.evaluate", &cmd);
@@ -1310,13 +1203,13 @@ static void answer_eval(struct fake *f, int ctx, bool await, const char *value)
 		cr_assert_eq(json_integer_value(json_object_get(p, "contextId")), ctx);
 	cr_assert_eq(json_is_true(json_object_get(p, "awaitPromise")), await);
 	json_decref(cmd);
-	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
 		 "\"value\":%s}}}", (long long)id, value);
 }
 
 /* Up to the counter's answer: the first round trip, the isolated world on
  * the main frame (context 7), the counter installed there. */
-static void typing_setup(struct fake *f, struct dg_ack *a, struct typing *t, size_t n,
+static void typing_setup(struct dg_fake_cdp *f, struct dg_ack *a, struct typing *t, size_t n,
 			 const char *installed)
 {
 	char *text = malloc(n + 1);
@@ -1333,7 +1226,7 @@ static void typing_setup(struct fake *f, struct dg_ack *a, struct typing *t, siz
 	cr_assert_str_eq(json_string_value(json_object_get(p, "frameId")), "T1");
 	cr_assert_str_eq(json_string_value(json_object_get(p, "worldName")), DG_ACK_WORLD);
 	json_decref(cmd);
-	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"executionContextId\":7}}",
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"executionContextId\":7}}",
 	      (long long)id);
 	cr_assert_eq(t->calls, 0, "keys typed before the page's count was known");
 	answer_eval(f, 7, false, installed);
@@ -1343,8 +1236,8 @@ static void typing_setup(struct fake *f, struct dg_ack *a, struct typing *t, siz
  * one before the last; done once the page has every key, not before. */
 Test(ack, chunks_wait_for_the_page)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_ack a = {0};
 	struct typing t = {0};
@@ -1372,29 +1265,29 @@ Test(ack, chunks_wait_for_the_page)
 	cr_assert_eq(t.done, 1);
 	cr_assert_str_eq(t.error, "");
 	cr_assert_eq(dg_ack_advance(&a), -1);
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	/* The next typing on this page reuses the world; one that no longer
 	 * answers (a new document) is made again. */
 	cr_assert_eq(dg_ack_type(&a, f.c, "aa", 2, typing_keys, typing_done, &t, &err), 0);
 	answer_eval(&f, 0, false, "0");
 	json_int_t id = expect_cmd(&f, "Runtime.evaluate", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"code\":-32000,\"message\":"
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"code\":-32000,\"message\":"
 		 "\"Cannot find context with specified id\"}}", (long long)id);
 	id = expect_cmd(&f, "Page.createIsolatedWorld", NULL);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"executionContextId\":9}}",
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"executionContextId\":9}}",
 	      (long long)id);
 	answer_eval(&f, 9, false, "[0, true]");
 	answer_eval(&f, 9, true, "2");
 	cr_assert_eq(t.done, 2);
 	dg_ack_free(&a);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* Keys that go elsewhere than the page (no focus): typed at once, done. */
 Test(ack, no_focus_types_at_once)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_ack a = {0};
 	struct typing t = {0};
@@ -1403,17 +1296,17 @@ Test(ack, no_focus_types_at_once)
 	cr_assert_eq(t.sizes[0], 300);
 	cr_assert_eq(t.done, 1);
 	cr_assert_str_eq(t.error, "");
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	dg_ack_free(&a);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* The bound: DG_ACK_BASE_MS + DG_ACK_PER_KEY_MS a character; at it the
  * typing stops, says how far it got, and a late reply changes nothing. */
 Test(ack, bound_named_in_the_error)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_ack a = {0};
 	struct typing t = {0};
@@ -1438,12 +1331,12 @@ Test(ack, bound_named_in_the_error)
 	snprintf(want, sizeof(want), "(the bound: %d ms + %d ms a character)", DG_ACK_BASE_MS,
 		 DG_ACK_PER_KEY_MS);
 	cr_assert(strstr(t.error, want), "%s", t.error);
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\","
 		  "\"value\":%zu}}}", (long long)id, n);
 	cr_assert_eq(t.done, 1);
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	dg_ack_free(&a);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* Without a browser (xterm): typed at once, done from dg_ack_advance. */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cdp-priv.h"
+#include "dg_fake_cdp.h"
 #include "dg_test.h"
 #include "guard-priv.h"
 #include "pagelog-priv.h"
@@ -565,121 +566,37 @@ Test(pagelog, total_bytes_bound)
 	dg_pagelog_free(l);
 }
 
-/* ---- the fake browser (as in test_cdp.c) ---- */
-
-struct fake {
-	struct dg_cdp *c;
-	int cmd_rd, ev_wr;
-	char *buf;
-	size_t len, cap;
-};
-
-static void fake_open(struct fake *f)
-{
-	int cmd[2], evp[2];
-	cr_assert_eq(pipe2(cmd, O_CLOEXEC), 0);
-	cr_assert_eq(pipe2(evp, O_CLOEXEC), 0);
-	memset(f, 0, sizeof(*f));
-	f->cmd_rd = cmd[0];
-	f->ev_wr = evp[1];
-	fcntl(f->cmd_rd, F_SETFL, O_NONBLOCK);
-	f->c = dg_cdp_new(cmd[1], evp[0]);
-	cr_assert(f->c);
-}
-
-static void fake_close(struct fake *f)
-{
-	dg_cdp_free(f->c);
-	close(f->cmd_rd);
-	close(f->ev_wr);
-	free(f->buf);
-}
-
-static void sendf(struct fake *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sendf(struct fake *f, const char *fmt, ...)
-{
-	char *text;
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vasprintf(&text, fmt, ap);
-	va_end(ap);
-	cr_assert_geq(n, 0);
-	cr_assert_lt(n, 60000, "the pipe would fill");
-	cr_assert_eq(write(f->ev_wr, text, (size_t)n + 1), n + 1);
-	free(text);
-	cr_assert_eq(dg_cdp_handle_in(f->c, &err), 0, "%s", err.msg);
-}
-
-static json_t *next_cmd(struct fake *f)
-{
-	for (;;) {
-		char *nul = f->len ? memchr(f->buf, '\0', f->len) : NULL;
-		if (nul) {
-			size_t n = (size_t)(nul - f->buf);
-			json_t *j = json_loadb(f->buf, n, JSON_REJECT_DUPLICATES, NULL);
-			cr_assert(j, "client wrote bad JSON");
-			memmove(f->buf, nul + 1, f->len - n - 1);
-			f->len -= n + 1;
-			return j;
-		}
-		if (f->cap - f->len < 65536) {
-			f->cap = f->cap ? f->cap * 2 : 65536 * 2;
-			f->buf = realloc(f->buf, f->cap);
-		}
-		ssize_t r = read(f->cmd_rd, f->buf + f->len, f->cap - f->len);
-		if (r <= 0)
-			return NULL;
-		f->len += (size_t)r;
-	}
-}
+/* ---- the fake browser (tests/support/dg_fake_cdp.h) ---- */
 
 /* The next command, which must be method (on session, "" the browser's). */
-static json_int_t expect_cmd(struct fake *f, const char *method, const char *session,
+static json_int_t expect_cmd(struct dg_fake_cdp *f, const char *method, const char *session,
 			     json_t **out)
 {
-	json_t *j = next_cmd(f);
-	cr_assert(j, "expected %s, the client wrote nothing", method);
-	const char *m = json_string_value(json_object_get(j, "method"));
-	cr_assert(m && strcmp(m, method) == 0, "expected %s, got %s", method, m ? m : "?");
-	const char *sid = json_string_value(json_object_get(j, "sessionId"));
-	cr_assert_str_eq(sid ? sid : "", session, "%s on %s", method, sid ? sid : "the browser");
-	json_int_t id = json_integer_value(json_object_get(j, "id"));
-	if (out)
-		*out = j;
-	else
-		json_decref(j);
-	return id;
+	return dg_fake_cdp_expect(f, method, session, out);
 }
 
-static void no_cmd(struct fake *f)
-{
-	json_t *j = next_cmd(f);
-	char *s = j ? json_dumps(j, 0) : NULL;
-	cr_assert_null(j, "unexpected command %s", s);
-}
-
-static void ok(struct fake *f, json_int_t id, const char *session)
+static void ok(struct dg_fake_cdp *f, json_int_t id, const char *session)
 {
 	if (session[0])
-		sendf(f, "{\"id\":%lld,\"sessionId\":\"%s\",\"result\":{}}", (long long)id, session);
+		dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"%s\",\"result\":{}}", (long long)id, session);
 	else
-		sendf(f, "{\"id\":%lld,\"result\":{}}", (long long)id);
+		dg_fake_cdp_sendf(f, "{\"id\":%lld,\"result\":{}}", (long long)id);
 }
 
 /* Discovery and the client's page T1 on session S1 (the guard not involved). */
-static void attach(struct fake *f)
+static void attach(struct dg_fake_cdp *f)
 {
 	cr_assert_eq(dg_cdp_start(f->c, NULL, NULL, &err), 0, "%s", err.msg);
 	json_int_t id = expect_cmd(f, "Target.setDiscoverTargets", "", NULL);
-	sendf(f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
+	dg_fake_cdp_sendf(f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":{\"targetId\":"
 		 "\"T1\",\"type\":\"page\",\"title\":\"\",\"url\":\"about:blank\"}}}");
 	ok(f, id, "");
 	id = expect_cmd(f, "Target.attachToTarget", "", NULL);
-	sendf(f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S1\"}}", (long long)id);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"result\":{\"sessionId\":\"S1\"}}", (long long)id);
 	id = expect_cmd(f, "Page.enable", "S1", NULL);
 	ok(f, id, "S1");
 	id = expect_cmd(f, "Target.getTargetInfo", "", NULL);
-	sendf(f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\","
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"result\":{\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\","
 		 "\"title\":\"\",\"url\":\"about:blank\"}}}",
 	      (long long)id);
 	cr_assert(dg_cdp_ready(f->c));
@@ -707,8 +624,8 @@ static int no_emit(void *arg, uint32_t type, const char *json)
 
 Test(pagelog, guard_enables_logs_before_resuming)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	struct both b = {dg_guard_new(f.c, no_emit, NULL), dg_pagelog_new(f.c)};
 	dg_guard_set_pagelog(b.g, b.l);
 	dg_cdp_set_event_handler(f.c, route, &b);
@@ -716,7 +633,7 @@ Test(pagelog, guard_enables_logs_before_resuming)
 	expect_cmd(&f, "Browser.setDownloadBehavior", "", NULL);
 	ok(&f, expect_cmd(&f, "Fetch.enable", "", NULL), "");
 	expect_cmd(&f, "Target.setAutoAttach", "", NULL);
-	sendf(&f, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"G1\","
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"G1\","
 		  "\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\",\"title\":\"\",\"url\":\"\"},"
 		  "\"waitingForDebugger\":true}}");
 	const char *setup[] = {"Target.setAutoAttach", "Page.enable",
@@ -732,37 +649,37 @@ Test(pagelog, guard_enables_logs_before_resuming)
 		}
 		json_decref(cmd);
 	}
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	/* Every enable went before the target may run (a session's commands are
 	 * handled in order), but only the auto-attach is awaited: a tab the
 	 * browser opens for a noopener link answers the others once it runs. */
 	for (int i = 1; i < 6; i++) {
 		if (i == 5) /* a log domain the target lacks: not required */
-			sendf(&f, "{\"id\":%lld,\"sessionId\":\"G1\",\"error\":{\"code\":-32601,"
+			dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"G1\",\"error\":{\"code\":-32601,"
 				  "\"message\":\"'Log.enable' wasn't found\"}}", (long long)ids[i]);
 		else
 			ok(&f, ids[i], "G1");
-		no_cmd(&f); /* not resumed before the auto-attach is answered */
+		dg_fake_cdp_none(&f); /* not resumed before the auto-attach is answered */
 	}
 	ok(&f, ids[0], "G1");
 	expect_cmd(&f, "Runtime.runIfWaitingForDebugger", "G1", NULL);
 	/* The page logs from its first script; the client's own session on it
 	 * (announced too) is not watched. */
-	sendf(&f, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"C1\","
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"C1\","
 		  "\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\",\"title\":\"\",\"url\":\"\"},"
 		  "\"waitingForDebugger\":false}}");
 	expect_cmd(&f, "Target.setAutoAttach", "C1", NULL);
 	expect_cmd(&f, "Page.enable", "C1", NULL);
 	expect_cmd(&f, "Page.setInterceptFileChooserDialog", "C1", NULL);
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	for (const char *const *s = (const char *const[]){"G1", "C1", NULL}; *s; s++)
-		sendf(&f, "{\"method\":\"Runtime.consoleAPICalled\",\"sessionId\":\"%s\",\"params\":{"
+		dg_fake_cdp_sendf(&f, "{\"method\":\"Runtime.consoleAPICalled\",\"sessionId\":\"%s\",\"params\":{"
 			  "\"type\":\"log\",\"args\":[{\"type\":\"string\",\"value\":\"first\"}],"
 			  "\"timestamp\":0}}", *s);
 	char *t = rd(b.l, "T1", DG_PAGELOG_CONSOLE);
 	cr_assert_str_eq(t, "[log] 00:00:00.000 first");
 	free(t);
-	no_cmd(&f); /* strings only: no object to release */
+	dg_fake_cdp_none(&f); /* strings only: no object to release */
 
 	/* Objects a console call passed are released (the page would keep
 	 * them alive for the session): one release in flight, one more after
@@ -770,28 +687,28 @@ Test(pagelog, guard_enables_logs_before_resuming)
 	const char *with_object = "{\"method\":\"Runtime.consoleAPICalled\",\"sessionId\":\"%s\","
 				  "\"params\":{\"type\":\"log\",\"args\":[{\"type\":\"object\","
 				  "\"objectId\":\"1.2.3\",\"description\":\"Object\"}]}}";
-	sendf(&f, with_object, "G1");
+	dg_fake_cdp_sendf(&f, with_object, "G1");
 	json_t *cmd;
 	json_int_t rel = expect_cmd(&f, "Runtime.releaseObjectGroup", "G1", &cmd);
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"),
 							   "objectGroup")), "console");
 	json_decref(cmd);
-	sendf(&f, with_object, "G1");
-	sendf(&f, with_object, "G1");
-	sendf(&f, with_object, "C1"); /* not watched: not ours to release */
-	no_cmd(&f);
+	dg_fake_cdp_sendf(&f, with_object, "G1");
+	dg_fake_cdp_sendf(&f, with_object, "G1");
+	dg_fake_cdp_sendf(&f, with_object, "C1"); /* not watched: not ours to release */
+	dg_fake_cdp_none(&f);
 	ok(&f, rel, "G1");
 	rel = expect_cmd(&f, "Runtime.releaseObjectGroup", "G1", NULL);
-	no_cmd(&f);
+	dg_fake_cdp_none(&f);
 	ok(&f, rel, "G1");
-	no_cmd(&f);
-	sendf(&f, "{\"method\":\"Runtime.exceptionThrown\",\"sessionId\":\"G1\",\"params\":{"
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_sendf(&f, "{\"method\":\"Runtime.exceptionThrown\",\"sessionId\":\"G1\",\"params\":{"
 		  "\"exceptionDetails\":{\"text\":\"Uncaught\",\"exception\":{\"type\":\"object\","
 		  "\"objectId\":\"1.2.4\"}}}}");
 	expect_cmd(&f, "Runtime.releaseObjectGroup", "G1", NULL); /* left pending: cancelled at free */
 	dg_guard_free(b.g);
 	dg_pagelog_free(b.l);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- the DevTools client mends lone surrogates ---- */
@@ -806,8 +723,8 @@ static void grab(void *arg, const char *method, const char *session, json_t *par
 
 Test(cdp, lone_surrogates_read_as_replacement)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	json_t *got = NULL;
 	dg_cdp_set_event_handler(f.c, grab, &got);
 	struct {
@@ -822,7 +739,7 @@ Test(cdp, lone_surrogates_read_as_replacement)
 		{"\\ud800", "\xef\xbf\xbd"},                        /* at the end */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		sendf(&f, "{\"method\":\"X.y\",\"params\":{\"s\":\"%s\"}}", cases[i].in);
+		dg_fake_cdp_sendf(&f, "{\"method\":\"X.y\",\"params\":{\"s\":\"%s\"}}", cases[i].in);
 		cr_assert(json_is_string(got), "case %zu dropped", i);
 		cr_assert_str_eq(json_string_value(got), cases[i].want, "case %zu", i);
 		json_decref(got);
@@ -832,11 +749,11 @@ Test(cdp, lone_surrogates_read_as_replacement)
 	dg_cdp_stats(f.c, &st);
 	cr_assert_eq(st.errors, 0);
 	/* Broken escapes stay broken: refused as before. */
-	sendf(&f, "{\"method\":\"X.y\",\"params\":{\"s\":\"\\ud80\"}}");
+	dg_fake_cdp_sendf(&f, "{\"method\":\"X.y\",\"params\":{\"s\":\"\\ud80\"}}");
 	cr_assert_null(got);
 	dg_cdp_stats(f.c, &st);
 	cr_assert_eq(st.errors, 1);
-	fake_close(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* ---- javascript ---- */
@@ -858,7 +775,7 @@ static void run_done(void *arg, const char *text, const char *error)
 }
 
 /* Starts code; returns the evaluate's id after checking how it runs. */
-static json_int_t start(struct fake *f, struct dg_script *s, struct run *r, const char *code)
+static json_int_t start(struct dg_fake_cdp *f, struct dg_script *s, struct run *r, const char *code)
 {
 	memset(r, 0, sizeof(*r));
 	cr_assert_eq(dg_script_run(s, f->c, code, run_done, r, &err), 0, "%s", err.msg);
@@ -879,12 +796,12 @@ static json_int_t start(struct fake *f, struct dg_script *s, struct run *r, cons
 
 /* Answers the evaluate with a result object (JSON text) and expects the
  * group's release. */
-static void result(struct fake *f, json_int_t id, const char *obj)
+static void result(struct dg_fake_cdp *f, json_int_t id, const char *obj)
 {
-	sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":%s}}", (long long)id, obj);
+	dg_fake_cdp_sendf(f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":%s}}", (long long)id, obj);
 }
 
-static void released(struct fake *f)
+static void released(struct dg_fake_cdp *f)
 {
 	json_t *cmd;
 	expect_cmd(f, "Runtime.releaseObjectGroup", "S1", &cmd);
@@ -894,7 +811,7 @@ static void released(struct fake *f)
 	json_decref(cmd);
 }
 
-static void value_is(struct fake *f, struct dg_script *s, const char *obj, const char *want)
+static void value_is(struct dg_fake_cdp *f, struct dg_script *s, const char *obj, const char *want)
 {
 	struct run r;
 	json_int_t id = start(f, s, &r, "x");
@@ -907,8 +824,8 @@ static void value_is(struct fake *f, struct dg_script *s, const char *obj, const
 
 Test(script, values_as_json)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_script s = {0};
 	value_is(&f, &s, "{\"type\":\"number\",\"value\":2,\"description\":\"2\"}", "2");
@@ -961,16 +878,16 @@ Test(script, values_as_json)
 	cr_assert_eq(tl, 1 + 2 * (DG_SCRIPT_ANSWER_MAX - 1) + strlen(note), "%zu bytes", tl);
 	cr_assert_str_eq(r.text + tl - strlen(note), note);
 	cr_assert(strncmp(r.text, "\"\xc3\xa9", 3) == 0);
-	no_cmd(&f);
-	fake_close(&f);
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* DG_SCRIPT_ANSWER_MAX characters whole, one more cut; a thrown
  * description of DG_SCRIPT_ERROR_MAX bytes whole, one more cut. */
 Test(script, bounds_at_their_value)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_script s = {0};
 	struct run r;
@@ -1005,7 +922,7 @@ Test(script, bounds_at_their_value)
 		memset(d, 'd', e);
 		d[e] = '\0';
 		id = start(&f, &s, &r, "throw d");
-		sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":"
+		dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":"
 			  "\"string\"},\"exceptionDetails\":{\"exception\":{\"type\":\"string\","
 			  "\"description\":\"%s\"}}}}", (long long)id, d);
 		released(&f);
@@ -1013,16 +930,16 @@ Test(script, bounds_at_their_value)
 						       (extra ? 3 : 0));
 		free(d);
 	}
-	no_cmd(&f);
-	fake_close(&f);
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_close(&f);
 }
 
 /* A plain object or array is serialized in the page; one that does not
  * serialize is answered by its description. */
 Test(script, objects_serialized_in_the_page)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_script s = {0};
 	struct run r;
@@ -1056,26 +973,26 @@ Test(script, objects_serialized_in_the_page)
 			     DG_SCRIPT_ANSWER_MAX);
 		json_decref(cmd);
 		cr_assert_eq(r.done, 0);
-		sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",%s}", (long long)id, cases[i].reply);
+		dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",%s}", (long long)id, cases[i].reply);
 		released(&f);
 		cr_assert_eq(r.done, 1);
 		cr_assert_not(r.failed, "%s", r.error);
 		cr_assert_str_eq(r.text, cases[i].want, "case %zu", i);
 	}
-	no_cmd(&f);
-	fake_close(&f);
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_close(&f);
 }
 
 Test(script, errors)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_script s = {0};
 	struct run r;
 	/* A throw: its description. */
 	json_int_t id = start(&f, &s, &r, "throw new Error('boom')");
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"object\"},"
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"object\"},"
 		  "\"exceptionDetails\":{\"text\":\"Uncaught\",\"exception\":{\"type\":\"object\","
 		  "\"subtype\":\"error\",\"description\":\"Error: boom\\n    at <anonymous>:1:7\"}}}}",
 	      (long long)id);
@@ -1084,7 +1001,7 @@ Test(script, errors)
 	cr_assert_str_eq(r.error, "the script threw: Error: boom\n    at <anonymous>:1:7");
 	/* A thrown primitive; a thrown huge string, cut. */
 	id = start(&f, &s, &r, "throw 42");
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\"},"
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"number\"},"
 		  "\"exceptionDetails\":{\"text\":\"Uncaught\",\"exception\":{\"type\":\"number\","
 		  "\"value\":42}}}}",
 	      (long long)id);
@@ -1094,7 +1011,7 @@ Test(script, errors)
 	char *x = malloc(5001);
 	memset(x, 'x', 5000);
 	x[5000] = '\0';
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"string\"},"
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"result\":{\"result\":{\"type\":\"string\"},"
 		  "\"exceptionDetails\":{\"text\":\"Uncaught\",\"exception\":{\"type\":\"string\","
 		  "\"value\":\"%s\"}}}}",
 	      (long long)id, x);
@@ -1104,7 +1021,7 @@ Test(script, errors)
 	cr_assert_str_eq(r.error + strlen(r.error) - 3, "\xe2\x80\xa6");
 	/* The browser refuses it. */
 	id = start(&f, &s, &r, "1");
-	sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"code\":-32000,\"message\":"
+	dg_fake_cdp_sendf(&f, "{\"id\":%lld,\"sessionId\":\"S1\",\"error\":{\"code\":-32000,\"message\":"
 		  "\"Cannot find default execution context\"}}", (long long)id);
 	released(&f);
 	cr_assert_str_eq(r.error, "the script could not run: Cannot find default execution context");
@@ -1113,8 +1030,8 @@ Test(script, errors)
 	cr_assert_eq(dg_script_run(&s, NULL, "1", run_done, &r, &err), -EAGAIN);
 	start(&f, &s, &r, "1");
 	cr_assert_eq(dg_script_run(&s, f.c, "2", run_done, &r, &err), -EBUSY);
-	no_cmd(&f);
-	fake_close(&f); /* cancels the run's command: done is not called */
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_close(&f); /* cancels the run's command: done is not called */
 	cr_assert_eq(r.done, 0);
 }
 
@@ -1123,8 +1040,8 @@ Test(script, errors)
  * reply changes nothing; the next script runs. */
 Test(script, bound, .timeout = 60)
 {
-	struct fake f;
-	fake_open(&f);
+	struct dg_fake_cdp f;
+	dg_fake_cdp_open(&f);
 	attach(&f);
 	struct dg_script s = {0};
 	struct run r;
@@ -1148,6 +1065,6 @@ Test(script, bound, .timeout = 60)
 	cr_assert_eq(r.done, 1);
 	cr_assert_eq(dg_script_advance(&s), -1);
 	value_is(&f, &s, "{\"type\":\"number\",\"value\":3,\"description\":\"3\"}", "3");
-	no_cmd(&f);
-	fake_close(&f);
+	dg_fake_cdp_none(&f);
+	dg_fake_cdp_close(&f);
 }
