@@ -71,7 +71,6 @@ struct worker {
 	bool probe_again;        /* ... and its answer is older than what follows it */
 	long long next_probe;    /* ms: the next idle tab probe, with more than one page */
 	bool await_paint;        /* settling after a page load: see advance() */
-	int barrier_quiet;       /* the quiet period settling waits for after a barrier */
 	/* Settling after pointer input in the browser also waits (bounded) for
 	 * the page to have drawn two frames since: see frames_start. */
 	bool frames_pending;
@@ -113,6 +112,12 @@ struct worker {
 };
 
 static struct worker *W; /* libvncclient callbacks carry no user pointer we need */
+
+/* A page's promise of its next two animation frames: input reaching the
+ * page is handled before a frame's callbacks, so once it resolves the
+ * page has run the handlers of what was sent before (barrier,
+ * frames_start). */
+#define TWO_FRAMES "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))"
 
 __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
@@ -489,7 +494,7 @@ static void frames_start(struct worker *w)
 	}
 	*gen = ++w->frames_gen;
 	json_t *params = json_pack("{s:s, s:b, s:b}", "expression",
-				   "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
+				   TWO_FRAMES,
 				   "awaitPromise", 1, "returnByValue", 1);
 	/* The input is in the browser's X queue once Xvnc has answered a
 	 * request sent after it: only then is the page asked for frames. */
@@ -526,19 +531,16 @@ static void barrier_done(void *arg, int status, json_t *result, const char *erro
 	if (w->phase == PHASE_BARRIER) {
 		long long t = w->t_injected;
 		bool paint = w->await_paint;
-		int quiet = w->barrier_quiet;
 		settle(w);
 		w->t_injected = t; /* the settle bound still counts from the input */
-		w->quiet_ms = quiet;
+		w->quiet_ms = DG_WORKER_KEYS_QUIET_MS;
 		w->await_paint = paint;
 	}
 }
 
-/* paint: after a load, settling then waits for the page's paint (advance()).
- * Settling after the barrier waits for quiet ms without an update. */
-static void barrier_q(struct worker *w, bool paint, int quiet)
+/* paint: after a load, settling then waits for the page's paint (advance()). */
+static void barrier(struct worker *w, bool paint)
 {
-	w->barrier_quiet = quiet;
 	const char *sid = w->cdp && dg_cdp_ready(w->cdp) ? dg_cdp_session_id(w->cdp) : NULL;
 	if (!sid || !sid[0]) {
 		settle(w);
@@ -546,7 +548,7 @@ static void barrier_q(struct worker *w, bool paint, int quiet)
 		return;
 	}
 	json_t *params = json_pack("{s:s, s:b, s:b}", "expression",
-				   "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
+				   TWO_FRAMES,
 				   "awaitPromise", 1, "returnByValue", 1);
 	/* The keys are in the browser's X queue once Xvnc has answered a
 	 * request sent after them: only then is the page asked for frames. */
@@ -558,11 +560,6 @@ static void barrier_q(struct worker *w, bool paint, int quiet)
 	struct dg_err err = {{0}};
 	if (dg_cdp_send(w->cdp, "Runtime.evaluate", params, sid, barrier_done, w, &err) != 0)
 		settle(w);
-}
-
-static void barrier(struct worker *w, bool paint)
-{
-	barrier_q(w, paint, DG_WORKER_KEYS_QUIET_MS);
 }
 
 /* The page has received every key typed (or typing ended at its bound);
@@ -707,6 +704,16 @@ static bool tab_open(struct worker *w, const char *tab)
 	return false;
 }
 
+/* The error for a tab that is not open: -ENOENT, err naming the tabs. */
+static int no_tab(struct worker *w, const char *tab, struct dg_err *err)
+{
+	struct dg_cdp_tab tabs[DG_CDP_TARGETS_MAX];
+	int n = dg_cdp_tabs(w->cdp, tabs, DG_CDP_TARGETS_MAX);
+	return dg_err_set(err, -ENOENT, "no tab %.64s is open (%d tab%s open%s%.64s%s)", tab, n,
+			  n == 1 ? " is" : "s are", n ? "; the active one is " : "",
+			  n ? dg_cdp_target_id(w->cdp) : "", n > 1 ? ": list_tabs lists them" : "");
+}
+
 /* Brings tab to the front (as a click on it in the tab strip would:
  * Target.activateTarget) and makes it the current page; PHASE_TAB until it
  * is (tab_arrived). created: the tab was just opened and may not be
@@ -714,13 +721,8 @@ static bool tab_open(struct worker *w, const char *tab)
  * -ENOENT (no such tab: err says which are open). */
 static int start_tab(struct worker *w, const char *tab, bool created, struct dg_err *err)
 {
-	if (!created && !tab_open(w, tab)) {
-		struct dg_cdp_tab tabs[DG_CDP_TARGETS_MAX];
-		int n = dg_cdp_tabs(w->cdp, tabs, DG_CDP_TARGETS_MAX);
-		return dg_err_set(err, -ENOENT, "no tab %.64s is open (%d tab%s open%s%.64s%s)", tab, n,
-				  n == 1 ? " is" : "s are", n ? "; the active one is " : "",
-				  n ? dg_cdp_target_id(w->cdp) : "", n > 1 ? ": list_tabs lists them" : "");
-	}
+	if (!created && !tab_open(w, tab))
+		return no_tab(w, tab, err);
 	if (strcmp(tab, dg_cdp_target_id(w->cdp)) == 0 && dg_cdp_ready(w->cdp))
 		return 1;
 	json_t *p = json_pack("{s:s}", "targetId", tab);
@@ -750,6 +752,23 @@ static void tab_arrived(struct worker *w)
 	finish_or_settle(w);
 }
 
+/* close_tab: Target.closeTarget of the action's tab, then PHASE_TABCLOSE
+ * until it is gone. */
+static void close_target(struct worker *w)
+{
+	json_t *p = json_pack("{s:s}", "targetId", w->act.tab);
+	struct dg_err e = {{0}};
+	if (!p || dg_cdp_send(w->cdp, "Target.closeTarget", p, NULL, NULL, NULL, &e) != 0) {
+		set_error(w, "closing tab %.64s failed: %s", w->act.tab, e.msg);
+		w->t_injected = dg_now_ms();
+		finish(w);
+		return;
+	}
+	snprintf(w->tab_want, sizeof(w->tab_want), "%s", w->act.tab);
+	w->phase = PHASE_TABCLOSE;
+	w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+}
+
 static void new_tab_done(void *arg, int status, json_t *result, const char *error_message)
 {
 	struct worker *w = arg;
@@ -765,17 +784,7 @@ static void new_tab_done(void *arg, int status, json_t *result, const char *erro
 	if (w->act.type == DG_ACTION_CLOSE_TAB) {
 		/* The last tab closes only once another is open: the browser ends
 		 * with its last tab. Now the asked one goes. */
-		json_t *p = json_pack("{s:s}", "targetId", w->act.tab);
-		struct dg_err e = {{0}};
-		if (!p || dg_cdp_send(w->cdp, "Target.closeTarget", p, NULL, NULL, NULL, &e) != 0) {
-			set_error(w, "closing tab %.64s failed: %s", w->act.tab, e.msg);
-			w->t_injected = dg_now_ms();
-			finish(w);
-			return;
-		}
-		snprintf(w->tab_want, sizeof(w->tab_want), "%s", w->act.tab);
-		w->phase = PHASE_TABCLOSE;
-		w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+		close_target(w);
 		return;
 	}
 	free(w->text);
@@ -809,7 +818,7 @@ static void close_tab(struct worker *w)
 {
 	if (!tab_open(w, w->act.tab)) {
 		struct dg_err err = {{0}};
-		start_tab(w, w->act.tab, false, &err); /* only for its message */
+		no_tab(w, w->act.tab, &err);
 		set_error(w, "%s", err.msg);
 		w->t_injected = dg_now_ms();
 		finish(w);
@@ -822,17 +831,7 @@ static void close_tab(struct worker *w)
 		open_blank_tab(w); /* new_tab_done closes the asked one then */
 		return;
 	}
-	json_t *p = json_pack("{s:s}", "targetId", w->act.tab);
-	struct dg_err e = {{0}};
-	if (!p || dg_cdp_send(w->cdp, "Target.closeTarget", p, NULL, NULL, NULL, &e) != 0) {
-		set_error(w, "closing tab %.64s failed: %s", w->act.tab, e.msg);
-		w->t_injected = dg_now_ms();
-		finish(w);
-		return;
-	}
-	snprintf(w->tab_want, sizeof(w->tab_want), "%s", w->act.tab);
-	w->phase = PHASE_TABCLOSE;
-	w->nav_deadline = dg_now_ms() + DG_WORKER_TAB_MAX_MS;
+	close_target(w);
 }
 
 /* switch_tab and new_tab, once the tab is current: settled, then the
