@@ -24,8 +24,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { Gateway, TOKENS } = require('../web/lib/gateway.js');
-const WebSocket = require('ws');
+const { Gateway } = require('../web/lib/gateway.js');
+const { Socket, pngSize, forTs } = require('./socket.js');
 
 const bin = process.argv[2];
 const work = process.argv[3];
@@ -117,65 +117,16 @@ function fail(label, msg) {
   say(`FAIL ${label}: ${msg}`);
 }
 
-function pngSize(b64) {
-  const b = Buffer.from(b64, 'base64');
-  if (b.length < 24 || b.toString('latin1', 1, 4) !== 'PNG') return null;
-  return [b.readUInt32BE(16), b.readUInt32BE(20)];
-}
-
-function forTs(v) {
-  return JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'string' && k === 'data' && x.length > 200 ? x.slice(0, 64) : x)));
-}
-
 // ---- the agent ----------------------------------------------------------------------
 
-class Browser {
-  static async open(gw, body, ts, covered) {
-    const s = await gw.api('POST', '/v1/sessions', TOKENS.agent, body, 201);
-    const b = new Browser(gw, s, ts, covered);
-    await new Promise((resolve, reject) => { b.ws.once('open', resolve); b.ws.once('error', reject); });
-    const hello = await b.text(20000);
-    if (hello.type !== 'hello') throw new Error(`first message is not hello: ${JSON.stringify(hello)}`);
-    return b;
-  }
-
+// A browser session speaking the toolset; every call and answer is kept
+// (ts) for tsc, and every member sent counted (covered).
+class Browser extends Socket {
   constructor(gw, s, ts, covered) {
-    this.gw = gw;
-    this.id = s.id;
+    super(gw, s);
     this.ts = ts;
     this.covered = covered;
     this.n = 0;
-    this.queue = [];
-    this.waiter = null;
-    this.ws = new WebSocket(gw.base.replace('http:', 'ws:') + `/v1/sessions/${s.id}/ws`,
-      ['deskgate.v1', `bearer.${s.session_token}`], { maxPayload: 64 * 1024 * 1024 });
-    this.ws.on('message', (data, binary) => { this.queue.push({ data, binary }); this.pump(); });
-    this.ws.on('close', () => { this.closed = true; this.pump(); });
-  }
-
-  pump() {
-    if (!this.waiter) return;
-    if (this.queue.length) {
-      const w = this.waiter;
-      this.waiter = null;
-      clearTimeout(w.timer);
-      w.resolve(this.queue.shift());
-    } else if (this.closed) {
-      const w = this.waiter;
-      this.waiter = null;
-      w.reject(new Error(`session ${this.id}: socket closed`));
-    }
-  }
-
-  async text(timeoutMs = 30000) {
-    for (;;) {
-      const m = await new Promise((resolve, reject) => {
-        this.waiter = { resolve, reject, timer: setTimeout(() => { this.waiter = null; reject(new Error(`session ${this.id}: no message within ${timeoutMs} ms`)); }, timeoutMs) };
-        this.pump();
-      });
-      if (m.binary) continue; // a canonical action's PNG
-      return JSON.parse(m.data.toString());
-    }
   }
 
   // One member call: the tool_result, checked for its shape; text is the
@@ -185,8 +136,7 @@ class Browser {
     const block = { type: 'tool_use', id, name, toolset_name: 'browser', input, caller: { type: 'direct' } };
     this.covered.add(name);
     this.ts.push({ kind: 'q', name, v: block });
-    this.ws.send(JSON.stringify(block));
-    const r = await this.text(60000);
+    const r = await this.send(block, 60000);
     this.ts.push({ kind: 'a', v: forTs(r) });
     const text = (r.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
     const state = (r.content || []).find((c) => c.type === 'browser_state');
@@ -204,16 +154,8 @@ class Browser {
   }
 
   // The canonical exec, for files the upload takes.
-  async exec(argv) {
-    this.ws.send(JSON.stringify({ type: 'exec', argv }));
-    const r = await this.text(60000);
-    if (r.type !== 'result' || !r.ok) throw new Error(`exec ${argv.join(' ')}: ${JSON.stringify(r).slice(0, 300)}`);
-    return r;
-  }
-
-  async end() {
-    try { this.ws.close(); } catch { /* closed */ }
-    await this.gw.api('DELETE', `/v1/sessions/${this.id}`, TOKENS.agent);
+  exec(argv) {
+    return this.act({ type: 'exec', argv });
   }
 }
 
@@ -378,6 +320,7 @@ async function shopping(gw, shop, evil, ts, covered) {
   expect('read_page over the cap', /50000 characters/.test(x.text), x.text);
   x = await b.call('read_page', { filter: 'interactive' }, { label: 'read_page after the cap' });
   expect('read_page after the cap', /button "button number 0/.test(x.text), x.text.slice(0, 200));
+  if (b.outOfTurn) fail('socket', `${b.outOfTurn} event(s) arrived on the agent socket ahead of an answer`);
   await b.end();
 
   // The recording keeps the member, the element it was aimed at (role,
@@ -415,6 +358,7 @@ async function scripting(gw, shop, ts, covered) {
   await sees(b, x, 'file_upload', (log) => log.includes('change@file=upload.txt/5'));
   await b.call('file_upload', { target: { type: 'ref', ref: file }, paths: ['/etc/passwd'] }, { ok: false, label: 'file_upload outside the scratch' });
   await b.call('file_upload', { target: { type: 'ref', ref: file }, document_ids: ['doc_1'] }, { ok: false, label: 'file_upload document_ids' });
+  if (b.outOfTurn) fail('socket', `${b.outOfTurn} event(s) arrived on the agent socket ahead of an answer`);
   await b.end();
 }
 

@@ -26,8 +26,8 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { Gateway, TOKENS, waitFor } = require('../web/lib/gateway.js');
-const WebSocket = require('ws');
+const { Gateway, waitFor } = require('../web/lib/gateway.js');
+const { Socket, pngSize, forTs } = require('./socket.js');
 
 const bin = process.argv[2];
 const work = process.argv[3];
@@ -247,110 +247,12 @@ document.addEventListener('wheel',function(e){e.preventDefault()},{passive:false
 document.getElementById('t').focus();
 </script></body></html>`).replace(/'/g, '%27');
 
-// ---- the agent socket ---------------------------------------------------------
-
-class Socket {
-  static async open(gw, body) {
-    const s = await gw.api('POST', '/v1/sessions', TOKENS.agent, body, 201);
-    const k = new Socket(gw, s);
-    await new Promise((resolve, reject) => { k.ws.once('open', resolve); k.ws.once('error', reject); });
-    const hello = await k.text(20000);
-    if (hello.type !== 'hello') throw new Error(`first message is not hello: ${JSON.stringify(hello)}`);
-    return k;
-  }
-
-  constructor(gw, s) {
-    this.gw = gw;
-    this.id = s.id;
-    this.queue = [];
-    this.waiter = null;
-    this.outOfTurn = 0;
-    const url = gw.base.replace('http:', 'ws:') + `/v1/sessions/${s.id}/ws`;
-    this.ws = new WebSocket(url, ['deskgate.v1', `bearer.${s.session_token}`], { maxPayload: 64 * 1024 * 1024 });
-    this.ws.on('message', (data, binary) => { this.queue.push({ data, binary }); this.pump(); });
-    this.ws.on('close', () => { this.closed = true; this.pump(); });
-  }
-
-  pump() {
-    if (!this.waiter) return;
-    if (this.queue.length) {
-      const w = this.waiter;
-      this.waiter = null;
-      clearTimeout(w.timer);
-      w.resolve(this.queue.shift());
-    } else if (this.closed) {
-      const w = this.waiter;
-      this.waiter = null;
-      w.reject(new Error(`session ${this.id}: socket closed`));
-    }
-  }
-
-  next(timeoutMs) {
-    return new Promise((resolve, reject) => {
-      this.waiter = { resolve, reject, timer: setTimeout(() => { this.waiter = null; reject(new Error(`session ${this.id}: no message within ${timeoutMs} ms`)); }, timeoutMs) };
-      this.pump();
-    });
-  }
-
-  // The next text message: the answer (the agent asked for no events, so
-  // an event or decision here is counted as out of turn, and fails the
-  // suite, docs/api.md "WebSockets").
-  async text(timeoutMs = 30000) {
-    for (;;) {
-      const m = await this.next(timeoutMs);
-      if (m.binary) throw new Error(`session ${this.id}: a binary message where text was due`);
-      const j = JSON.parse(m.data.toString());
-      if (j.type === 'event' || j.type === 'decision') { this.outOfTurn++; continue; }
-      return j;
-    }
-  }
-
-  async send(obj, timeoutMs) {
-    this.ws.send(JSON.stringify(obj));
-    return this.text(timeoutMs);
-  }
-
-  // A canonical action: its result and, when announced, its PNG.
-  async act(obj) {
-    const r = await this.send(obj);
-    if (r.frame) {
-      const m = await this.next(30000);
-      if (!m.binary) throw new Error('no PNG after a result');
-    }
-    if (r.type !== 'result' || !r.ok) throw new Error(`${JSON.stringify(obj)}: ${JSON.stringify(r).slice(0, 400)}`);
-    return r;
-  }
-
-  async title() {
-    return (await this.act({ type: 'cursor_position' })).title || '';
-  }
-
-  async end() {
-    try { this.ws.close(); } catch { /* closed */ }
-    await this.gw.api('DELETE', `/v1/sessions/${this.id}`, TOKENS.agent);
-  }
-}
-
 // ---- checks --------------------------------------------------------------------
 
 const failures = [];
 function fail(label, msg) {
   failures.push(`${label}: ${msg}`);
   say(`FAIL ${label}: ${msg}`);
-}
-
-function pngSize(b64) {
-  const b = Buffer.from(b64, 'base64');
-  if (b.length < 24 || b.toString('latin1', 1, 4) !== 'PNG' || b.toString('latin1', 12, 16) !== 'IHDR') return null;
-  return [b.readUInt32BE(16), b.readUInt32BE(20)];
-}
-
-// A shortened copy for the .ts file: every base64 image string cut.
-function forTs(v) {
-  return JSON.parse(JSON.stringify(v, (k, x) => {
-    if (typeof x === 'string' && x.length > 200 && (k === 'data' || k === 'image_url')) return x.slice(0, 64);
-    return x;
-  }));
 }
 
 // The PNG of an answer must be the display's size (a zoom: inside it).
