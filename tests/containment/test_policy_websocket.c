@@ -324,13 +324,11 @@ static void setup(void)
 		 " \"egress\": {\"allow\": [\"localhost:%d\", \"denied.test:%d\"]}}\n",
 		 ap, ap, ap, ap, ap, dp);
 	policy_path = dg_test_write_tmp("policy-websocket.json", policy);
-	char a1[64], a2[64], extra[1024];
-	snprintf(a1, sizeof(a1), "localhost:%d=127.0.0.1:%d", ap, ap);
-	snprintf(a2, sizeof(a2), "denied.test:%d=127.0.0.1:%d", dp, dp);
-	const char *args[] = {"--test-resolve", a1, "--test-resolve", a2, NULL};
+	char extra[1024];
 	snprintf(extra, sizeof(extra), "\"policy\": \"%s\"", policy_path);
 	char err[1024];
-	cr_assert_eq(dg_test_serve_start_args(&srv, extra, args, 30, err, sizeof(err)), 0, "%s", err);
+	int rc = dg_test_serve_two_sites(&srv, extra, ap, dp, 30, err, sizeof(err));
+	cr_assert_eq(rc, 0, "%s", err);
 }
 
 static void teardown(void)

@@ -537,6 +537,16 @@ int dg_test_serve_start(struct dg_server *s, const char *extra_config, double ti
 	return dg_test_serve_start_args(s, extra_config, NULL, timeout_s, err, errlen);
 }
 
+int dg_test_serve_two_sites(struct dg_server *s, const char *extra_config, int allowed_port,
+			    int denied_port, double timeout_s, char *err, size_t errlen)
+{
+	char a1[64], a2[64];
+	snprintf(a1, sizeof(a1), "localhost:%d=127.0.0.1:%d", allowed_port, allowed_port);
+	snprintf(a2, sizeof(a2), "denied.test:%d=127.0.0.1:%d", denied_port, denied_port);
+	const char *args[] = {"--test-resolve", a1, "--test-resolve", a2, NULL};
+	return dg_test_serve_start_args(s, extra_config, args, timeout_s, err, errlen);
+}
+
 int dg_test_serve_start_args(struct dg_server *s, const char *extra_config,
 			     const char *const *args, double timeout_s, char *err, size_t errlen)
 {

@@ -158,6 +158,12 @@ int dg_test_serve_restart(struct dg_server *s, const char *extra_config, double 
 int dg_test_serve_start_args(struct dg_server *s, const char *extra_config,
 			     const char *const *args, double timeout_s, char *err, size_t errlen);
 
+/* The browser tests' gateway: its config's extra and the names of two
+ * loopback sites resolved by the egress proxy (--test-resolve):
+ * localhost:allowed_port and denied.test:denied_port, both to 127.0.0.1. */
+int dg_test_serve_two_sites(struct dg_server *s, const char *extra_config, int allowed_port,
+			    int denied_port, double timeout_s, char *err, size_t errlen);
+
 /* SIGTERM, then waits at most timeout_s (then SIGKILL). Returns the wait
  * status (-1 when it had to be killed). Removes the temp dir unless keep. */
 int dg_test_serve_stop(struct dg_server *s, double timeout_s, bool keep);
