@@ -17,9 +17,9 @@
 #include "desktop/worker/tree-priv.h"
 #include "page-js.h"
 
-/* Ends the reading or call: a reading gets text (value's "text"), a call
- * the value itself. */
-static void end_value(struct dg_tree *t, json_t *value, const char *error)
+/* Ends the reading or call with page.js's answer (value) or an error: a
+ * reading gets the answer's "text", a call the answer itself. */
+static void end(struct dg_tree *t, json_t *value, const char *error)
 {
 	t->busy = false;
 	t->gen++;
@@ -29,15 +29,6 @@ static void end_value(struct dg_tree *t, json_t *value, const char *error)
 		t->vdone(t->arg, error ? NULL : value, error);
 	else
 		t->done(t->arg, error ? NULL : json_string_value(json_object_get(value, "text")), error);
-}
-
-static void end(struct dg_tree *t, const char *text, const char *error)
-{
-	json_t *v = text ? json_pack("{s:s}", "text", text) : NULL;
-	if (text && !v)
-		error = "reading the page: out of memory";
-	end_value(t, v, error);
-	json_decref(v);
 }
 
 static void fail(struct dg_tree *t, const char *fmt, const char *detail)
@@ -86,7 +77,7 @@ static void read_done(void *arg, int status, json_t *result, const char *error_m
 	if (!t->by_value) {
 		json_t *ro = json_object_get(result, "result");
 		if (json_is_string(json_object_get(ro, "objectId")))
-			end_value(t, ro, NULL);
+			end(t, ro, NULL);
 		else
 			fail(t, "reading the page failed: %s", "the reader answered no element");
 		return;
@@ -95,10 +86,8 @@ static void read_done(void *arg, int status, json_t *result, const char *error_m
 	json_t *ok = json_object_get(v, "ok");
 	const char *text = json_string_value(json_object_get(v, "text"));
 	const char *error = json_string_value(json_object_get(v, "error"));
-	if (json_is_true(ok) && t->vdone)
-		end_value(t, v, NULL);
-	else if (json_is_true(ok) && text)
-		end(t, text, NULL);
+	if (json_is_true(ok) && (t->vdone || text))
+		end(t, v, NULL);
 	else if (json_is_false(ok) && error)
 		fail(t, "%.500s", error);
 	else
