@@ -229,6 +229,38 @@ static bool is_action(const struct dg_adapted *a, int i, const char *type)
 	return i >= 0 && i < a->n && dg_adapt_str_is(json_object_get(a->actions[i], "type"), type);
 }
 
+/* A tool_result's content: the text so far in b (freed here) with o->text
+ * after it, or "deskgate ran <ran>" when nothing is said and no image is
+ * shown; then the image. NULL when out of memory. */
+static json_t *text_and_image(struct sbuf *b, const struct dg_adapt_outcome *o, const char *ran)
+{
+	if (o->text) {
+		if (b->len)
+			sb_str(b, "\n");
+		sb_note(b, o->text);
+	}
+	if (!b->len && !o->png && ran)
+		sb_printf(b, "deskgate ran %s", ran);
+	json_t *content = json_array();
+	bool ok = content && !b->oom;
+	if (ok && b->len)
+		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("text"), "text",
+							    json_stringn(b->s, b->len), NULL)) == 0;
+	if (ok && o->png) {
+		json_t *source = dg_adapt_obj("type", json_string("base64"), "media_type",
+					      json_string("image/png"), "data", png_string(o, ""), NULL);
+		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("image"), "source",
+								 source, NULL)) == 0;
+	}
+	free(b->s);
+	b->s = NULL;
+	if (!ok) {
+		json_decref(content);
+		return NULL;
+	}
+	return content;
+}
+
 static json_t *anthropic_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o)
 {
 	struct sbuf b = {0};
@@ -243,29 +275,9 @@ static json_t *anthropic_answer(const struct dg_adapted *a, const struct dg_adap
 			my = a->scale.model_h - 1;
 		sb_printf(&b, "X=%d,Y=%d", mx, my);
 	}
-	if (o->text) {
-		if (b.len)
-			sb_str(&b, "\n");
-		sb_note(&b, o->text);
-	}
-	if (!b.len && !o->png && a->n > 0)
-		sb_printf(&b, "deskgate ran %s", a->name[a->n - 1]);
-	json_t *content = json_array();
-	bool ok = content && !b.oom;
-	if (ok && b.len)
-		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("text"), "text",
-							    json_stringn(b.s, b.len), NULL)) == 0;
-	if (ok && o->png) {
-		json_t *source = dg_adapt_obj("type", json_string("base64"), "media_type",
-					 json_string("image/png"), "data", png_string(o, ""), NULL);
-		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("image"), "source",
-							    source, NULL)) == 0;
-	}
-	free(b.s);
-	if (!ok) {
-		json_decref(content);
+	json_t *content = text_and_image(&b, o, a->n > 0 ? a->name[a->n - 1] : NULL);
+	if (!content)
 		return NULL;
-	}
 	json_t *r = dg_adapt_obj("type", json_string("tool_result"), "content", content, "is_error",
 			    json_boolean(!o->ok), NULL);
 	if (r && a->has_id && json_object_set_new(r, "tool_use_id", json_string(a->call_id)) != 0) {
@@ -360,28 +372,8 @@ json_t *dg_adapt_browser_answer(const struct dg_adapted *a, const struct dg_adap
 		headline(a, o, &b);
 	else if (o->body)
 		sb_body(&b, o->body);
-	if (o->text) {
-		if (b.len)
-			sb_str(&b, "\n");
-		sb_note(&b, o->text);
-	}
-	if (!b.len && !o->png && a->n > 0)
-		sb_printf(&b, "deskgate ran %s", a->name[0]);
-	json_t *content = json_array();
-	bool ok = content && !b.oom;
-	if (ok && b.len)
-		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("text"), "text",
-							    json_stringn(b.s, b.len), NULL)) == 0;
-	if (ok && o->png) {
-		json_t *source = dg_adapt_obj("type", json_string("base64"), "media_type",
-					      json_string("image/png"), "data", png_string(o, ""), NULL);
-		ok = json_array_append_new(content, dg_adapt_obj("type", json_string("image"), "source",
-								 source, NULL)) == 0;
-	}
-	if (ok && o->tabs)
-		ok = json_array_append_new(content, browser_state(o)) == 0;
-	free(b.s);
-	if (!ok) {
+	json_t *content = text_and_image(&b, o, a->n > 0 ? a->name[0] : NULL);
+	if (content && o->tabs && json_array_append_new(content, browser_state(o)) != 0) {
 		json_decref(content);
 		return NULL;
 	}

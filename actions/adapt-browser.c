@@ -412,6 +412,18 @@ static int browser_url(struct dg_adapt_ctx *c, const json_t *v, const char **typ
 
 /* ---- a member into its canonical action (or template) -------------------------------- */
 
+/* The input's "duration" (seconds, at most DG_ADAPT_BROWSER_WAIT_MS) as the
+ * canonical "ms" of o (wait, hold_key). */
+static int put_duration(struct dg_adapt_ctx *c, const json_t *in, json_t *o)
+{
+	int ms = 0;
+	int rc = dg_adapt_seconds(c, ".duration", json_object_get(in, "duration"),
+				  DG_ADAPT_BROWSER_WAIT_MS, &ms);
+	if (rc == 0 && json_object_set_new(o, "ms", json_integer(ms)) != 0)
+		rc = dg_adapt_fail(c, -ENOMEM, "", "out of memory");
+	return rc;
+}
+
 /* The canonical fields a member's fields become, for the canonical
  * parser's messages: they name the member's field. */
 static const struct dg_adapt_rename canon_names[] = {
@@ -726,25 +738,14 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 		} else {
 			json_object_set(o, "keys", (json_t *)text);
 		}
-		if (members[m].kind == BK_HOLD) {
-			int ms = 0;
-			rc = dg_adapt_seconds(c, ".duration", json_object_get(in, "duration"),
-					      DG_ADAPT_BROWSER_WAIT_MS, &ms);
-			if (rc < 0)
-				goto out;
-			json_object_set_new(o, "ms", json_integer(ms));
-		}
-		break;
-	}
-	case BK_WAIT: {
-		int ms = 0;
-		rc = dg_adapt_seconds(c, ".duration", json_object_get(in, "duration"),
-				      DG_ADAPT_BROWSER_WAIT_MS, &ms);
-		if (rc < 0)
+		if (members[m].kind == BK_HOLD && (rc = put_duration(c, in, o)) < 0)
 			goto out;
-		json_object_set_new(o, "ms", json_integer(ms));
 		break;
 	}
+	case BK_WAIT:
+		if ((rc = put_duration(c, in, o)) < 0)
+			goto out;
+		break;
 	case BK_JS:
 		json_object_set(o, "code", (json_t *)text);
 		break;
