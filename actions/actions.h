@@ -829,4 +829,68 @@ struct dg_adapt_outcome {
 int dg_adapt_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o, json_t **out,
 		    struct dg_err *err);
 
+/* ==== MCP tools (docs/mcp.md) ================================================
+ *
+ * The MCP front door re-wraps a tool call as ONE agent message that
+ * dg_adapt_parse reads like any other, so there is no path around the
+ * adapters and the policy; and turns the answer the gateway built for it
+ * back into a CallToolResult. Pure: no I/O.
+ *
+ * Tools (MCP 2025-11-25 Tool objects: name, title, description,
+ * inputSchema {"type": "object", "properties", "required"?,
+ * "additionalProperties": false}, annotations):
+ *   computer   the Anthropic computer tool (computer_20251124): its tool_use
+ *              input ({"action", "coordinate"?, "text"?, ...}), coordinates
+ *              in the display the gateway shows the model
+ *   exec       {"argv", "stdin"?, "timeout_ms"?}: the canonical exec action
+ *   browser_*  (browser sessions) the 31 browser toolset members as 28 tools,
+ *              named as playwright-mcp names them where they overlap; their
+ *              schemas made from adapt-browser.c's member table, the SDK's
+ *              BetaBrowser*Input types as deskgate accepts them;
+ *              browser_tabs is {"action": "list" | "new" | "select" |
+ *              "close", "tab_id"?}: list_tabs, new_tab, switch_tab,
+ *              close_tab.
+ */
+
+/* The tools array of a tools/list result: computer and exec, and the
+ * browser tools when browser; the computer tool's description names the
+ * display_w x display_h display (1..DG_ACTION_SCREEN_MAX each). A new
+ * reference, or NULL (out of memory, or a display size out of range). */
+json_t *dg_mcp_tools(bool browser, int display_w, int display_h);
+
+/* A tools/call of tool with arguments args (an object; NULL means {}) as
+ * one agent message text into *msg (malloc'd, NUL-terminated, *len bytes):
+ *   computer   {"type":"tool_use","id":call_id,"name":"computer","input":args}
+ *   browser_*  {"type":"tool_use","id":call_id,"name":MEMBER,"input":args,
+ *              "toolset_name":"browser"} (browser_tabs: its action picks the
+ *              member, its tab_id is the member's)
+ *   exec       {"type":"exec","argv",...}: argv, stdin and timeout_ms only
+ *              (null counts as absent), checked by the canonical parser
+ * call_id: 1..DG_ADAPT_ID_MAX bytes of printable ASCII without spaces (the
+ * caller makes it, "mcp_12"; exec's canonical message carries none).
+ * Returns 0, -ENOENT (no tool named so: "no tool named ..."), -EINVAL
+ * (args not an object, a bad call_id, exec's or browser_tabs' own fields:
+ * "exec: unknown field ...", "browser_tabs.action: ...",
+ * "browser_tabs.tab_id: ..."; the other fields are the adapter's to
+ * judge) or -ENOMEM. On error *msg is NULL. */
+int dg_mcp_call_message(const char *tool, const json_t *args, const char *call_id, char **msg,
+			size_t *len, struct dg_err *err);
+
+/* The gateway's answer to such a message as a CallToolResult
+ * {"content": [...], "isError": B} (a new reference in *result):
+ *   a tool_result block (exec false): text blocks as text, image blocks as
+ *     {"type":"image","data","mimeType"}, a browser_state block as a last
+ *     text "browser_state: <the block without its type, compact JSON>";
+ *     isError is is_error;
+ *   the canonical exec result (exec true): one text: a refusal (verdict
+ *     not "allow") as the answers word it, "deskgate refused exec: <reason>
+ *     (rule <rule>)"; a failure as its error; else the "exec" object
+ *     (exit_code, stdout, stderr, ...) as compact JSON; isError is !ok;
+ *   a gateway error {"type":"error","error":{"code","message"}} (either):
+ *     one text "<code>: <message>", isError true.
+ * Notes (reasons, rules, errors, codes, messages) are cleaned and cut as
+ * dg_adapt_outcome's. Returns 0, -EINVAL (anything else, or a field of the
+ * wrong type: err names it) or -ENOMEM. */
+int dg_mcp_result(const json_t *answer, bool exec, json_t **result, struct dg_err *err);
+
 #endif

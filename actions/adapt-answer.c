@@ -158,6 +158,58 @@ static bool url_ok(const char *url)
 	return true;
 }
 
+/* What follows "deskgate refused <action>": ": <reason> (rule <rule>,
+ * verdict <verdict>)", each part there when given (the verdict when it is
+ * not "deny"). */
+static void refusal(struct sbuf *b, const char *verdict, const char *rule, const char *reason)
+{
+	if (reason) {
+		sb_str(b, ": ");
+		sb_note(b, reason);
+	}
+	bool show_verdict = verdict && strcmp(verdict, "deny") != 0;
+	if (rule || show_verdict) {
+		sb_str(b, " (");
+		if (rule) {
+			sb_str(b, "rule ");
+			sb_note(b, rule);
+		}
+		if (show_verdict) {
+			sb_str(b, rule ? ", verdict " : "verdict ");
+			sb_note(b, verdict);
+		}
+		sb_str(b, ")");
+	}
+}
+
+/* The sbuf's text, or NULL (freed) when it ran out of memory. */
+static char *sb_take(struct sbuf *b)
+{
+	if (b->oom || !b->s) {
+		free(b->s);
+		return b->oom ? NULL : strdup("");
+	}
+	return b->s;
+}
+
+char *dg_adapt_refusal_text(const char *action, const char *verdict, const char *rule,
+			    const char *reason)
+{
+	struct sbuf b = {0};
+	sb_str(&b, "deskgate refused ");
+	sb_note(&b, action);
+	refusal(&b, verdict, rule, reason);
+	return sb_take(&b);
+}
+
+char *dg_adapt_note_text(const char *prefix, const char *s)
+{
+	struct sbuf b = {0};
+	sb_str(&b, prefix);
+	sb_note(&b, s);
+	return sb_take(&b);
+}
+
 /* The headline for a call that did not fully run (see dg_adapt_answer). */
 static void headline(const struct dg_adapted *a, const struct dg_adapt_outcome *o,
 		     struct sbuf *b)
@@ -172,23 +224,7 @@ static void headline(const struct dg_adapted *a, const struct dg_adapt_outcome *
 	if (a->n > 1)
 		sb_printf(b, " (action %d of %d)", o->done + 1, a->n);
 	if (refused) {
-		if (o->reason) {
-			sb_str(b, ": ");
-			sb_note(b, o->reason);
-		}
-		bool verdict = o->verdict && strcmp(o->verdict, "deny") != 0;
-		if (o->rule || verdict) {
-			sb_str(b, " (");
-			if (o->rule) {
-				sb_str(b, "rule ");
-				sb_note(b, o->rule);
-			}
-			if (verdict) {
-				sb_str(b, o->rule ? ", verdict " : "verdict ");
-				sb_note(b, o->verdict);
-			}
-			sb_str(b, ")");
-		}
+		refusal(b, o->verdict, o->rule, o->reason);
 	} else {
 		sb_str(b, ": ");
 		sb_note(b, o->error ? o->error : "unknown error");

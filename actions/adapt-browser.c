@@ -27,12 +27,6 @@
 
 /* ---- the members -------------------------------------------------------------- */
 
-enum bfield {
-	BF_URL, BF_TAB, BF_DEPTH, BF_FILTER, BF_REF, BF_QUERY, BF_TARGET, BF_VALUE, BF_PATHS,
-	BF_DOCS, BF_REGION, BF_MODS, BF_FROM, BF_DIR, BF_AMOUNT, BF_TEXT, BF_REPEAT, BF_DURATION,
-	BF_N
-};
-
 static const char *const bfield_names[BF_N] = {
 	[BF_URL] = "url",           [BF_TAB] = "tab_id",         [BF_DEPTH] = "depth",
 	[BF_FILTER] = "filter",     [BF_REF] = "ref",            [BF_QUERY] = "query",
@@ -121,6 +115,54 @@ static const char *const computer_members[DG_COMPUTER_MEMBERS] = {
 const char *dg_browser_member_name(int i)
 {
 	return i >= 0 && i < DG_BROWSER_MEMBERS ? members[i].name : NULL;
+}
+
+const char *dg_adapt_computer_member_name(int i)
+{
+	return i >= 0 && i < DG_COMPUTER_MEMBERS ? computer_members[i] : NULL;
+}
+
+const char *dg_adapt_bfield_name(int f)
+{
+	return f >= 0 && f < BF_N ? bfield_names[f] : NULL;
+}
+
+/* The kinds of target a member of kind k takes in field f (BF_TARGET or
+ * BF_FROM): the one place dg_adapt_browser_member and the schemas learn
+ * it from. */
+static unsigned target_kinds(enum bkind k, enum dg_bfield f)
+{
+	if (f == BF_FROM)
+		return DG_BTARGET_COORD; /* a drag starts at a point */
+	switch (k) {
+	case BK_FORM:
+	case BK_UPLOAD:
+	case BK_SCROLL_TO:
+		return DG_BTARGET_REF;
+	case BK_CLICK:
+	case BK_HOVER:
+		return DG_BTARGET_REF | DG_BTARGET_COORD;
+	default:
+		return DG_BTARGET_COORD;
+	}
+}
+
+int dg_adapt_browser_input(int i, struct dg_bmember *out)
+{
+	if (i < 0 || i >= DG_BROWSER_MEMBERS)
+		return -ENOENT;
+	out->name = members[i].name;
+	out->accepted = members[i].allowed;
+	out->required = members[i].required;
+	/* file_upload takes document_ids to refuse it with a word on what to
+	 * do instead, and checks paths itself (dg_adapt_browser_member). */
+	if (members[i].kind == BK_UPLOAD) {
+		out->accepted &= ~B(BF_DOCS);
+		out->required |= B(BF_PATHS);
+	}
+	out->target = (out->accepted & B(BF_TARGET)) ? target_kinds(members[i].kind, BF_TARGET) : 0;
+	out->from = (out->accepted & B(BF_FROM)) ? target_kinds(members[i].kind, BF_FROM) : 0;
+	return 0;
 }
 
 /* ---- the tools list ---------------------------------------------------------------- */
@@ -308,10 +350,11 @@ static int ref_target(struct dg_adapt_ctx *c, const char *where, const json_t *v
 	return rc;
 }
 
-/* A target of either kind: *ref set (and *x, *y untouched) for a ref. */
-static int any_target(struct dg_adapt_ctx *c, const char *where, const json_t *v, bool allow_ref,
-		      bool allow_coord, int *x, int *y, int *ref)
+/* A target of the kinds given: *ref set (and *x, *y untouched) for a ref. */
+static int any_target(struct dg_adapt_ctx *c, const char *where, const json_t *v, unsigned kinds,
+		      int *x, int *y, int *ref)
 {
+	bool allow_ref = kinds & DG_BTARGET_REF, allow_coord = kinds & DG_BTARGET_COORD;
 	char val[DG_SHOW_VALUE_BUF], w2[64];
 	snprintf(w2, sizeof(w2), "%s.type", where);
 	const json_t *type = json_is_object(v) ? json_object_get(v, "type") : NULL;
@@ -540,6 +583,7 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 		return dg_adapt_fail(c, -ENOMEM, "", "out of memory");
 	enum fill fill = FILL_NONE;
 	int v[4] = {0, 0, 0, 0}, ref = 0;
+	unsigned tk = target_kinds(members[m].kind, BF_TARGET);
 	unsigned mods = 0;
 	if (present & B(BF_MODS)) {
 		rc = browser_mods(c, json_object_get(in, "modifiers"), &mods);
@@ -594,8 +638,7 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 	case BK_FORM:
 	case BK_UPLOAD:
 	case BK_SCROLL_TO:
-		rc = any_target(c, ".target", json_object_get(in, "target"), true, false, &v[0], &v[1],
-				&ref);
+		rc = any_target(c, ".target", json_object_get(in, "target"), tk, &v[0], &v[1], &ref);
 		if (rc < 0)
 			goto out;
 		fill = FILL_ELEMENT;
@@ -649,7 +692,7 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 	}
 	case BK_CLICK:
 	case BK_HOVER:
-		rc = any_target(c, ".target", json_object_get(in, "target"), true, true, &v[0], &v[1], &ref);
+		rc = any_target(c, ".target", json_object_get(in, "target"), tk, &v[0], &v[1], &ref);
 		if (rc < 0)
 			goto out;
 		fill = ref ? FILL_ELEMENT : FILL_POINT;
@@ -660,10 +703,11 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 		json_object_set_new(o, "modifiers", dg_adapt_modifiers_json(mods));
 		break;
 	case BK_DRAG:
-		rc = any_target(c, ".from", json_object_get(in, "from"), false, true, &v[0], &v[1], &ref);
+		rc = any_target(c, ".from", json_object_get(in, "from"),
+				target_kinds(members[m].kind, BF_FROM), &v[0], &v[1], &ref);
 		if (rc == 0)
-			rc = any_target(c, ".target", json_object_get(in, "target"), false, true, &v[2],
-					&v[3], &ref);
+			rc = any_target(c, ".target", json_object_get(in, "target"), tk, &v[2], &v[3],
+					&ref);
 		if (rc < 0)
 			goto out;
 		json_object_set_new(o, "button", json_string("left"));
@@ -673,8 +717,7 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 		json_object_set_new(o, "button", json_string("left"));
 		/* fallthrough */
 	case BK_MOVE:
-		rc = any_target(c, ".target", json_object_get(in, "target"), false, true, &v[0], &v[1],
-				&ref);
+		rc = any_target(c, ".target", json_object_get(in, "target"), tk, &v[0], &v[1], &ref);
 		if (rc < 0)
 			goto out;
 		fill = FILL_POINT;
@@ -684,8 +727,7 @@ int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json
 		const json_t *dv = json_object_get(in, "scroll_direction");
 		int d = 0;
 		json_int_t amount = DG_ADAPT_BROWSER_SCROLL_DEFAULT;
-		rc = any_target(c, ".target", json_object_get(in, "target"), false, true, &v[0], &v[1],
-				&ref);
+		rc = any_target(c, ".target", json_object_get(in, "target"), tk, &v[0], &v[1], &ref);
 		if (rc == 0)
 			rc = dg_adapt_string(c, ".scroll_direction", dv, &s, &len);
 		if (rc < 0)

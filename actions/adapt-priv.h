@@ -1,6 +1,6 @@
 /* adapt internals shared by adapt.c (the shared checks, detection,
- * dg_adapt_parse), adapt-anthropic.c, adapt-openai.c and adapt-answer.c;
- * and the base64 encoder the answers use, exposed for its tests. Not part
+ * dg_adapt_parse), adapt-anthropic.c, adapt-openai.c, adapt-browser.c,
+ * adapt-answer.c and adapt-mcp.c; and the base64 encoder the answers use, exposed for its tests. Not part
  * of the folder's interface: other folders include actions/actions.h only.
  */
 #ifndef DG_ADAPT_PRIV_H
@@ -152,12 +152,59 @@ int dg_adapt_key_repeat(struct dg_adapt_ctx *c, const char *s, size_t len, const
 int dg_adapt_browser_member(struct dg_adapt_ctx *c, const json_t *nv, const json_t *in,
 			    struct dg_adapted *a);
 
+/* ---- the browser members' inputs (adapt-browser.c), for their MCP schemas ----
+ *
+ * What dg_adapt_browser_member accepts, member by member, so that the
+ * schemas adapt-mcp.c publishes are made from the same table and cannot
+ * drift from it. */
+
+/* The fields of the members' inputs: bits B(BF_*). */
+enum dg_bfield {
+	BF_URL, BF_TAB, BF_DEPTH, BF_FILTER, BF_REF, BF_QUERY, BF_TARGET, BF_VALUE, BF_PATHS,
+	BF_DOCS, BF_REGION, BF_MODS, BF_FROM, BF_DIR, BF_AMOUNT, BF_TEXT, BF_REPEAT, BF_DURATION,
+	BF_N
+};
+
+/* The kinds of target object a target (or from) field takes. */
+#define DG_BTARGET_COORD 1u /* {"type": "coordinate", "x", "y"} */
+#define DG_BTARGET_REF 2u   /* {"type": "ref", "ref"} */
+
+struct dg_bmember {
+	const char *name;     /* "navigate", ... */
+	unsigned accepted;    /* B(BF_*): the fields deskgate takes (the SDK's, less
+				 those always refused: file_upload's document_ids) */
+	unsigned required;    /* ... and requires (the SDK's, and file_upload's paths) */
+	unsigned target, from; /* DG_BTARGET_* bits of its target and from (0: none) */
+};
+
+/* Member i (0..DG_BROWSER_MEMBERS-1, the SDK's order) into *out: 0 or
+ * -ENOENT. */
+int dg_adapt_browser_input(int i, struct dg_bmember *out);
+
+/* The input field name of BF_* f ("url", "tab_id", ...), or NULL. */
+const char *dg_adapt_bfield_name(int f);
+
+/* The name of computer toolset member i (0..DG_COMPUTER_MEMBERS-1, the
+ * SDK's order: the computer tool's actions), or NULL. */
+const char *dg_adapt_computer_member_name(int i);
+
 /* Whether the computer toolset member named v is disabled by the session's
  * tools list (adapt-browser.c). */
 bool dg_adapt_computer_off(const struct dg_adapt_ctx *c, const json_t *v);
 
 /* The answer to a browser toolset member (adapt-answer.c). */
 json_t *dg_adapt_browser_answer(const struct dg_adapted *a, const struct dg_adapt_outcome *o);
+
+/* A refusal in the answers' words (adapt-answer.c): "deskgate refused
+ * <action>: <reason> (rule <rule>, verdict <verdict>)", each part there
+ * when given (the verdict when not "deny"), each text cleaned and cut as
+ * dg_adapt_outcome's notes are. malloc'd, or NULL when out of memory. */
+char *dg_adapt_refusal_text(const char *action, const char *verdict, const char *rule,
+			    const char *reason);
+
+/* prefix (trusted), then s cleaned and cut as a note; malloc'd, or NULL
+ * when out of memory. */
+char *dg_adapt_note_text(const char *prefix, const char *s);
 
 /* The agent's hello (adapt-hello.c): its "events" into a->events. */
 int dg_adapt_hello(struct dg_adapt_ctx *c, const json_t *obj, struct dg_adapted *a);
