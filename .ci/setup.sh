@@ -9,7 +9,7 @@ DG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DG_PACKAGES=(
   cmake make gcc pkg-config
   libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
-  libcriterion-dev libssl-dev libidn2-dev x11proto-dev
+  libcriterion-dev libssl-dev libidn2-dev x11proto-dev libcurl4-openssl-dev
   tigervnc-standalone-server x11-xkb-utils xkb-data xfonts-base fonts-dejavu-core
   # CJK glyphs in the desktops (Chinese, Japanese, Korean; 1.6 MB, against
   # 56 MB for fonts-noto-cjk)

@@ -121,6 +121,23 @@ extern const struct dg_opt_cmd dg_audit_cmd;
 
 int dg_cmd_audit(int argc, char **argv);
 
+/* ---- mcp (cli-mcp.c) -----------------------------------------------------
+ *
+ * `deskgate mcp --url URL [--profile P] [--size WxH] [--display WxH]
+ * [--policy NAME] [--verbose]`: the stdio bridge to the gateway's /mcp
+ * (docs/mcp.md). Relays newline-delimited JSON-RPC from stdin to the
+ * gateway (MCP streamable HTTP, requests overlapping) and every message of
+ * its answers, SSE events as they arrive, to stdout, one a line; the token
+ * comes from DESKGATE_TOKEN or DESKGATE_AGENT_TOKEN. When stdin ends it
+ * waits (bounded) for the requests in flight and ends the MCP session
+ * (DELETE). 0 after stdin ended, 1 when it could not run, 2 usage or no
+ * token. argv[0] is "mcp". */
+
+/* Its options and help (cli/opt.h). */
+extern const struct dg_opt_cmd dg_mcp_cmd;
+
+int dg_cmd_mcp(int argc, char **argv);
+
 /* ---- the recording tools: verify, replay, test, key (cli-record.c) -------
  *
  * Issue #6. Each parses its own flags strictly and returns the exit status. */

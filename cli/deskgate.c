@@ -119,6 +119,7 @@ static const struct command commands[] = {
 	{"test", &dg_test_cmd, dg_cmd_test},
 	{"audit", &dg_audit_cmd, dg_cmd_audit},
 	{"key", &dg_key_cmd, dg_cmd_key},
+	{"mcp", &dg_mcp_cmd, dg_cmd_mcp},
 	{"worker", NULL, cmd_worker}, /* started by the gateway, not by people */
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
