@@ -49,6 +49,10 @@ void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len)
 
 void dg_gw_ws_send_json(struct conn *c, json_t *obj)
 {
+	if (c && c->sink) {
+		c->sink(c, 0, obj);
+		return;
+	}
 	char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
 	if (s)
@@ -125,14 +129,27 @@ int dg_gw_ws_writable(struct conn *c)
 	return 0;
 }
 
-int dg_gw_write_http_wsi(struct lws *wsi, int status, const char *type, const char *body, size_t len)
+int dg_gw_write_http_head(struct lws *wsi, int status, const char *type, unsigned long long len,
+			  const char *const *extra)
 {
 	unsigned char hdr[LWS_PRE + 1024], *start = hdr + LWS_PRE, *p = start,
 						 *end = hdr + sizeof(hdr) - 1;
-	if (lws_add_http_common_headers(wsi, (unsigned)status, type, len, &p, end) ||
+	if (lws_add_http_common_headers(wsi, (unsigned)status, type, (lws_filepos_t)len, &p, end) ||
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-					(const unsigned char *)"no-store", 8, &p, end) ||
-	    lws_finalize_write_http_header(wsi, start, &p, end))
+					(const unsigned char *)"no-store", 8, &p, end))
+		return -1;
+	for (int i = 0; extra && extra[i]; i += 2)
+		if (lws_add_http_header_by_name(wsi, (const unsigned char *)extra[i],
+						(const unsigned char *)extra[i + 1],
+						(int)strlen(extra[i + 1]), &p, end))
+			return -1;
+	return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
+}
+
+int dg_gw_write_http_extra(struct lws *wsi, int status, const char *type, const char *const *extra,
+			   const char *body, size_t len)
+{
+	if (dg_gw_write_http_head(wsi, status, type, len, extra) != 0)
 		return -1;
 	if (len) {
 		unsigned char *buf = malloc(LWS_PRE + len);
@@ -147,6 +164,11 @@ int dg_gw_write_http_wsi(struct lws *wsi, int status, const char *type, const ch
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
+int dg_gw_write_http_wsi(struct lws *wsi, int status, const char *type, const char *body, size_t len)
+{
+	return dg_gw_write_http_extra(wsi, status, type, NULL, body, len);
+}
+
 int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len)
 {
 	return dg_gw_write_http_wsi(c->wsi, status, type, body, len);
@@ -154,6 +176,10 @@ int dg_gw_write_http(struct conn *c, int status, const char *type, const void *b
 
 void dg_gw_http_reply(struct conn *c, int status, json_t *body)
 {
+	if (c && c->sink) {
+		c->sink(c, status, body);
+		return;
+	}
 	if (!c || !c->wsi) {
 		json_decref(body);
 		return;

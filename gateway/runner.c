@@ -944,6 +944,38 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 	run_next(s);
 }
 
+void dg_gw_runner_withdraw(struct gw_session *s, struct conn *agent, const char *why)
+{
+	for (struct request **p = &s->queue, *prev = NULL; *p;) {
+		struct request *r = *p;
+		if (r->agent != agent) {
+			prev = r;
+			p = &r->next;
+			continue;
+		}
+		*p = r->next;
+		if (s->queue_tail == r)
+			s->queue_tail = prev;
+		s->queued--;
+		dg_gw_request_free(r);
+	}
+	struct request *r = s->cur;
+	if (!r || r->agent != agent)
+		return;
+	r->agent = NULL;
+	if (!s->appr.pending)
+		return;
+	/* Nobody waits for its answer: a human must not be asked to let it
+	 * run any more. */
+	dg_gw_approval_clear(s);
+	r->decision.verdict = DG_VERDICT_DENY;
+	snprintf(r->decision.rule, sizeof(r->decision.rule), "approval");
+	snprintf(r->decision.reason, sizeof(r->decision.reason), "withdrawn: %s", why);
+	dg_gw_note(s, json_pack("{s:s, s:s, s:s}", "type", "approval", "state", "withdrawn",
+			       "reason", r->decision.reason));
+	refuse_current(s);
+}
+
 void dg_gw_runner_end(struct gw_session *s, const char *reason)
 {
 	if (s->cur) {

@@ -50,6 +50,8 @@
 
 struct gw;
 struct gw_session;
+struct mcp_call;
+struct mcp_session;
 
 /* One outgoing WebSocket message, with the LWS_PRE headroom lws needs. */
 struct outmsg {
@@ -78,6 +80,15 @@ struct conn {
 	size_t reply_len;
 	int reply_status;
 	bool waiting;         /* the create request waits for its session */
+	bool body_ignored;    /* unauthenticated: its body is read, not kept */
+	struct mcp_call *mcp_call; /* POST /mcp: the tool call this connection answers (mcp.c) */
+	/* A connection that is not a socket (mcp.c: an MCP session's agent, a
+	 * tool call): what the runner and the session send to it goes to sink
+	 * (msg stolen; status is an HTTP reply's, 0 for a message) instead
+	 * of a socket. The sink must not free c: its senders may still read
+	 * it after the call. */
+	void (*sink)(struct conn *c, int status, json_t *msg);
+	void *sink_ctx;
 	/* WebSocket */
 	struct outmsg *head, *tail;
 	size_t queued;
@@ -264,6 +275,7 @@ struct gw {
 /* The files, each calling only those below it (no circle):
  *   server.c        HTTP routing, the WebSocket and raw-descriptor callbacks,
  *                   start-up (dg_gateway_serve)
+ *   mcp.c           /mcp: MCP sessions, tool calls as agent messages
  *   desktop-link.c  the worker's channel, exec results, the spawner's
  *                   messages about sessions
  *   egress-link.c   the egress proxy: listeners, events, supervision
@@ -277,6 +289,17 @@ struct gw {
  * (config.c, auth.c and web.c below them all.) The one edge upward is
  * gw->session_end, through which recording-link.c ends a session whose
  * recording failed (dg_gateway_serve sets it to dg_gw_session_end). */
+
+/* mcp.c: the MCP front door (docs/mcp.md). dg_gw_mcp_http answers a
+ * request to /mcp from an authenticated connection (raw, raw_len: its
+ * body): what the lws HTTP callback returns. A connection answering a
+ * tool call (c->mcp_call) is written by dg_gw_mcp_writable and, closed
+ * before its answer, reported to dg_gw_mcp_http_closed. */
+int dg_gw_mcp_start(struct gw *gw);
+void dg_gw_mcp_stop(struct gw *gw);
+int dg_gw_mcp_http(struct gw *gw, struct conn *c, const char *raw, size_t raw_len);
+int dg_gw_mcp_writable(struct conn *c);
+void dg_gw_mcp_http_closed(struct conn *c);
 
 /* conn.c */
 void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
@@ -297,6 +320,13 @@ void dg_gw_http_reply(struct conn *c, int status, json_t *body); /* deferred; st
 int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len);
 int dg_gw_write_http_wsi(struct lws *wsi, int status, const char *type, const char *body,
 			 size_t len);
+/* The same with extra headers: {"name:", "value", ..., NULL} (may be NULL). */
+int dg_gw_write_http_extra(struct lws *wsi, int status, const char *type, const char *const *extra,
+			   const char *body, size_t len);
+/* Only the headers, for a body written later: len is its length, or
+ * LWS_ILLEGAL_HTTP_CONTENT_LEN when unknown. 0 or -1. */
+int dg_gw_write_http_head(struct lws *wsi, int status, const char *type, unsigned long long len,
+			  const char *const *extra);
 /* Descriptors in the event loop ("dg-raw"), tagged with what they are. */
 enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS };
 struct raw_tag {
@@ -362,6 +392,11 @@ void dg_gw_set_page(struct gw_session *s, json_t *res);
 /* s is ending (reason): the request in progress is recorded and answered,
  * queued ones answered as not run, all freed; any approval dropped. */
 void dg_gw_runner_end(struct gw_session *s, const char *reason);
+/* agent no longer wants its requests (an MCP call cancelled, its client
+ * gone: why says which): the queued ones are dropped unrun; the one
+ * running finishes unanswered, unless it waits for a human: then its
+ * approval is withdrawn and it is recorded as refused. */
+void dg_gw_runner_withdraw(struct gw_session *s, struct conn *agent, const char *why);
 void dg_gw_approval_clear(struct gw_session *s);
 /* Approvals: the pending ones as JSON (GET /v1/approvals); answering one:
  * 0, or -ENOENT (no such pending approval), -ESTALE (the action it was for
@@ -372,8 +407,18 @@ int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const cha
 			  char *err, size_t errlen);
 
 /* session.c */
-int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char *err, size_t errlen,
-			 int *status);
+/* Creates a session from the options body (POST /v1/sessions's fields),
+ * for creator (its principal owns it; it gets the HTTP reply when the
+ * desktop is ready or failed). mcp: what the recording's "created" event
+ * says of the MCP client that asked (borrowed), or NULL. *out (when not
+ * NULL) is the new session. 0, or -1 with err and the HTTP *status. */
+int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, const json_t *mcp,
+			 struct gw_session **out, char *err, size_t errlen, int *status);
+/* Checks an options body as dg_gw_session_create would, without creating
+ * anything: 0 (and the profile and model display it asks for) or -EINVAL
+ * with err. */
+int dg_gw_session_opts_check(struct gw *gw, const json_t *body, bool *browser, int *display_w,
+			     int *display_h, char *err, size_t errlen);
 /* The worker said READY: answers the POST that created s. */
 void dg_gw_session_ready(struct gw_session *s);
 void dg_gw_session_end(struct gw_session *s, const char *reason);

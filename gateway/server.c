@@ -340,8 +340,11 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 			live += G->sessions[i].used;
 		return reply_json(c, 200, json_pack("{s:s, s:i}", "status", "ok", "sessions", live));
 	}
-	if (!authenticate(c))
+	/* A POST's token was read with its headers (before its body). */
+	if (!(c->method == 'P' ? c->authed : authenticate(c)))
 		return reply_error(c, 401, "unauthorized", "a valid bearer token is required");
+	if (strcmp(path, "/mcp") == 0)
+		return dg_gw_mcp_http(G, c, raw, raw_len);
 	if (strcmp(path, "/metrics") == 0 && c->method == 'G') {
 		if (!dg_auth_may(&c->who, DG_PERM_WATCH, NULL))
 			return reply_error(c, 403, "forbidden", "metrics need a viewer or admin token");
@@ -370,7 +373,7 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 				return reply_error(c, 400, "bad_json", "invalid JSON at line %d: %s", jerr.line, jerr.text);
 			char err[DG_ERR_MAX];
 			int status = 400;
-			int r = dg_gw_session_create(G, c, body, err, sizeof(err), &status);
+			int r = dg_gw_session_create(G, c, body, NULL, NULL, err, sizeof(err), &status);
 			json_decref(body);
 			if (r != 0)
 				return reply_error(c, status, create_error_code(status), "%s", err);
@@ -528,12 +531,21 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			 (const char *)in);
 		if (len >= DG_HTTP_PATH_MAX)
 			return reply_error(c, 414, "uri_too_long", "the path is too long");
-		if (c->method == 'P')
-			return 0; /* the body follows */
+		if (c->method == 'P') {
+			/* The body follows; one without a valid token is not kept
+			 * (401 once it is read). */
+			c->body_ignored = !authenticate(c);
+			return 0;
+		}
 		return route_http(c);
 	}
-	case LWS_CALLBACK_HTTP_BODY:
-		if (c->body_len + len > DG_HTTP_BODY_MAX) {
+	case LWS_CALLBACK_HTTP_BODY: {
+		/* /mcp's messages are the agent's, bounded as its WebSocket's. */
+		size_t max = strcmp(c->path, "/mcp") == 0 ? G->cfg.limits.max_message_bytes
+							  : DG_HTTP_BODY_MAX;
+		if (c->body_ignored)
+			return 0;
+		if (c->body_len + len > max) {
 			c->body_too_big = true;
 			return 0;
 		}
@@ -546,9 +558,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			c->body_len += len;
 		}
 		return 0;
+	}
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		return route_http(c);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
+		if (c->mcp_call)
+			return dg_gw_mcp_writable(c);
 		if (c->reply) {
 			/* Completing the transaction may free c (lws reuses the
 			 * connection for the next request): take what is needed first. */
@@ -561,6 +576,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return 0;
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (c && c->kind == CONN_HTTP) {
+			dg_gw_mcp_http_closed(c);
 			for (int i = 0; i < G->n_sessions; i++) {
 				if (G->sessions[i].creator == c)
 					G->sessions[i].creator = NULL;
@@ -1009,6 +1025,10 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		return DG_EXIT_FAILED;
 	}
 	dg_gw_rec_timers(&gw);
+	if (dg_gw_mcp_start(&gw) != 0) {
+		fprintf(stderr, "deskgate serve: no memory for the MCP sessions' table\n");
+		return DG_EXIT_FAILED;
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -1020,6 +1040,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	       gw.cfg.listen, dg_instance(), (int)getpid(), DG_GATEWAY_UID);
 	printf("deskgate: agents: POST %s/v1/sessions, then connect %s/v1/sessions/<id>/ws\n", http, ws);
 	printf("deskgate: browsers: %s/  (viewer token)\n", http);
+	printf("deskgate: MCP hosts: %s/mcp  (agent token; docs/mcp.md)\n", http);
 	for (size_t i = 0; i < gen.n; i++)
 		printf("deskgate: generated %s token (shown once, kept hashed in %s/%s): %s\n",
 		       dg_role_name(gen.t[i].role), gw.cfg.state_dir, DG_TOKENS_FILE, gen.t[i].token);
@@ -1040,6 +1061,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	for (long long end = dg_now_ms() + DG_GW_STOP_FLUSH_MS; dg_now_ms() < end;)
 		lws_service(gw.ctx, 20);
 	dg_gw_rec_stop(&gw); /* every recording is sealed by now */
+	dg_gw_mcp_stop(&gw);
 	lws_context_destroy(gw.ctx);
 	dg_spawner_stop(&gw.spawner);
 	dg_egress_stop(&gw.egress);

@@ -114,61 +114,109 @@ static int get_size(json_t *body, const char *key, int *w, int *h, char *err, si
 	return 1;
 }
 
-int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char *err, size_t errlen,
-			 int *status)
+/* A session's options, as POST /v1/sessions (or an MCP client's
+ * initialize) gives them: checked once, here. */
+struct session_opts {
+	enum dg_profile profile;
+	int w, h, mw, mh;
+	const char *pname;     /* borrowed from the body; NULL: the default policy */
+	const json_t *tools;   /* borrowed; NULL: none declared */
+	struct dg_toolsets toolsets;
+};
+
+static int opts_parse(struct gw *gw, const json_t *body, struct session_opts *o, char *err,
+		      size_t errlen)
 {
-	*status = 400;
+	memset(o, 0, sizeof(*o));
 	if (!json_is_object(body)) {
 		snprintf(err, errlen, "the body must be a JSON object");
-		return -1;
+		return -EINVAL;
 	}
 	const char *key;
 	json_t *v;
-	json_object_foreach(body, key, v)
+	json_object_foreach((json_t *)body, key, v)
 	{
 		if (strcmp(key, "profile") && strcmp(key, "size") && strcmp(key, "display") &&
 		    strcmp(key, "policy") && strcmp(key, "tools")) {
 			snprintf(err, errlen, "unknown field \"%.40s\" (profile, size, display, policy, "
 				 "tools)", key);
-			return -1;
+			return -EINVAL;
 		}
 	}
 	/* The tools the agent gives its model (the Messages API's tools
 	 * entries): which toolset members the model could call. */
-	struct dg_toolsets toolsets;
-	memset(&toolsets, 0, sizeof(toolsets));
-	json_t *tools = json_object_get(body, "tools");
-	if (tools) {
+	o->tools = json_object_get(body, "tools");
+	if (o->tools) {
 		struct dg_err terr = {{0}};
-		if (dg_toolsets_parse(tools, &toolsets, &terr) != 0) {
+		if (dg_toolsets_parse(o->tools, &o->toolsets, &terr) != 0) {
 			snprintf(err, errlen, "%s", terr.msg);
-			return -1;
+			return -EINVAL;
 		}
 	}
-	enum dg_profile profile = DG_PROFILE_BROWSER;
+	o->profile = DG_PROFILE_BROWSER;
 	v = json_object_get(body, "profile");
-	if (v && (!json_is_string(v) || dg_profile_parse(json_string_value(v), &profile) != 0)) {
+	if (v && (!json_is_string(v) || dg_profile_parse(json_string_value(v), &o->profile) != 0)) {
 		snprintf(err, errlen, "profile must be \"xterm\" or \"browser\"");
-		return -1;
+		return -EINVAL;
 	}
-	int w = DG_DESKTOP_WIDTH_DEFAULT, h = DG_DESKTOP_HEIGHT_DEFAULT;
-	if (get_size(body, "size", &w, &h, err, errlen) < 0)
-		return -1;
-	if (w < DG_DESKTOP_WIDTH_MIN || w > DG_DESKTOP_WIDTH_MAX || h < DG_DESKTOP_HEIGHT_MIN ||
-	    h > DG_DESKTOP_HEIGHT_MAX) {
-		snprintf(err, errlen, "size %dx%d is outside %dx%d .. %dx%d", w, h, DG_DESKTOP_WIDTH_MIN,
-			 DG_DESKTOP_HEIGHT_MIN, DG_DESKTOP_WIDTH_MAX, DG_DESKTOP_HEIGHT_MAX);
-		return -1;
+	o->w = DG_DESKTOP_WIDTH_DEFAULT;
+	o->h = DG_DESKTOP_HEIGHT_DEFAULT;
+	if (get_size((json_t *)body, "size", &o->w, &o->h, err, errlen) < 0)
+		return -EINVAL;
+	if (o->w < DG_DESKTOP_WIDTH_MIN || o->w > DG_DESKTOP_WIDTH_MAX ||
+	    o->h < DG_DESKTOP_HEIGHT_MIN || o->h > DG_DESKTOP_HEIGHT_MAX) {
+		snprintf(err, errlen, "size %dx%d is outside %dx%d .. %dx%d", o->w, o->h,
+			 DG_DESKTOP_WIDTH_MIN, DG_DESKTOP_HEIGHT_MIN, DG_DESKTOP_WIDTH_MAX,
+			 DG_DESKTOP_HEIGHT_MAX);
+		return -EINVAL;
 	}
-	int mw = w, mh = h;
-	if (get_size(body, "display", &mw, &mh, err, errlen) < 0)
-		return -1;
-	if (mw < DG_MODEL_DIM_MIN || mw > DG_MODEL_DIM_MAX || mh < DG_MODEL_DIM_MIN ||
-	    mh > DG_MODEL_DIM_MAX) {
-		snprintf(err, errlen, "display %dx%d is outside %dx%d .. %dx%d", mw, mh,
+	o->mw = o->w;
+	o->mh = o->h;
+	if (get_size((json_t *)body, "display", &o->mw, &o->mh, err, errlen) < 0)
+		return -EINVAL;
+	if (o->mw < DG_MODEL_DIM_MIN || o->mw > DG_MODEL_DIM_MAX || o->mh < DG_MODEL_DIM_MIN ||
+	    o->mh > DG_MODEL_DIM_MAX) {
+		snprintf(err, errlen, "display %dx%d is outside %dx%d .. %dx%d", o->mw, o->mh,
 			 DG_MODEL_DIM_MIN, DG_MODEL_DIM_MIN, DG_MODEL_DIM_MAX, DG_MODEL_DIM_MAX);
-		return -1;
+		return -EINVAL;
 	}
+	v = json_object_get(body, "policy");
+	if (v) {
+		o->pname = json_string_value(v);
+		if (!o->pname || !dg_config_policy_path(&gw->cfg, o->pname)) {
+			snprintf(err, errlen, "no policy named \"%.40s\" in the configuration",
+				 o->pname ? o->pname : "?");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int dg_gw_session_opts_check(struct gw *gw, const json_t *body, bool *browser, int *display_w,
+			     int *display_h, char *err, size_t errlen)
+{
+	struct session_opts o;
+	int rc = opts_parse(gw, body, &o, err, errlen);
+	if (rc == 0) {
+		*browser = o.profile == DG_PROFILE_BROWSER;
+		*display_w = o.mw;
+		*display_h = o.mh;
+	}
+	return rc;
+}
+
+int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, const json_t *mcp,
+			 struct gw_session **out, char *err, size_t errlen, int *status)
+{
+	*status = 400;
+	if (out)
+		*out = NULL;
+	struct session_opts o;
+	if (opts_parse(gw, body, &o, err, errlen) != 0)
+		return -1;
+	enum dg_profile profile = o.profile;
+	int w = o.w, h = o.h, mw = o.mw, mh = o.mh;
+	const json_t *tools = o.tools;
 	if (gw->egress_dead) {
 		*status = 503;
 		snprintf(err, errlen, "the egress proxy died: no session can reach anything until "
@@ -192,18 +240,9 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	dg_policy_copy(&policy, &gw->policy);
 	char *ptext = strdup(gw->policy_text ? gw->policy_text : DG_GW_BUILTIN_POLICY_TEXT);
 	size_t plen = ptext ? strlen(ptext) : 0;
-	const char *pname = NULL;
-	v = json_object_get(body, "policy");
-	if (v) {
-		pname = json_string_value(v);
-		const char *path = pname ? dg_config_policy_path(&gw->cfg, pname) : NULL;
-		if (!path) {
-			dg_policy_free(&policy);
-			free(ptext);
-			snprintf(err, errlen, "no policy named \"%.40s\" in the configuration",
-				 pname ? pname : "?");
-			return -1;
-		}
+	const char *pname = o.pname;
+	if (pname) {
+		const char *path = dg_config_policy_path(&gw->cfg, pname);
 		struct dg_err perr = {{0}};
 		/* "" is "default" without a file: the built-in one. */
 		dg_policy_free(&policy);
@@ -236,7 +275,7 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	s->policy_text = ptext;
 	s->policy_len = plen;
 	s->egress_fd = -1;
-	s->toolsets = toolsets;
+	s->toolsets = o.toolsets;
 	s->has_toolsets = tools != NULL;
 	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
 	snprintf(s->owner, sizeof(s->owner), "%s", creator->who.name);
@@ -257,7 +296,9 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 			       "display", mw, mh, "agent", s->owner, "policy",
 			       pname ? pname : "default");
 	if (lc && tools)
-		json_object_set(lc, "tools", tools);
+		json_object_set(lc, "tools", (json_t *)tools);
+	if (lc && mcp)
+		json_object_set(lc, "mcp", (json_t *)mcp);
 	dg_gw_rec_event(s, lc);
 	json_decref(lc);
 	struct dg_err serr = {{0}};
@@ -272,6 +313,8 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, char
 	}
 	s->create_req = req;
 	gw->m.sessions_created++;
+	if (out)
+		*out = s;
 	lws_sul_schedule(gw->ctx, 0, &s->sul_create, on_create_timeout, DG_CREATE_TIMEOUT_S * US);
 	long long life = gw->cfg.limits.session_seconds;
 	if (policy.limits.session_seconds < life)
@@ -321,8 +364,15 @@ bool dg_gw_session_token_ok(const struct gw_session *s, const char *tok, size_t 
 
 static void close_conn(struct conn *c, json_t *last)
 {
-	if (!c || !c->wsi)
+	if (c && c->sink) {
+		c->s = NULL;
+		dg_gw_ws_send_json(c, last);
 		return;
+	}
+	if (!c || !c->wsi) {
+		json_decref(last);
+		return;
+	}
 	dg_gw_ws_send_json(c, last);
 	c->s = NULL;
 	c->closing = true;

@@ -9,6 +9,8 @@ language (docs/development.md, "Examples that run"):
 
     ```sh run          bash -euo pipefail
     ```python run      /usr/bin/python3 (Debian's, which has python3-websockets)
+    ```js run          node, as an ES module beside tests/mcp's node_modules
+                       (the pinned MCP SDK; `npm ci` there when missing)
     ```json run        must parse as JSON
     ```json policy     must load as a policy (deskgate check --policy FILE)
     ```text output     right after a run block: each of its lines must match a
@@ -51,7 +53,7 @@ OUTPUT_SHOWN = 3000        # bytes of a failing example's output in the report
 PYTHON = "/usr/bin/python3"
 DEBIAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`]*)$")
-RUN_LANGS = {"sh": "sh", "bash": "sh", "python": "python", "json": "json"}
+RUN_LANGS = {"sh": "sh", "bash": "sh", "python": "python", "json": "json", "js": "js"}
 
 
 class Block:
@@ -108,7 +110,7 @@ def examples_of(path, rel):
             continue
         if b.kind():
             found.append(b)
-            last = b if b.kind() in ("sh", "python") else None
+            last = b if b.kind() in ("sh", "python", "js") else None
         else:
             last = None
     return found
@@ -215,6 +217,28 @@ def workdir_for(root, source, rel):
     return d
 
 
+def node_modules_in(cwd):
+    """Links tests/mcp's node_modules (installed with `npm ci` when missing)
+    into cwd: None, or why it could not."""
+    link = os.path.join(cwd, "node_modules")
+    if os.path.islink(link):
+        return None
+    pkg = os.path.join(os.path.realpath(os.path.join(cwd, "tests")), "mcp")
+    mods = os.path.join(pkg, "node_modules")
+    lock = os.path.join(pkg, "package-lock.json")
+    stamp = os.path.join(mods, ".package-lock.json")
+    if not os.path.exists(stamp) or os.path.getmtime(lock) > os.path.getmtime(stamp):
+        if not shutil.which("npm"):
+            return "npm is missing (apt-get install npm) and tests/mcp/node_modules is not installed"
+        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=pkg,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=EXAMPLE_TIMEOUT_S * 3)
+        if r.returncode != 0:
+            return f"npm ci in {pkg} failed: {r.stderr.strip()[-OUTPUT_SHOWN:]}"
+    os.symlink(mods, link)
+    return None
+
+
 def run_block(b, binary, env, cwd, root):
     """None when the example holds, else what went wrong."""
     kind = b.kind()
@@ -231,12 +255,19 @@ def run_block(b, binary, env, cwd, root):
         r = subprocess.run([binary, "check", "--policy", path], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=EXAMPLE_TIMEOUT_S)
         return None if r.returncode == 0 else f"does not load as a policy: {r.stderr.strip()}"
-    if kind not in ("sh", "python"):
-        return f"cannot run a block of language \"{b.lang}\" (sh, bash, python or json)"
+    if kind not in ("sh", "python", "js"):
+        return f"cannot run a block of language \"{b.lang}\" (sh, bash, python, js or json)"
     script = os.path.join(root, f"example-{os.getpid()}-{b.line}")
+    if kind == "js":
+        why = node_modules_in(cwd)
+        if why:
+            return why
+        # An ES module finds its imports in the node_modules beside it.
+        script = os.path.join(cwd, f"example-{os.getpid()}-{b.line}.mjs")
     with open(script, "w") as f:
         f.write(b.text)
-    argv = ["bash", "-euo", "pipefail", script] if kind == "sh" else [PYTHON, script]
+    argv = {"sh": ["bash", "-euo", "pipefail", script], "python": [PYTHON, script],
+            "js": ["node", script]}[kind]
     try:
         r = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
