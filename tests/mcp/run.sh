@@ -29,6 +29,9 @@ command -v node >/dev/null || die "node is missing (apt-get install nodejs)"
 major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$major" -ge 20 ] || die "node $(node --version) is too old: the MCP SDK needs node 20 or later"
 
+# The suites may start side by side: one installs while the other waits.
+exec 9>"/tmp/deskgate-mcp-npm-$(printf %s "$here" | sha256sum | cut -c1-16).lock"
+flock 9
 if [ ! -f "$here/node_modules/.package-lock.json" ] ||
    [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
 	command -v npm >/dev/null || die "npm is missing (apt-get install npm) and tests/mcp/node_modules is not installed"
@@ -36,6 +39,8 @@ if [ ! -f "$here/node_modules/.package-lock.json" ] ||
 	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in $here"
 fi
 
+flock -u 9
+exec 9>&-
 mkdir -p "$work"
 export NODE_PATH="$here/node_modules"
 exec node "$here/$suite.js" "$bin" "$work"

@@ -760,7 +760,9 @@ Test(hostile, huge_strings)
 	json_t *a = json_pack("{s[s]}", "argv", s);
 	cr_assert_lt(call("exec", a), 0);
 	json_decref(a);
-	/* A huge tool name and id. */
+	/* A huge tool name and id (msg: what the last call() left). */
+	free(msg);
+	msg = NULL;
 	cr_assert_eq(dg_mcp_call_message(s, NULL, "mcp_1", &msg, NULL, &err), -ENOENT);
 	cr_assert_lt(strlen(err.msg), 400);
 	cr_assert_eq(dg_mcp_call_message("computer", NULL, s, &msg, NULL, &err), -EINVAL);
