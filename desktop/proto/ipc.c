@@ -23,27 +23,38 @@ size_t dg_ipc_max(uint32_t type)
 		return DG_IPC_VERDICT_MAX;
 	case DG_MSG_FRAME:
 		return DG_IPC_FRAME_MAX;
+	case DG_MSG_CDP_IN:
+	case DG_MSG_CDP_OUT:
+		return DG_IPC_CDP_MAX;
+	case DG_MSG_CDP_DECIDE:
+		return DG_IPC_CDP_DECIDE_MAX;
+	case DG_MSG_CDP_OPEN:
+	case DG_MSG_CDP_CLOSE:
+	case DG_MSG_CDP_DROP:
+	case DG_MSG_CDP_VERDICT:
+		return DG_IPC_CDP_SMALL_MAX;
 	default:
 		return 0;
 	}
 }
 
-int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len)
+int dg_ipc_send_prefixed(int fd, uint32_t type, const void *pre, size_t pre_len, const void *data,
+			  size_t len)
 {
 	size_t max = dg_ipc_max(type);
 	if (max == 0)
 		return -EINVAL;
-	if (len > max)
+	if (len > max || pre_len > max - len)
 		return -EMSGSIZE;
-	uint32_t hdr[2] = {type, (uint32_t)len};
-	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)data, len}};
-	size_t total = sizeof(hdr) + len, sent = 0;
+	uint32_t hdr[2] = {type, (uint32_t)(pre_len + len)};
+	struct iovec iov[3] = {{hdr, sizeof(hdr)}, {(void *)pre, pre_len}, {(void *)data, len}};
+	size_t total = sizeof(hdr) + pre_len + len, sent = 0;
 	while (sent < total) {
-		struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+		struct msghdr m = {.msg_iov = iov, .msg_iovlen = 3};
 		/* MSG_NOSIGNAL: a dead peer is an error to report, not a signal. */
 		ssize_t k = sendmsg(fd, &m, MSG_NOSIGNAL);
 		if (k < 0 && errno == ENOTSOCK)
-			k = writev(fd, iov, 2);
+			k = writev(fd, iov, 3);
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
@@ -57,7 +68,7 @@ int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len)
 		}
 		sent += (size_t)k;
 		size_t skip = (size_t)k;
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 3; i++) {
 			size_t d = skip < iov[i].iov_len ? skip : iov[i].iov_len;
 			iov[i].iov_base = (char *)iov[i].iov_base + d;
 			iov[i].iov_len -= d;
@@ -65,6 +76,11 @@ int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len)
 		}
 	}
 	return 0;
+}
+
+int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len)
+{
+	return dg_ipc_send_prefixed(fd, type, NULL, 0, data, len);
 }
 
 static int fill(int fd, void *p, size_t want, size_t *got)

@@ -121,13 +121,37 @@ enum dg_msg_type {
 	DG_MSG_REQUEST = 6, /* worker -> owner: a browser request held for a verdict:
 			     * {"req":N,"url":U,"method":M,"resource":R,"target":T} */
 	DG_MSG_VERDICT = 7, /* owner -> worker: {"req":N,"allow":BOOL} */
-	DG_MSG_TYPE_MAX = 7,
+	/* The CDP endpoint (docs/cdp.md): the owner relays each CDP client's
+	 * messages as bytes; the worker, which parses them, asks the owner to
+	 * decide each command and sends the client its answers and events.
+	 * The binary ones start with the client's number, a u32 in host order
+	 * (DG_CDP_CLIENT_HDR bytes), chosen by the owner. */
+	DG_MSG_CDP_OPEN = 8,    /* owner -> worker: u32 client: a client connected */
+	DG_MSG_CDP_CLOSE = 9,   /* owner -> worker: u32 client: it went away */
+	DG_MSG_CDP_IN = 10,     /* owner -> worker: u32 client, its message (unparsed) */
+	DG_MSG_CDP_OUT = 11,    /* worker -> owner: u32 client, a message to send it */
+	DG_MSG_CDP_DROP = 12,   /* worker -> owner: u32 client, why (text): close it
+				 * (a malformed or oversized message) */
+	DG_MSG_CDP_DECIDE = 13, /* worker -> owner: a command to decide and record,
+				 * {"req":N,"client":C,"method":M,"session":S,
+				 *  "action"?:{canonical action, screen coordinates},
+				 *  "code"?:JS,"url"?:U,"params"?:{what the recording keeps}} */
+	DG_MSG_CDP_VERDICT = 14, /* owner -> worker: {"req":N,"allow":B,"rule":R,"reason":W} */
+	DG_MSG_TYPE_MAX = 14,
 };
 
 #define DG_IPC_HEADER 8
 #define DG_IPC_JSON_MAX (1024u * 1024)        /* ACTION, READY, RESULT, EVENT, REQUEST */
 #define DG_IPC_VERDICT_MAX 256                /* VERDICT */
 #define DG_IPC_FRAME_MAX (48u * 1024 * 1024)  /* a PNG of the largest desktop */
+#define DG_CDP_CLIENT_HDR 4                   /* the client number of a CDP message */
+#define DG_CDP_CLIENT_MSG_MAX (16u * 1024 * 1024) /* bytes of one CDP message either way */
+#define DG_CDP_CODE_MAX (4u * 1024 * 1024)   /* bytes of a script a command runs (the
+					       * injected scripts of Playwright run to
+					       * hundreds of KiB) */
+#define DG_IPC_CDP_MAX (DG_CDP_CLIENT_HDR + DG_CDP_CLIENT_MSG_MAX) /* CDP_IN, CDP_OUT */
+#define DG_IPC_CDP_DECIDE_MAX (DG_CDP_CODE_MAX + 64u * 1024)    /* CDP_DECIDE */
+#define DG_IPC_CDP_SMALL_MAX 1024             /* CDP_OPEN, CDP_CLOSE, CDP_DROP, CDP_VERDICT */
 
 /* The cap for a message type, or 0 for an unknown type. */
 size_t dg_ipc_max(uint32_t type);
@@ -136,6 +160,10 @@ size_t dg_ipc_max(uint32_t type);
  * Returns 0 or a negative errno (-EPIPE when the peer is gone, -EMSGSIZE
  * over the cap). */
 int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len);
+/* The same with pre (pre_len bytes) before data, as one message: a CDP
+ * message's client number before its bytes, without a copy. */
+int dg_ipc_send_prefixed(int fd, uint32_t type, const void *pre, size_t pre_len, const void *data,
+			 size_t len);
 
 /* Incremental reader for a non-blocking descriptor. */
 struct dg_ipc_reader {
@@ -285,6 +313,54 @@ int dg_worker_send_verdict(int ctl, long long req, bool allow, struct dg_err *er
 int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
 			     const uint8_t *data, size_t len, struct dg_decision *d,
 			     struct json_t **request, struct dg_err *err);
+
+/* ---- the CDP endpoint's messages (cdp-msg.c; docs/cdp.md) -------------------
+ *
+ * A DG_MSG_CDP_DECIDE: one command of a CDP client, as the worker's
+ * firewall read it, for the owner to decide with the session's policy and
+ * record. decode: 0 or -EPROTO (not an object; req not a positive integer;
+ * client not a u32; method not "Domain.method" of at most DG_CDP_METHOD_MAX
+ * bytes of [A-Za-z0-9_.]; session longer than DG_CDP_SESSION_MAX; action
+ * not an object; code, url not strings; params not an object; an unknown
+ * key): d zeroed then. What it points to is owned by d->msg (free with
+ * dg_cdp_decide_free). */
+#define DG_CDP_METHOD_MAX 128
+#define DG_CDP_SESSION_MAX 64
+#define DG_CDP_REASON_MAX 512
+struct dg_cdp_decide {
+	uint64_t req;
+	uint32_t client;
+	const char *method;
+	const char *session;       /* "" at the client's browser level */
+	struct json_t *action;     /* the canonical action it amounts to, or NULL */
+	const char *code;          /* the script it runs, or NULL */
+	size_t code_len;
+	const char *url;           /* a URL it sends a request to, or NULL */
+	struct json_t *params;     /* what the recording keeps of its parameters, or NULL */
+	struct json_t *msg;
+};
+int dg_cdp_decide_decode(const uint8_t *data, size_t len, struct dg_cdp_decide *d,
+			 struct dg_err *err);
+void dg_cdp_decide_free(struct dg_cdp_decide *d);
+
+/* A DG_MSG_CDP_VERDICT, both ways: send one (rule and reason cut to fit
+ * DG_IPC_CDP_SMALL_MAX), or decode one (0 or -EPROTO). */
+struct dg_cdp_verdict {
+	uint64_t req;
+	bool allow;
+	char rule[64];
+	char reason[DG_CDP_REASON_MAX];
+};
+int dg_cdp_verdict_send(int fd, const struct dg_cdp_verdict *v, struct dg_err *err);
+int dg_cdp_verdict_decode(const uint8_t *data, size_t len, struct dg_cdp_verdict *v,
+			  struct dg_err *err);
+
+/* The client number before a CDP_OPEN/CLOSE/IN/OUT/DROP message's bytes:
+ * 0, or -EPROTO when the message is shorter than DG_CDP_CLIENT_HDR. */
+int dg_cdp_client_of(const uint8_t *data, size_t len, uint32_t *client, const uint8_t **rest,
+		     size_t *rest_len);
+/* Sends one of those messages: client's number, then len bytes. */
+int dg_cdp_send(int fd, uint32_t type, uint32_t client, const void *data, size_t len);
 
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);
