@@ -128,6 +128,35 @@ struct dg_rules {
 	long long apm, max_actions, max_exec; /* -1: no budget */
 };
 
+/* The "cdp" section (cdp.c): two pattern lists, immutable once loaded and
+ * shared by reference like struct dg_rules. A pattern is "Domain.method"
+ * (domain and method set), "Domain.*" (method empty) or "*" (both empty). */
+enum { DG_CDP_ALLOW = 0, DG_CDP_DENY = 1 };
+
+struct dg_cdppat {
+	char domain[DG_POLICY_CDP_NAME_MAX + 1];
+	char method[DG_POLICY_CDP_NAME_MAX + 1];
+};
+
+struct dg_policy_cdp {
+	atomic_int refs;
+	struct dg_cdppat pats[2][DG_POLICY_CDP_RULES_MAX]; /* [DG_CDP_ALLOW], [DG_CDP_DENY] */
+	int n[2];
+};
+
+/* "cdp": fills p->cdp (cdp.c). */
+int dg_policy_parse_cdp(struct pctx *c, const json_t *v, struct dg_policy *p);
+
+/* Frees a struct dg_policy_cdp whose last reference is gone (cdp.c). */
+void dg_policy_cdp_destroy(struct dg_policy_cdp *r);
+
+/* Helpers of the section parsers (rules.c): "WHERE: VALUE is not WHAT",
+ * and the refusal of any key of object v not in allowed (NULL-terminated),
+ * named "SECTION.KEY". Both return -EINVAL (dg_policy_fail). */
+int dg_rules_not_a(struct pctx *c, const char *where, const json_t *v, const char *what);
+int dg_rules_known_keys(struct pctx *c, const char *section, const json_t *v,
+			const char *const *allowed);
+
 /* Section parsers of the rule sections (rules.c); each fills p->rules,
  * creating it on first use. */
 int dg_rules_parse_default(struct pctx *c, const json_t *v, struct dg_policy *p);

@@ -252,6 +252,7 @@ static const struct section sections[] = {
 	{ "javascript", dg_rules_parse_javascript },
 	{ "egress", dg_rules_parse_egress },
 	{ "budgets", dg_rules_parse_budgets },
+	{ "cdp", dg_policy_parse_cdp },
 	{ "recording", parse_recording },
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
@@ -364,15 +365,20 @@ void dg_policy_copy(struct dg_policy *dst, const struct dg_policy *src)
 	*dst = *src;
 	if (src->rules)
 		atomic_fetch_add(&src->rules->refs, 1);
+	if (src->cdp)
+		atomic_fetch_add(&src->cdp->refs, 1);
 }
 
 void dg_policy_free(struct dg_policy *p)
 {
-	if (!p || !p->rules)
+	if (!p)
 		return;
-	if (atomic_fetch_sub(&p->rules->refs, 1) == 1)
+	if (p->rules && atomic_fetch_sub(&p->rules->refs, 1) == 1)
 		dg_rules_destroy(p->rules);
 	p->rules = NULL;
+	if (p->cdp && atomic_fetch_sub(&p->cdp->refs, 1) == 1)
+		dg_policy_cdp_destroy(p->cdp);
+	p->cdp = NULL;
 }
 
 /* dg_read_file reads at most DG_POLICY_FILE_MAX + 1 bytes: one more than

@@ -22,6 +22,12 @@
  * DG_LIMIT_*) are in base/base.h, shared with the spawner. */
 #define DG_POLICY_FILE_MAX (1024 * 1024) /* bytes of a policy file */
 #define DG_POLICY_VERSION 1
+/* Bounds of the "cdp" section (policy/cdp.c): patterns per list (cdp.allow,
+ * cdp.deny), and bytes of a domain or method name, in a pattern or in a
+ * method decided (so a method is at most 2 * DG_POLICY_CDP_NAME_MAX + 1
+ * bytes). CDP's longest names are about half of that. */
+#define DG_POLICY_CDP_RULES_MAX 64
+#define DG_POLICY_CDP_NAME_MAX 64
 
 /* The rule sections, compiled (policy/policy-priv.h); NULL when the policy
  * has none (the built-in default, or a file of only "version" and
@@ -30,13 +36,21 @@
  * actions.allow or actions.ask lets run (policy/rules.c, "actions"). */
 struct dg_rules;
 
-/* Copying a struct dg_policy by value shares its rules without a reference:
+/* The "cdp" section, compiled (policy/policy-priv.h); NULL when the policy
+ * has none: then CDP methods get the built-in default alone
+ * (dg_policy_decide_cdp). Not a rule section: a file of only "version" and
+ * "cdp" has no rules (p->rules stays NULL) and needs no "default". */
+struct dg_policy_cdp;
+
+/* Copying a struct dg_policy by value shares its rules and cdp without a
+ * reference:
  * use dg_policy_copy for a copy that outlives the original, and
  * dg_policy_free when done with one that came from parse, load or copy. */
 struct dg_policy {
 	int version;
 	struct dg_limits limits;
 	struct dg_rules *rules;
+	struct dg_policy_cdp *cdp;
 	bool redact_text;   /* "recording": {"redact_text": true}: typed text is
 			       recorded as its length and a salted hash only */
 };
@@ -62,11 +76,13 @@ int dg_policy_load_text(const char *path, struct dg_policy *p, char **text, size
 /* Note for both: on success *p is overwritten without releasing what it
  * held; call dg_policy_free first when it holds a loaded policy. */
 
-/* dst becomes a copy of src holding its own reference to src's rules. */
+/* dst becomes a copy of src holding its own references to src's rules and
+ * cdp. */
 void dg_policy_copy(struct dg_policy *dst, const struct dg_policy *src);
 
-/* Drops p's reference to its rules (freed with the last one) and sets
- * p->rules to NULL; limits stay. Safe on a default or already freed policy. */
+/* Drops p's references to its rules and cdp (each freed with its last one)
+ * and sets p->rules and p->cdp to NULL; limits stay. Safe on a default or
+ * already freed policy. */
 void dg_policy_free(struct dg_policy *p);
 
 /* ---- Decisions (policy/decide.c) -------------------------------------------
@@ -141,6 +157,31 @@ int dg_policy_decide_url(const struct dg_policy *p, const char *url, struct dg_d
  * Returns 0 or -EINVAL for a NULL argument (d says deny, rule "internal"). */
 int dg_policy_decide_ws_origin(const struct dg_policy *p, bool secure, const char *host,
 			       uint16_t port, struct dg_decision *d);
+
+/* Decides one CDP command's method, "Domain.method" (docs/cdp.md), against
+ * the "cdp" section alone; its parameters are decided elsewhere, as
+ * actions and URLs. Never ask: allow or deny.
+ *   1. method not 1..DG_POLICY_CDP_NAME_MAX bytes of [A-Za-z0-9_], the
+ *      domain starting with an upper-case letter, a '.', 1..
+ *      DG_POLICY_CDP_NAME_MAX bytes of [A-Za-z0-9_] -> deny, rule
+ *      "cdp.malformed" (the caller refuses a method whose JSON string holds
+ *      a NUL: only the bytes before the first NUL are seen here);
+ *   2. a pattern of cdp.deny matches -> deny, rule "cdp.deny[i]" (the first);
+ *   3. one of the methods that end the session's browser or go around the
+ *      firewall (Browser.close, Browser.crash, Browser.crashGpuProcess,
+ *      Page.crash, Target.exposeDevToolsProtocol, Target.sendMessageToTarget,
+ *      Target.setRemoteLocations, Security.setIgnoreCertificateErrors) ->
+ *      deny, rule "builtin.cdp", whatever cdp.allow says;
+ *   4. a pattern of cdp.allow matches -> allow, rule "cdp.allow[i]";
+ *   5. the built-in default, rule "builtin.cdp": allow for the domains a
+ *      browser-use client needs and five Browser methods (the list is in
+ *      policy/cdp.c and docs/cdp.md), deny for every other method.
+ * The policy's "default" plays no part: it was written for actions and
+ * URLs, and a "default": "allow" must not open Tracing or Extensions.
+ * Patterns match case-sensitively, as Chromium reads method names. Never
+ * allocates. Returns 0, or -EINVAL for a NULL argument (then d, when not
+ * NULL, says deny with rule "internal"). */
+int dg_policy_decide_cdp(const struct dg_policy *p, const char *method, struct dg_decision *d);
 
 /* The "urls" section and the default as the JSON a policy file would hold,
  * {"default": V, "allow": [...], "ask": [...], "deny": [...]}, patterns as

@@ -100,6 +100,9 @@
  * "budgets": {actions_per_minute?, max_actions?, max_exec?}: an action is
  *   denied when the caller's count (struct dg_decide_ctx) has reached the
  *   budget: with actions_per_minute 300, the 301st action within a minute.
+ *
+ * "cdp" (CDP methods, policy/cdp.c) and "recording" are not rule sections:
+ * they never make p->rules, so they need no "default".
  */
 #include <errno.h>
 #include <idn2.h>
@@ -115,6 +118,8 @@
  * link each other: CMakeLists.txt). */
 
 #define fail dg_policy_fail
+#define not_a dg_rules_not_a
+#define known_keys dg_rules_known_keys
 
 static const char *const verdict_names[3] = { "allow", "ask", "deny" };
 
@@ -152,16 +157,15 @@ static char *xasprintf(const char *fmt, ...)
 	return n < 0 ? NULL : s;
 }
 
-static int not_a(struct pctx *c, const char *where, const json_t *v, const char *what)
+int dg_rules_not_a(struct pctx *c, const char *where, const json_t *v, const char *what)
 {
 	char val[DG_SHOW_VALUE_BUF];
 	dg_show_value(v, val, sizeof(val));
 	return fail(c, "%s: %s is not %s", where, val, what);
 }
 
-/* Refuses any key of object v not in allowed (NULL-terminated). */
-static int known_keys(struct pctx *c, const char *section, const json_t *v,
-		      const char *const *allowed)
+int dg_rules_known_keys(struct pctx *c, const char *section, const json_t *v,
+			const char *const *allowed)
 {
 	const char *key;
 	json_t *item;
