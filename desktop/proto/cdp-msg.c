@@ -21,7 +21,7 @@ int dg_cdp_client_of(const uint8_t *data, size_t len, uint32_t *client, const ui
 	return 0;
 }
 
-int dg_cdp_msg_send(int fd, uint32_t type, uint32_t client, const void *data, size_t len)
+int dg_cdp_client_send(int fd, uint32_t type, uint32_t client, const void *data, size_t len)
 {
 	return dg_ipc_send_prefixed(fd, type, &client, sizeof(client), data, len);
 }

@@ -360,7 +360,7 @@ int dg_cdp_verdict_decode(const uint8_t *data, size_t len, struct dg_cdp_verdict
 int dg_cdp_client_of(const uint8_t *data, size_t len, uint32_t *client, const uint8_t **rest,
 		     size_t *rest_len);
 /* Sends one of those messages: client's number, then len bytes. */
-int dg_cdp_msg_send(int fd, uint32_t type, uint32_t client, const void *data, size_t len);
+int dg_cdp_client_send(int fd, uint32_t type, uint32_t client, const void *data, size_t len);
 
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);
