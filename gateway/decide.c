@@ -38,13 +38,12 @@ void dg_gw_count_action(struct gw_session *s)
 	s->minute_count[slot]++;
 }
 
-/* The policy decides every action before the desktop sees it (the action
- * layer of #5); r->decision says what and why. a is the adapter's parsed
- * action: validated for this desktop once, when the message came in. */
-void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct dg_action *a)
+/* The state an action is decided in: the page, the screen, the pointer,
+ * the budgets' counts. */
+static void decide_ctx(struct gw_session *s, struct dg_decide_ctx *ctx)
 {
 	long long now_s = dg_now_ms() / 1000;
-	struct dg_decide_ctx ctx = {
+	*ctx = (struct dg_decide_ctx){
 		.url = s->url && s->url[0] ? s->url : NULL,
 		.screen_w = s->width,
 		.screen_h = s->height,
@@ -54,6 +53,15 @@ void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct d
 		.actions_total = s->n_actions,
 		.exec_total = s->n_exec,
 	};
+}
+
+/* The policy decides every action before the desktop sees it (the action
+ * layer of #5); r->decision says what and why. a is the adapter's parsed
+ * action: validated for this desktop once, when the message came in. */
+void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct dg_action *a)
+{
+	struct dg_decide_ctx ctx;
+	decide_ctx(s, &ctx);
 	dg_policy_decide(&s->policy, a, &ctx, &r->decision);
 	free(r->b_url);
 	free(r->b_title);
@@ -92,4 +100,83 @@ int dg_gw_decide_request(struct gw_session *s, int fd, const uint8_t *data, size
 	dg_worker_request_free(&req);
 	dg_gw_note_decision(s, ev);
 	return 0;
+}
+
+/* Refuses into d (rule, reason). */
+static void refuse(struct dg_decision *d, const char *rule, const char *reason)
+{
+	d->verdict = DG_VERDICT_DENY;
+	snprintf(d->rule, sizeof(d->rule), "%s", rule);
+	snprintf(d->reason, sizeof(d->reason), "%s", reason);
+}
+
+static bool method_is(const struct dg_cdp_decide *q, const char *m)
+{
+	return strcmp(q->method, m) == 0;
+}
+
+void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d)
+{
+	dg_policy_decide_cdp(&s->policy, q->method, d);
+	if (d->verdict != DG_VERDICT_ALLOW)
+		return;
+	struct dg_decide_ctx ctx;
+	decide_ctx(s, &ctx);
+	const char *behavior = json_string_value(json_object_get(q->params, "behavior"));
+	if (method_is(q, "Browser.setDownloadBehavior") || method_is(q, "Page.setDownloadBehavior")) {
+		if (!behavior || (strcmp(behavior, "deny") && strcmp(behavior, "default")))
+			return refuse(d, "builtin.downloads", "downloads stay refused: the guard denies "
+				      "every download (behavior \"deny\" or \"default\" only)");
+	}
+	if (method_is(q, "Target.createBrowserContext") &&
+	    json_is_true(json_object_get(q->params, "proxyServer")))
+		return refuse(d, "builtin.cdp", "a browser context with a proxy of its own would go "
+			      "around the egress proxy");
+	if (q->action) {
+		struct dg_action a;
+		struct dg_err err = {{0}};
+		if (dg_action_parse_obj(q->action, s->width, s->height, &a, &err) != 0)
+			return refuse(d, "cdp.malformed", err.msg);
+		dg_policy_decide(&s->policy, &a, &ctx, d);
+		dg_action_free(&a);
+		if (d->verdict != DG_VERDICT_ALLOW)
+			goto ask;
+	}
+	if (q->code) {
+		/* A script of a CDP command may be far larger than a javascript
+		 * action's (Playwright's injected script): decided as one, on
+		 * its whole text, without the action parser's bound. */
+		struct dg_action a;
+		memset(&a, 0, sizeof(a));
+		a.type = DG_ACTION_JAVASCRIPT;
+		a.code = (char *)q->code;
+		a.code_len = q->code_len;
+		dg_policy_decide(&s->policy, &a, &ctx, d);
+		if (d->verdict != DG_VERDICT_ALLOW)
+			goto ask;
+	}
+	if (method_is(q, "DOM.setFileInputFiles")) {
+		/* The files themselves are checked in the jail as for the
+		 * file_upload member (the caller asks the spawner). */
+		struct dg_action a;
+		memset(&a, 0, sizeof(a));
+		a.type = DG_ACTION_FILE_UPLOAD;
+		dg_policy_decide(&s->policy, &a, &ctx, d);
+		if (d->verdict != DG_VERDICT_ALLOW)
+			goto ask;
+	}
+	if (q->url) {
+		dg_policy_decide_url(&s->policy, q->url, d);
+		if (d->verdict != DG_VERDICT_ALLOW)
+			goto ask;
+	}
+	return;
+ask:
+	if (d->verdict == DG_VERDICT_ASK) {
+		char reason[DG_DECISION_REASON_MAX];
+		snprintf(reason, sizeof(reason), "%.200s; a CDP client cannot wait for a human's "
+			 "approval", d->reason);
+		d->verdict = DG_VERDICT_DENY;
+		snprintf(d->reason, sizeof(d->reason), "%s", reason);
+	}
 }

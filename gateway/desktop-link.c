@@ -109,6 +109,17 @@ int dg_gw_worker_readable(struct gw_session *s)
 			dg_gw_session_end(s, "the desktop's worker broke the protocol");
 			return -1;
 		}
+		if (s->rd.type == DG_MSG_CDP_OUT || s->rd.type == DG_MSG_CDP_DROP ||
+		    s->rd.type == DG_MSG_CDP_DECIDE) {
+			/* The CDP endpoint's: relayed or decided by cdp-link.c. */
+			if (dg_gw_cdp_from_worker(s, s->rd.type, s->rd.buf, s->rd.len, &err) != 0) {
+				dg_gw_session_end(s, err.msg);
+				return -1;
+			}
+			if (!s->used)
+				return -1;
+			continue;
+		}
 		json_t *j = NULL;
 		/* A REQUEST is decoded once, by decide.c (typed); a FRAME is a PNG. */
 		if (s->rd.type != DG_MSG_FRAME && s->rd.type != DG_MSG_REQUEST) {
@@ -262,7 +273,8 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 		if (!x->used)
 			continue;
 		if ((ended && strcmp(x->id, msg->session) == 0) ||
-		    (req && (x->create_req == req || x->exec_req == req || x->upload_req == req)))
+		    (req && (x->create_req == req || x->exec_req == req || x->upload_req == req ||
+			     x->cdp_upload_req == req)))
 			s = x;
 	}
 	if (!s) {
@@ -276,6 +288,16 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 		return;
 	}
 	const char *error = msg->type == DG_SPAWN_ERROR ? msg->u.text : NULL;
+	if (req == s->cdp_upload_req) {
+		s->cdp_upload_req = 0;
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		if (msg->type == DG_SPAWN_UPLOAD_CHECKED && strcmp(msg->session, s->id) == 0)
+			dg_gw_cdp_upload_checked(s, &msg->u.upload_checked, NULL);
+		else
+			dg_gw_cdp_upload_checked(s, NULL, error ? error : "the spawner answered no check");
+		return;
+	}
 	if (req == s->upload_req) {
 		s->upload_req = 0;
 		for (int i = 0; i < nfds; i++)

@@ -33,7 +33,8 @@
 #define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
 #define DG_GW_GONE_WAIT_MS 500          /* worker gone: wait this long for the spawner's why */
-#define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */          /* random bytes of an approval id (hex in URLs) */
+#define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */
+#define DG_GW_CDP_CLIENTS_MAX 4         /* CDP clients of one session at once */          /* random bytes of an approval id (hex in URLs) */
 /* The egress proxy's supervision (egress-link.c). */
 #define DG_GW_EGRESS_DEATHS_MAX 5       /* deaths within DG_GW_EGRESS_WINDOW_MS that end
 					 * it: the 5th is not restarted (failed starts count) */
@@ -61,7 +62,7 @@ struct outmsg {
 	unsigned char data[]; /* LWS_PRE + len */
 };
 
-enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH };
+enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH, CONN_CDP };
 
 /* Per-wsi state of the server protocol. */
 struct conn {
@@ -101,6 +102,8 @@ struct conn {
 	long long window_start;
 	int window_count;     /* actions in the current one-second window */
 	unsigned events;      /* the agent: dg_agent_event bits its hello asked for */
+	uint32_t cdp_client;  /* CONN_CDP: its number in its session (the worker's too) */
+	struct conn *next_cdp;
 };
 
 /* An agent's message, waiting or running. */
@@ -191,6 +194,16 @@ struct gw_session {
 	int n_egress_open;
 	unsigned long egress_untracked; /* open ones past DG_GW_EGRESS_OPEN_MAX */
 	bool warm;             /* its desktop came from the warm pool */
+	struct conn *cdp;      /* its CDP clients (cdp-link.c), at most DG_GW_CDP_CLIENTS_MAX */
+	int n_cdp;
+	uint32_t cdp_next;     /* the last client number given */
+	/* A CDP client's DOM.setFileInputFiles the policy allowed, its files
+	 * being checked in the jail (one at a time): the spawner's request,
+	 * the command's decide request, and its recording event (owned). */
+	int cdp_upload_req;
+	uint64_t cdp_upload_q;
+	json_t *cdp_upload_ev;
+	unsigned long n_cdp_commands, n_cdp_refused;
 	/* actions decided in each of the last 60 seconds, for the policy's
 	 * actions_per_minute budget */
 	unsigned minute_count[60];
@@ -225,6 +238,7 @@ struct gw_metrics {
 	unsigned long requests[2];   /* the browser's requests: [allowed, blocked] */
 	unsigned long egress[2];     /* proxy connections: [allowed, denied] */
 	unsigned long egress_restarts; /* proxies started after the first */
+	unsigned long cdp[2];        /* CDP clients' commands: [allowed, refused] */
 	unsigned long rec_events, rec_us; /* recording writes and their cost */
 	double action_ms_sum;
 	unsigned long action_ms_count;
@@ -372,6 +386,11 @@ void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct d
 void dg_gw_count_action(struct gw_session *s);
 int dg_gw_decide_request(struct gw_session *s, int fd, const uint8_t *data, size_t len,
 			 struct dg_err *err);
+/* A CDP client's command as the worker read it (q), decided under s's
+ * policy into d: the method's rule, then what it amounts to (the
+ * canonical action, the script, the URL, downloads, a proxy); ask counts
+ * as deny (a CDP client cannot wait for a human). */
+void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d);
 
 /* runner.c */
 void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len);
@@ -451,6 +470,24 @@ void dg_gw_egress_lost(struct gw *gw, const char *why);
  * it is handled (fds taken). */
 bool dg_gw_egress_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const int *fds,
 				  int nfds);
+
+/* cdp-link.c: the CDP endpoint's gateway half (docs/cdp.md): clients'
+ * WebSockets relayed to the worker unparsed, its answers relayed back, its
+ * DECIDE messages decided (decide.c) and recorded. */
+json_t *dg_gw_cdp_version(const struct gw_session *s);
+void dg_gw_cdp_attach(struct gw_session *s, struct conn *c);
+void dg_gw_cdp_detach(struct gw_session *s, struct conn *c);
+void dg_gw_cdp_from_client(struct gw_session *s, struct conn *c, const char *msg, size_t len);
+/* A CDP message from the worker (type DG_MSG_CDP_OUT, _DROP or _DECIDE): 0,
+ * or -EPROTO (err says why) when the worker broke the protocol. */
+int dg_gw_cdp_from_worker(struct gw_session *s, uint32_t type, const uint8_t *data, size_t len,
+			  struct dg_err *err);
+/* The spawner's answer to s's CDP upload check (s->cdp_upload_req, cleared
+ * by the caller): answer NULL and error saying why when it could not check. */
+void dg_gw_cdp_upload_checked(struct gw_session *s, const struct dg_upload_check *answer,
+			      const char *error);
+/* The session ends: its CDP clients are closed (reason). */
+void dg_gw_cdp_end(struct gw_session *s, const char *reason);
 
 /* desktop-link.c */
 int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker channel */

@@ -178,6 +178,10 @@ static int metrics_reply(struct conn *c)
 	    "# HELP deskgate_egress_up Whether an egress proxy serves the sessions now.\n"
 	    "# TYPE deskgate_egress_up gauge\ndeskgate_egress_up %d\n",
 	    G->m.egress_restarts, G->egress_wsi != NULL);
+	OUT("# HELP deskgate_cdp_commands_total CDP clients' commands, decided.\n"
+	    "# TYPE deskgate_cdp_commands_total counter\n"
+	    "deskgate_cdp_commands_total{verdict=\"allow\"} %lu\n"
+	    "deskgate_cdp_commands_total{verdict=\"deny\"} %lu\n", G->m.cdp[0], G->m.cdp[1]);
 	OUT("# TYPE deskgate_errors_total counter\n"
 	    "deskgate_errors_total{kind=\"http\"} %lu\ndeskgate_errors_total{kind=\"auth\"} %lu\n"
 	    "deskgate_errors_total{kind=\"protocol\"} %lu\n",
@@ -327,6 +331,28 @@ static const char *create_error_code(int status)
 	}
 }
 
+/* A session's own token (given at its creation) opens its CDP endpoint
+ * (GET .../json/version here; the WebSocket in ws_bind) as its agent. */
+static bool session_token_auth(struct conn *c)
+{
+	char id[DG_SESSION_ID_MAX + 2], hdr[DG_TOKEN_MAX + 64];
+	const char *tail = session_path(c->path, id, sizeof(id));
+	const char *tok = NULL;
+	size_t len = 0;
+	if (!tail || (strcmp(tail, "/json/version") && strcmp(tail, "/json/version/")))
+		return false;
+	struct gw_session *s = dg_gw_session_find(G, id);
+	int n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION);
+	if (!s || n <= 0 || dg_auth_bearer(hdr, &tok, &len) != 0 ||
+	    !dg_gw_session_token_ok(s, tok, len))
+		return false;
+	memset(&c->who, 0, sizeof(c->who));
+	c->who.role = DG_ROLE_AGENT;
+	snprintf(c->who.name, sizeof(c->who.name), "%s", s->owner);
+	c->authed = true;
+	return true;
+}
+
 static int route(struct conn *c, const char *raw, size_t raw_len)
 {
 	const char *path = c->path;
@@ -341,7 +367,7 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 		return reply_json(c, 200, json_pack("{s:s, s:i}", "status", "ok", "sessions", live));
 	}
 	/* A POST's token was read with its headers (before its body). */
-	if (!(c->method == 'P' ? c->authed : authenticate(c)))
+	if (!(c->method == 'P' ? c->authed : authenticate(c)) && !session_token_auth(c))
 		return reply_error(c, 401, "unauthorized", "a valid bearer token is required");
 	if (strcmp(path, "/mcp") == 0)
 		return dg_gw_mcp_http(G, c, raw, raw_len);
@@ -395,6 +421,18 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 	}
 	char id[DG_SESSION_ID_MAX + 2];
 	const char *tail = session_path(path, id, sizeof(id));
+	if (tail && (strcmp(tail, "/json/version") == 0 || strcmp(tail, "/json/version/") == 0)) {
+		/* What CDP clients ask first (Playwright's connectOverCDP with the
+		 * trailing slash): where the session's CDP endpoint is. */
+		struct gw_session *s = dg_gw_session_find(G, id);
+		if (!s || !dg_auth_may(&c->who, DG_PERM_ACT, s->owner))
+			return reply_error(c, 404, "not_found", "no such session");
+		if (c->method != 'G')
+			return reply_error(c, 405, "method_not_allowed", "GET");
+		if (s->profile != DG_PROFILE_BROWSER)
+			return reply_error(c, 404, "not_found", "an xterm session has no browser");
+		return reply_json(c, 200, dg_gw_cdp_version(s));
+	}
 	if (tail && *tail == '\0') {
 		struct gw_session *s = dg_gw_session_find(G, id);
 		if (!s || !(dg_auth_may(&c->who, DG_PERM_WATCH, NULL) ||
@@ -426,7 +464,8 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		return -1;
 	}
 	const char *tail = session_path(path, id, sizeof(id));
-	if (!tail || (strcmp(tail, "/ws") != 0 && strcmp(tail, "/watch") != 0)) {
+	if (!tail || (strcmp(tail, "/ws") != 0 && strcmp(tail, "/watch") != 0 &&
+		      strcmp(tail, "/cdp") != 0)) {
 		snprintf(why, whylen, "no such endpoint");
 		return -1;
 	}
@@ -453,6 +492,27 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		c->authed = true;
 	}
 	bool agent = strcmp(tail, "/ws") == 0;
+	if (strcmp(tail, "/cdp") == 0) {
+		/* A CDP client acts on the browser: its agent or an admin, never
+		 * an observer; several at once, within the limit. */
+		if (!s || !dg_auth_may(&c->who, DG_PERM_ACT, s->owner)) {
+			snprintf(why, whylen, "no such session");
+			return -1;
+		}
+		if (s->profile != DG_PROFILE_BROWSER || s->state != S_READY) {
+			*status = 409;
+			snprintf(why, whylen, "the session has no browser ready");
+			return -1;
+		}
+		if (s->n_cdp >= DG_GW_CDP_CLIENTS_MAX) {
+			*status = 429;
+			snprintf(why, whylen, "the session has %d CDP clients already", s->n_cdp);
+			return -1;
+		}
+		c->kind = CONN_CDP;
+		c->s = s;
+		return 0;
+	}
 	if (!s || (agent && !dg_auth_may(&c->who, DG_PERM_ACT, s->owner)) ||
 	    (!agent && !dg_auth_may(&c->who, DG_PERM_WATCH, NULL) &&
 	     !dg_auth_may(&c->who, DG_PERM_ACT, s->owner))) {
@@ -486,6 +546,8 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 		c->rx_too_big = false;
 	}
 	size_t max = G->cfg.limits.max_message_bytes;
+	if (c->kind == CONN_CDP && max > DG_CDP_CLIENT_MSG_MAX)
+		max = DG_CDP_CLIENT_MSG_MAX;
 	if (!c->rx_too_big) {
 		if (c->rx_len + len > max) {
 			c->rx_too_big = true;
@@ -503,6 +565,25 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 	}
 	if (!final)
 		return;
+	if (c->kind == CONN_CDP) {
+		/* A CDP client's message goes to the worker as it came; the
+		 * worker reads it. Too large or binary: this client is closed. */
+		if (c->rx_too_big || binary) {
+			G->m.protocol_errors++;
+			c->closing = true;
+			lws_close_reason(c->wsi, c->rx_too_big ? LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE
+							       : LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
+					 (unsigned char *)(c->rx_too_big ? "message too large" : "text only"),
+					 c->rx_too_big ? 17 : 9);
+			lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		} else if (c->s && !c->closing) {
+			dg_gw_cdp_from_client(c->s, c, c->rx ? c->rx : "", c->rx_len);
+		}
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_len = 0;
+		return;
+	}
 	if (c->rx_too_big) {
 		G->m.protocol_errors++;
 		dg_gw_error_json(c, "too_large", "a message is at most %zu bytes", max);
@@ -618,6 +699,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1; /* the session went away since the handshake was checked */
 		if (c->kind == CONN_AGENT)
 			dg_gw_session_agent_attach(c->s, c);
+		else if (c->kind == CONN_CDP)
+			dg_gw_cdp_attach(c->s, c);
 		else
 			dg_gw_session_observer_attach(c->s, c);
 		return 0;
@@ -631,6 +714,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLOSED:
 		if (c->s && c->kind == CONN_AGENT)
 			dg_gw_session_agent_detach(c->s, c);
+		else if (c->s && c->kind == CONN_CDP)
+			dg_gw_cdp_detach(c->s, c);
 		else if (c->s && c->kind == CONN_WATCH)
 			dg_gw_session_observer_detach(c->s, c);
 		dg_gw_conn_free_queue(c);

@@ -420,6 +420,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 		n = o->next_observer;
 		close_conn(o, json_incref(ended));
 	}
+	dg_gw_cdp_end(s, reason);
 	json_decref(ended);
 	s->observers = NULL;
 	s->n_observers = 0;

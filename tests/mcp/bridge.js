@@ -1,5 +1,5 @@
 'use strict';
-// `deskgate mcp`, the stdio bridge (ctest: mcp/bridge; tests/mcp/run.sh
+// `deskgate mcp`, the stdio bridge (ctest: mcp/bridge; tests/support/node-suite.sh
 // DESKGATE_BINARY WORK_DIR bridge), between the MCP SDK's own client
 // (Client + StdioClientTransport, which spawns the bridge) and the SDK's own
 // server (McpServer + StreamableHTTPServerTransport, stateful, on loopback),
