@@ -24,24 +24,7 @@ const bin = process.argv[2];
 const CHROMIUM = process.env.DG_CHROMIUM || '/usr/bin/chromium';
 const here = __dirname;
 
-function say(s) { console.log(`mcp: ${s}`); }
-
-const failures = [];
-function fail(label, msg) {
-  failures.push(`${label}: ${msg}`);
-  say(`FAIL ${label}: ${msg}`);
-}
-function expect(label, ok, detail) {
-  if (ok) say(`ok   ${label}`);
-  else fail(label, detail === undefined ? 'not as expected' : String(detail).slice(0, 800));
-}
-async function check(label, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    fail(label, e.stack || String(e));
-  }
-}
+const { failures, say, fail, expect, check, done } = require('../support/checks.js').checks('mcp');
 
 // ---- the sites ------------------------------------------------------------------
 
@@ -368,11 +351,7 @@ async function main() {
   shop.srv.close();
   evil.srv.close();
   expect('the denied site saw no request', evil.log.length === 0, evil.log.join(', '));
-  if (failures.length) {
-    console.error(`mcp: ${failures.length} check(s) failed:\n  ${failures.join('\n  ')}`);
-    process.exit(1);
-  }
-  say('all checks passed');
+  done();
   await sleep(0);
 }
 
