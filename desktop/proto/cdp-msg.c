@@ -26,7 +26,7 @@ int dg_cdp_client_send(int fd, uint32_t type, uint32_t client, const void *data,
 	return dg_ipc_send_prefixed(fd, type, &client, sizeof(client), data, len);
 }
 
-static bool method_ok(const char *m)
+bool dg_cdp_method_ok(const char *m)
 {
 	size_t n = strlen(m), dots = 0;
 	if (n < 3 || n > DG_CDP_METHOD_MAX || m[0] == '.' || m[n - 1] == '.')
@@ -66,7 +66,7 @@ int dg_cdp_decide_decode(const uint8_t *data, size_t len, struct dg_cdp_decide *
 	if (!known || !json_is_integer(req) || json_integer_value(req) <= 0 ||
 	    !json_is_integer(client) || json_integer_value(client) < 0 ||
 	    json_integer_value(client) > UINT32_MAX || !json_is_string(method) ||
-	    !method_ok(json_string_value(method)) || (session && !json_is_string(session)) ||
+	    !dg_cdp_method_ok(json_string_value(method)) || (session && !json_is_string(session)) ||
 	    (session && json_string_length(session) > DG_CDP_SESSION_MAX) ||
 	    (action && !json_is_object(action)) || (code && !json_is_string(code)) ||
 	    (code && json_string_length(code) > DG_CDP_CODE_MAX) || (url && !json_is_string(url)) ||

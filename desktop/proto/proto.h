@@ -343,6 +343,10 @@ int dg_cdp_decide_decode(const uint8_t *data, size_t len, struct dg_cdp_decide *
 			 struct dg_err *err);
 void dg_cdp_decide_free(struct dg_cdp_decide *d);
 
+/* A CDP method name as the decide message takes it: "Domain.method", one
+ * dot, [A-Za-z0-9_] on both sides, 3..DG_CDP_METHOD_MAX bytes. */
+bool dg_cdp_method_ok(const char *m);
+
 /* A DG_MSG_CDP_VERDICT, both ways: send one (rule and reason cut to fit
  * DG_IPC_CDP_SMALL_MAX), or decode one (0 or -EPROTO). */
 struct dg_cdp_verdict {

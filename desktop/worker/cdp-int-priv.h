@@ -49,6 +49,7 @@ enum kind {
 	K_PAGE_ENABLE,  /* Page.enable on a fresh page session */
 	K_INFO,         /* Target.getTargetInfo for the current page, by the client */
 	K_REFRESH,      /* the same, asked for by the owner (dg_cdp_refresh) */
+	K_RAW,          /* dg_cdp_send_raw: the whole reply handed over */
 };
 
 /* A command sent and not answered yet. */
@@ -134,10 +135,6 @@ void dg_cdp_refuse(struct dg_cdp *c, const char *fmt, ...) __attribute__((format
  * as \xNN, cut (with "...") so that the result fits. */
 void dg_cdp_show(const char *in, char *out);
 
-/* A bounded identifier (targetId, sessionId) from the browser: a string of
- * 1..DG_CDP_ID_MAX printable ASCII bytes. */
-bool dg_cdp_valid_id(const json_t *v);
-
 /* The common part of every command: queued (and written when the pipe
  * takes it) with a pending slot of kind, on session_id (NULL: the browser
  * session), bound to page_gen (0: not page-bound), target for K_ATTACH.
@@ -149,8 +146,8 @@ int dg_cdp_send_cmd(struct dg_cdp *c, enum kind kind, const char *method, json_t
 
 /* Completes the pending commands with id <= max_id (those that existed when
  * the failure happened, not ones their callbacks sent since) that match
- * page_gen (0: all); the client's own (discovery, attach) only when
- * with_internal. Returns how many. */
+ * page_gen (0: all); the client's own (discovery, attach) and the raw ones
+ * only when with_internal. Returns how many. */
 int dg_cdp_fail_pending(struct dg_cdp *c, int64_t max_id, uint64_t page_gen, bool with_internal,
 			int status, const char *msg);
 

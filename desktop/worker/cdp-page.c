@@ -396,6 +396,7 @@ void dg_cdp_finish(struct dg_cdp *c, struct pending p, int status, json_t *resul
 		request_info(c, false);
 	switch (p.kind) {
 	case K_USER:
+	case K_RAW:
 		call_done(&p, status, result, msg);
 		return;
 	case K_NAVIGATE:

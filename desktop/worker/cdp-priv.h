@@ -79,9 +79,11 @@
  * strings: jansson spends 40-80 bytes a value, so 8 MiB of "[0,0,...]"
  * would otherwise cost some 200 MiB; this bounds it near 16 MiB. */
 #define DG_CDP_NODES_MAX 200000
-#define DG_CDP_PENDING_MAX 256             /* commands awaiting replies */
+#define DG_CDP_PENDING_MAX 512             /* commands awaiting replies: the worker's own
+					    * and its CDP clients' (cdp-fw-priv.h: 4 x 64) */
 #define DG_CDP_TARGETS_MAX 64              /* page targets tracked */
-#define DG_CDP_OUT_MAX (1024u * 1024)      /* bytes of commands queued to write */
+#define DG_CDP_OUT_MAX (8u * 1024 * 1024)  /* bytes of commands queued to write (a CDP
+					    * client's command may be DG_CDP_MSG_MAX) */
 #define DG_CDP_URL_MAX 8192                /* bytes of a page URL kept */
 #define DG_CDP_TITLE_MAX 1024              /* bytes of a page title kept */
 #define DG_CDP_ID_MAX 64                   /* bytes of a targetId / sessionId */
@@ -185,6 +187,17 @@ int dg_cdp_handle_out(struct dg_cdp *c, struct dg_err *err);
 int dg_cdp_send(struct dg_cdp *c, const char *method, json_t *params, const char *session_id,
 		dg_cdp_done_fn done, void *arg, struct dg_err *err);
 
+/* Sends a command whose reply the owner reads whole (the CDP firewall,
+ * cdp-fw-priv.h, hands it to a client): as dg_cdp_send, but done gets
+ * status 0 and result = the reply message itself for every reply the
+ * browser sent to it, an error as much as a result ({"id", "result"} or
+ * {"id", "error": {"code", "message", "data"?}}, "sessionId" on a session;
+ * nothing in it checked but the id and the session), or a negative status
+ * and no result when none came (-EPIPE, -ECANCELED at dg_cdp_free).
+ * dg_cdp_fail_all leaves these commands alone. */
+int dg_cdp_send_raw(struct dg_cdp *c, const char *method, json_t *params, const char *session_id,
+		    dg_cdp_done_fn done, void *arg, struct dg_err *err);
+
 /* Commands on the current page. Each returns as dg_cdp_send, plus -EAGAIN
  * while no page is attached (!dg_cdp_ready).
  *
@@ -223,9 +236,19 @@ int dg_cdp_switch(struct dg_cdp *c, const char *target_id, struct dg_err *err);
 
 /* Completes every pending command the owner sent (dg_cdp_send and the page
  * commands) with status and message: its deadline passed, it gives up. The
- * client's own commands (discovery, attach) are left alone. Returns how many
- * were completed. */
+ * client's own commands (discovery, attach) and the raw ones
+ * (dg_cdp_send_raw) are left alone. Returns how many were completed. */
 int dg_cdp_fail_all(struct dg_cdp *c, int status, const char *message);
+
+/* The bounds the client reads the browser's messages with, for others that
+ * read DevTools messages (the firewall reads its clients' with them):
+ * dg_cdp_nodes: how many JSON values s (n bytes) describes, as counted
+ *   against DG_CDP_NODES_MAX (brackets and commas outside strings, a scan
+ *   before any parser allocates); the count stops at stop + 1;
+ * dg_cdp_valid_id: v is an identifier (targetId, sessionId) as the client
+ *   keeps them: a string of 1..DG_CDP_ID_MAX printable ASCII bytes. */
+size_t dg_cdp_nodes(const char *s, size_t n, size_t stop);
+bool dg_cdp_valid_id(const json_t *v);
 
 /* ---- State (valid until the next handler call) ---- */
 

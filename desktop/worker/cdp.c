@@ -129,6 +129,13 @@ static bool internal(enum kind k)
 	return k == K_DISCOVER || k == K_ATTACH || k == K_PAGE_ENABLE || k == K_INFO;
 }
 
+/* Commands an owner's deadline (dg_cdp_fail_all) leaves alone: the
+ * client's own, and the raw ones, whose waits are not the action's. */
+static bool not_the_owners(enum kind k)
+{
+	return internal(k) || k == K_RAW;
+}
+
 int dg_cdp_fail_pending(struct dg_cdp *c, int64_t max_id, uint64_t page_gen, bool with_internal,
 			int status, const char *msg)
 {
@@ -136,7 +143,7 @@ int dg_cdp_fail_pending(struct dg_cdp *c, int64_t max_id, uint64_t page_gen, boo
 	for (int i = 0; i < DG_CDP_PENDING_MAX; i++) {
 		struct pending *p = &c->pending[i];
 		if (p->id == 0 || p->id > max_id || (page_gen && p->page_gen != page_gen) ||
-		    (!with_internal && internal(p->kind)))
+		    (!with_internal && not_the_owners(p->kind)))
 			continue;
 		complete(c, p, status, NULL, msg);
 		n++;
@@ -312,7 +319,7 @@ out:
 /* Counts JSON values (opening brackets and commas outside strings, an
  * overestimate of what jansson will allocate per message divided by about
  * two) and stops early past the bound. */
-static bool too_many_nodes(const char *s, size_t n)
+size_t dg_cdp_nodes(const char *s, size_t n, size_t stop)
 {
 	size_t count = 0;
 	bool in_str = false;
@@ -326,11 +333,11 @@ static bool too_many_nodes(const char *s, size_t n)
 		} else if (ch == '"') {
 			in_str = true;
 		} else if (ch == ',' || ch == '[' || ch == '{') {
-			if (++count > DG_CDP_NODES_MAX)
-				return true;
+			if (++count > stop)
+				return count;
 		}
 	}
-	return false;
+	return count;
 }
 
 static int hex4(const char *s)
@@ -379,13 +386,24 @@ static void mend_surrogates(char *s, size_t n)
 static void on_reply(struct dg_cdp *c, json_t *msg, json_int_t id, const char *session)
 {
 	struct pending *p = id > 0 ? pending_find(c, id) : NULL;
-	if (!p || strcmp(p->session, session ? session : "") != 0) {
+	/* A command on a session the browser does not know (any more) is
+	 * answered by the browser itself, without a sessionId: -32001 "Session
+	 * with given id not found." (Chromium 156). Only the browser sends
+	 * messages without one (a page's always carry its session), so such an
+	 * error completes a raw command, whose owner passes it on. */
+	bool gone = p && p->kind == K_RAW && p->session[0] && !session &&
+		    json_is_object(json_object_get(msg, "error"));
+	if (!p || (!gone && strcmp(p->session, session ? session : "") != 0)) {
 		/* Not ours, already done, or answered on another session than the
 		 * command's: a browser cannot complete a command of another page. */
 		c->stats.unknown_ids++;
 		return;
 	}
 	c->stats.replies++;
+	if (p->kind == K_RAW) { /* the owner reads the reply, error or not */
+		complete(c, p, 0, msg, NULL);
+		return;
+	}
 	json_t *error = json_object_get(msg, "error"), *result = json_object_get(msg, "result");
 	char text[DG_CDP_ERRTEXT_MAX + 1];
 	if (error) {
@@ -417,7 +435,7 @@ static void process(struct dg_cdp *c, char *s, size_t n)
 {
 	c->stats.messages++;
 	mend_surrogates(s, n);
-	if (too_many_nodes(s, n)) {
+	if (dg_cdp_nodes(s, n, DG_CDP_NODES_MAX) > DG_CDP_NODES_MAX) {
 		dg_cdp_refuse(c, "message of %zu bytes with more than %d JSON values", n,
 			      DG_CDP_NODES_MAX);
 		return;
@@ -642,6 +660,12 @@ int dg_cdp_send(struct dg_cdp *c, const char *method, json_t *params, const char
 		dg_cdp_done_fn done, void *arg, struct dg_err *err)
 {
 	return dg_cdp_send_cmd(c, K_USER, method, params, session_id, 0, NULL, done, arg, err);
+}
+
+int dg_cdp_send_raw(struct dg_cdp *c, const char *method, json_t *params, const char *session_id,
+		    dg_cdp_done_fn done, void *arg, struct dg_err *err)
+{
+	return dg_cdp_send_cmd(c, K_RAW, method, params, session_id, 0, NULL, done, arg, err);
 }
 
 int dg_cdp_fail_all(struct dg_cdp *c, int status, const char *message)

@@ -24,6 +24,7 @@
 #include "actions/actions.h"
 #include "desktop/proto/proto.h"
 #include "desktop/worker/ack-priv.h"
+#include "desktop/worker/cdp-fw-priv.h"
 #include "desktop/worker/cdp-priv.h"
 #include "desktop/worker/frame-priv.h"
 #include "desktop/worker/guard-priv.h"
@@ -62,6 +63,7 @@ struct worker {
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
+	struct dg_cdpfw *fw;     /* the CDP endpoint's firewall (without a browser: refuses) */
 	struct dg_ack ack;       /* browser: typing the page acknowledges */
 	struct dg_tree tree;     /* browser: reading the page */
 	struct dg_pagelog *log;  /* browser: each tab's console and network (pagelog.c) */
@@ -1606,6 +1608,9 @@ static int guard_emit(void *arg, uint32_t type, const char *json)
 static void cdp_event(void *arg, const char *method, const char *session, json_t *params)
 {
 	struct worker *w = arg;
+	/* A CDP client's session's: its own, never the guard's or the logs'. */
+	if (dg_cdpfw_event(w->fw, method, session, params))
+		return;
 	dg_guard_event(w->guard, method, session, params);
 	dg_pagelog_event(w->log, method, session, params);
 	/* A tab opened, closed or navigated: which one is in front may have
@@ -1624,7 +1629,8 @@ static void browser_start(struct worker *w)
 	w->cdp = dg_cdp_new(DG_WORKER_FD_CDP_OUT, DG_WORKER_FD_CDP_IN);
 	w->guard = w->cdp ? dg_guard_new(w->cdp, guard_emit, w) : NULL;
 	w->log = dg_pagelog_new(w->cdp);
-	if (!w->guard || !w->log)
+	w->fw = dg_cdpfw_new(w->cdp, w->ctl);
+	if (!w->guard || !w->log || !w->fw)
 		die("DevTools: out of memory");
 	dg_guard_set_pagelog(w->guard, w->log);
 	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
@@ -1720,6 +1726,10 @@ static void loop(struct worker *w)
 			if (r == 1 && w->rd.type == DG_MSG_VERDICT && w->guard) {
 				if (dg_guard_verdict(w->guard, (const char *)w->rd.buf, w->rd.len, &err))
 					die("protocol error: %s", err.msg);
+			} else if (r == 1 && dg_cdpfw_handles(w->rd.type)) {
+				/* CDP clients, in every phase: they do not wait for actions. */
+				if (dg_cdpfw_message(w->fw, w->rd.type, w->rd.buf, w->rd.len, &err))
+					die("protocol error: %s", err.msg);
 			} else if (r == 1) {
 				/* One action at a time: the owner sends the next only after
 				 * the result of this one. */
@@ -1745,6 +1755,8 @@ int dg_worker_main(int argc, char **argv)
 	connect_rfb(w);
 	if (w->profile == DG_PROFILE_BROWSER)
 		browser_start(w);
+	else if (!(w->fw = dg_cdpfw_new(NULL, w->ctl)))
+		die("out of memory");
 	wait_content(w);
 	struct dg_err err = {{0}};
 	if (dg_seccomp_install_worker(&err))

@@ -1,0 +1,798 @@
+/* cdp-fw: the CDP firewall's routing (contract: cdp-fw-priv.h).
+ *
+ * A fixed table of clients; each holds its browser session, the sessions
+ * it owns (with the session each was announced on), its messages waiting
+ * for that browser session (raw bytes, in order) and its commands waiting
+ * for a verdict or a reply (a fixed table, each with its arrival number:
+ * allowed ones leave for Chromium in that order). A command sent to
+ * Chromium carries a ticket (struct ticket, malloc'd, freed by its
+ * completion, listed in the firewall until then) that names the client
+ * slot's use and the command's slot and number; a slot freed meanwhile (the
+ * client went away) no longer holds that number, and the reply is dropped.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desktop/proto/proto.h"
+#include "desktop/worker/cdp-fw-priv.h"
+
+/* Chromium's own answer to a command on a session it does not know. */
+#define NOT_FOUND_CODE -32001
+#define NOT_FOUND_TEXT "Session with given id not found."
+/* The CDP code of a command the server refuses (Chromium's "server error"). */
+#define REFUSED_CODE -32000
+#define BUSY_TEXT "deskgate: too many commands in flight"
+/* Largest integer id a client may use: JavaScript's safe integers. */
+#define ID_MAX ((json_int_t)1 << 53)
+/* Bytes of a DROP reason after the client number. */
+#define REASON_MAX (DG_IPC_CDP_SMALL_MAX - DG_CDP_CLIENT_HDR - 1)
+
+enum cmd_state { CMD_FREE, CMD_DECIDING, CMD_ALLOWED, CMD_SENT };
+
+struct ticket;
+
+/* A client's command, from its arrival to Chromium's reply. */
+struct cmd {
+	enum cmd_state state;
+	uint64_t req;                       /* its DECIDE number */
+	uint64_t seq;                       /* arrival order within the client */
+	json_int_t id;                      /* the client's id */
+	char session[DG_CDP_ID_MAX + 1];    /* the session the client named; "" none */
+	char method[DG_CDP_METHOD_MAX + 1];
+	json_t *params;                     /* until sent; NULL: none */
+	size_t bytes, nodes;                /* what it holds, until sent */
+	uint64_t ticket;                    /* CMD_SENT: its ticket's number */
+};
+
+/* A session a client owns (besides its browser session). */
+struct owned {
+	char id[DG_CDP_ID_MAX + 1];         /* "" free */
+	char parent[DG_CDP_ID_MAX + 1];     /* the session it was announced on */
+};
+
+/* A message that came before the client's browser session. */
+struct queued {
+	uint8_t *data;
+	size_t len;
+};
+
+struct client {
+	bool used;
+	uint32_t num;                        /* the owner's number for it */
+	uint64_t gen;                        /* this use of the slot */
+	char browser[DG_CDP_ID_MAX + 1];     /* its browser session; "" while attaching */
+	struct queued queue[DG_CDPFW_QUEUE_MAX];
+	int n_queued;
+	struct cmd cmds[DG_CDPFW_PENDING_MAX];
+	int n_cmds;
+	uint64_t next_seq, sent_seq;
+	size_t held_bytes, held_nodes;       /* queue and commands awaiting verdicts */
+	struct owned sessions[DG_CDPFW_SESSIONS_MAX];
+	int n_sessions;
+};
+
+/* The completion context of a command the firewall sent Chromium: an
+ * attach (cmd NULL) or a client's command. fw NULL: the firewall is gone
+ * (dg_cdpfw_free), and the ticket is in no list. */
+struct ticket {
+	struct dg_cdpfw *fw;
+	struct ticket *prev, *next;
+	int client;
+	uint64_t gen;                        /* the client slot's use */
+	struct cmd *cmd;
+	uint64_t no;
+};
+
+struct dg_cdpfw {
+	struct dg_cdp *cdp;
+	int ctl;
+	struct client clients[DG_CDPFW_CLIENTS_MAX];
+	int n_attaching;                     /* browser sessions asked for, not answered */
+	struct ticket *tickets;              /* every ticket not completed */
+	uint64_t next_req, next_gen, next_ticket;
+	struct dg_cdpfw_stats st;
+};
+
+/* ---- STUB: what a command amounts to for the policy ---------------------
+ * To be replaced by dg_cdp_classify (desktop/worker/cdp-classify.c, being
+ * written elsewhere): int dg_cdp_classify(method, params, view, struct
+ * dg_cdp_class *out, err), which gives the canonical action, the code, the
+ * URL and the parameters the recording keeps, or a reason to refuse. Until
+ * then every command is decided on its method alone: nothing to add,
+ * nothing refused here. The fields below are what send_decide reads. */
+struct fw_class {
+	json_t *action;     /* owned: a canonical action (screen coordinates), or NULL */
+	const char *code;   /* JS the command runs, or NULL */
+	const char *url;    /* a URL it loads, or NULL */
+	json_t *params;     /* owned: what the recording keeps, or NULL */
+	const char *refuse; /* not NULL: refused before deciding, for this reason */
+};
+
+static int classify(const char *method, json_t *params, struct fw_class *out, struct dg_err *err)
+{
+	(void)method;
+	(void)params;
+	(void)err;
+	memset(out, 0, sizeof(*out));
+	return 0;
+}
+
+static void class_free(struct fw_class *k)
+{
+	json_decref(k->action);
+	json_decref(k->params);
+	memset(k, 0, sizeof(*k));
+}
+/* ---- end of the stub ---- */
+
+/* ---- to the owner ---- */
+
+static void count_send(struct dg_cdpfw *fw, int r)
+{
+	if (r)
+		fw->st.send_errors++;
+}
+
+/* Sends the client one message (compact JSON; j consumed). */
+static void to_client(struct dg_cdpfw *fw, const struct client *cl, json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (!s) {
+		fw->st.send_errors++;
+		return;
+	}
+	size_t n = strlen(s);
+	if (n > DG_CDP_CLIENT_MSG_MAX)
+		fw->st.send_errors++; /* cannot happen: Chromium's are at most DG_CDP_MSG_MAX */
+	else
+		count_send(fw, dg_cdp_client_send(fw->ctl, DG_MSG_CDP_OUT, cl->num, s, n));
+	free(s);
+}
+
+/* The answer to a command: error {code, message}; with session (not NULL,
+ * not ""), on that session. */
+static void answer_error(struct dg_cdpfw *fw, const struct client *cl, json_int_t id,
+			 const char *session, int code, const char *message)
+{
+	json_t *j = json_pack("{s:I, s:{s:i, s:s}}", "id", id, "error", "code", code, "message",
+			      message);
+	if (j && session && *session)
+		json_object_set_new(j, "sessionId", json_string(session));
+	to_client(fw, cl, j);
+}
+
+static void client_free(struct dg_cdpfw *fw, struct client *cl);
+
+/* Drops the client: the owner is told why (and closes it); its slot goes. */
+static void drop(struct dg_cdpfw *fw, struct client *cl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void drop(struct dg_cdpfw *fw, struct client *cl, const char *fmt, ...)
+{
+	char why[REASON_MAX + 1];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	/* The reason may quote the client: printable ASCII only. */
+	for (char *p = why; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	count_send(fw, dg_cdp_client_send(fw->ctl, DG_MSG_CDP_DROP, cl->num, why, strlen(why)));
+	fw->st.dropped++;
+	client_free(fw, cl);
+}
+
+/* ---- clients ---- */
+
+static struct client *client_find(struct dg_cdpfw *fw, uint32_t num)
+{
+	for (int i = 0; i < DG_CDPFW_CLIENTS_MAX; i++)
+		if (fw->clients[i].used && fw->clients[i].num == num)
+			return &fw->clients[i];
+	return NULL;
+}
+
+static struct ticket *ticket_new(struct dg_cdpfw *fw, struct client *cl, struct cmd *k)
+{
+	struct ticket *t = malloc(sizeof(*t));
+	if (!t)
+		return NULL;
+	*t = (struct ticket){fw, NULL, fw->tickets, (int)(cl - fw->clients), cl->gen, k,
+			     ++fw->next_ticket};
+	if (fw->tickets)
+		fw->tickets->prev = t;
+	fw->tickets = t;
+	return t;
+}
+
+/* A ticket's completion: *copy gets it, it leaves the list and is freed.
+ * Returns the firewall, or NULL when it is gone or the command was
+ * cancelled with the DevTools client. */
+static struct dg_cdpfw *ticket_end(struct ticket *t, int status, struct ticket *copy)
+{
+	*copy = *t;
+	struct dg_cdpfw *fw = t->fw;
+	if (fw) {
+		if (t->prev)
+			t->prev->next = t->next;
+		else
+			fw->tickets = t->next;
+		if (t->next)
+			t->next->prev = t->prev;
+	}
+	free(t);
+	return status == -ECANCELED ? NULL : fw;
+}
+
+static void cmd_clear(struct client *cl, struct cmd *k)
+{
+	if (k->state == CMD_DECIDING || k->state == CMD_ALLOWED) {
+		cl->held_bytes -= k->bytes;
+		cl->held_nodes -= k->nodes;
+	}
+	json_decref(k->params);
+	memset(k, 0, sizeof(*k));
+	cl->n_cmds--;
+}
+
+/* Everything of the client goes; its browser session is detached, which
+ * detaches every session it opened under it. Replies on their way find
+ * their slot empty (their ticket no longer named there). */
+static void client_free(struct dg_cdpfw *fw, struct client *cl)
+{
+	for (int i = 0; i < cl->n_queued; i++)
+		free(cl->queue[i].data);
+	for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++)
+		if (cl->cmds[i].state != CMD_FREE)
+			cmd_clear(cl, &cl->cmds[i]);
+	if (cl->browser[0])
+		dg_cdp_send(fw->cdp, "Target.detachFromTarget",
+			    json_pack("{s:s}", "sessionId", cl->browser), NULL, NULL, NULL, NULL);
+	memset(cl, 0, sizeof(*cl));
+}
+
+/* Whether session is one of the client's: its browser session or one it
+ * owns. */
+static bool owns(const struct client *cl, const char *session)
+{
+	if (cl->browser[0] && strcmp(cl->browser, session) == 0)
+		return true;
+	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX; i++)
+		if (cl->sessions[i].id[0] && strcmp(cl->sessions[i].id, session) == 0)
+			return true;
+	return false;
+}
+
+static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data, size_t len);
+
+static void attached(void *arg, int status, json_t *reply, const char *error_message)
+{
+	(void)error_message;
+	struct ticket t;
+	struct dg_cdpfw *fw = ticket_end(arg, status, &t);
+	if (!fw)
+		return;
+	fw->n_attaching--;
+	struct client *cl = &fw->clients[t.client];
+	bool mine = cl->used && cl->gen == t.gen;
+	json_t *sid = json_object_get(json_object_get(reply, "result"), "sessionId");
+	if (!mine) { /* the client went away meanwhile: so does its session */
+		if (status == 0 && dg_cdp_valid_id(sid))
+			dg_cdp_send(fw->cdp, "Target.detachFromTarget",
+				    json_pack("{s:O}", "sessionId", sid), NULL, NULL, NULL, NULL);
+		return;
+	}
+	if (status != 0 || !dg_cdp_valid_id(sid)) {
+		json_t *m = json_object_get(json_object_get(reply, "error"), "message");
+		drop(fw, cl, "the browser gave no session for the client (%.200s)",
+		     json_is_string(m) ? json_string_value(m) : status ? strerror(-status)
+								: "no sessionId");
+		return;
+	}
+	snprintf(cl->browser, sizeof(cl->browser), "%s", json_string_value(sid));
+	/* The messages that waited, in order (one may drop the client). */
+	uint64_t gen = cl->gen;
+	for (int i = 0; i < cl->n_queued; i++) {
+		struct queued q = cl->queue[i];
+		cl->queue[i].data = NULL;
+		cl->held_bytes -= q.len;
+		if (cl->used && cl->gen == gen)
+			process(fw, cl, q.data, q.len);
+		free(q.data);
+	}
+	if (cl->used && cl->gen == gen)
+		cl->n_queued = 0;
+}
+
+static void on_open(struct dg_cdpfw *fw, uint32_t num)
+{
+	struct client *cl = NULL;
+	for (int i = 0; i < DG_CDPFW_CLIENTS_MAX && !cl; i++)
+		if (!fw->clients[i].used)
+			cl = &fw->clients[i];
+	const char *refuse = !fw->cdp ? "this session has no browser"
+			     : !cl    ? "too many CDP clients"
+				      : NULL;
+	if (refuse) {
+		fw->st.refused_clients++;
+		count_send(fw, dg_cdp_client_send(fw->ctl, DG_MSG_CDP_DROP, num, refuse,
+						  strlen(refuse)));
+		return;
+	}
+	memset(cl, 0, sizeof(*cl));
+	cl->used = true;
+	cl->num = num;
+	cl->gen = ++fw->next_gen;
+	fw->st.opened++;
+	struct ticket *t = ticket_new(fw, cl, NULL), copy;
+	struct dg_err e = {{0}};
+	if (!t || dg_cdp_send_raw(fw->cdp, "Target.attachToBrowserTarget", NULL, NULL, attached, t,
+				  &e)) {
+		if (t)
+			ticket_end(t, -ECANCELED, &copy);
+		drop(fw, cl, "no session for the client: %s", t ? e.msg : "out of memory");
+		return;
+	}
+	fw->n_attaching++;
+}
+
+/* ---- commands ---- */
+
+/* Reads one client message into its parts; NULL with why when it is not
+ * a command (the caller drops the client). */
+static json_t *parse(const uint8_t *data, size_t len, char *why, size_t why_len)
+{
+	if (len > DG_CDP_MSG_MAX) {
+		snprintf(why, why_len, "longer than %u bytes", DG_CDP_MSG_MAX);
+		return NULL;
+	}
+	if (dg_cdp_nodes((const char *)data, len, DG_CDP_NODES_MAX) > DG_CDP_NODES_MAX) {
+		snprintf(why, why_len, "more than %d JSON values", DG_CDP_NODES_MAX);
+		return NULL;
+	}
+	json_error_t je;
+	json_t *m = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &je);
+	if (!m) {
+		snprintf(why, why_len, "not JSON (at byte %d: %.80s)", je.position, je.text);
+		return NULL;
+	}
+	const char *key;
+	json_t *v;
+	if (!json_is_object(m)) {
+		snprintf(why, why_len, "not an object");
+		goto bad;
+	}
+	json_object_foreach(m, key, v)
+	{
+		if (strcmp(key, "id") != 0 && strcmp(key, "method") != 0 &&
+		    strcmp(key, "params") != 0 && strcmp(key, "sessionId") != 0) {
+			snprintf(why, why_len, "unknown key \"%.40s\"", key);
+			goto bad;
+		}
+	}
+	json_t *id = json_object_get(m, "id"), *method = json_object_get(m, "method");
+	json_t *params = json_object_get(m, "params"), *sid = json_object_get(m, "sessionId");
+	if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > ID_MAX)
+		snprintf(why, why_len, "id is not an integer from 0 to 2^53");
+	else if (!json_is_string(method) || !dg_cdp_method_ok(json_string_value(method)))
+		snprintf(why, why_len, "method is not a \"Domain.method\" name");
+	else if (params && !json_is_object(params))
+		snprintf(why, why_len, "params is not an object");
+	else if (sid && !json_is_string(sid))
+		snprintf(why, why_len, "sessionId is not a string");
+	else
+		return m;
+bad:
+	json_decref(m);
+	return NULL;
+}
+
+static struct cmd *cmd_slot(struct client *cl)
+{
+	for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++)
+		if (cl->cmds[i].state == CMD_FREE)
+			return &cl->cmds[i];
+	return NULL;
+}
+
+/* Asks the owner to decide k; false when it could not be asked (answered). */
+static bool send_decide(struct dg_cdpfw *fw, struct client *cl, struct cmd *k,
+			const struct fw_class *cls)
+{
+	json_t *j = json_pack("{s:I, s:I, s:s, s:s}", "req", (json_int_t)k->req, "client",
+			      (json_int_t)cl->num, "method", k->method, "session", k->session);
+	if (j && cls->action)
+		json_object_set(j, "action", cls->action);
+	if (j && cls->code)
+		json_object_set_new(j, "code", json_string(cls->code));
+	if (j && cls->url)
+		json_object_set_new(j, "url", json_string(cls->url));
+	if (j && cls->params)
+		json_object_set(j, "params", cls->params);
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	size_t n = s ? strlen(s) : 0;
+	if (!s || n > DG_IPC_CDP_DECIDE_MAX) {
+		free(s);
+		answer_error(fw, cl, k->id, k->session, REFUSED_CODE,
+			     s ? "deskgate: the command is too large to decide"
+			       : "deskgate: out of memory");
+		return false;
+	}
+	count_send(fw, dg_ipc_send(fw->ctl, DG_MSG_CDP_DECIDE, s, n));
+	free(s);
+	fw->st.decided++;
+	return true;
+}
+
+/* One message of an attached client. */
+static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data, size_t len)
+{
+	char why[160];
+	json_t *m = parse(data, len, why, sizeof(why));
+	if (!m) {
+		drop(fw, cl, "malformed CDP message: %s", why);
+		return;
+	}
+	fw->st.commands++;
+	json_int_t id = json_integer_value(json_object_get(m, "id"));
+	const char *method = json_string_value(json_object_get(m, "method"));
+	json_t *params = json_object_get(m, "params"), *sid = json_object_get(m, "sessionId");
+	const char *session = sid ? json_string_value(sid) : "";
+	size_t nodes = dg_cdp_nodes((const char *)data, len, DG_CDP_NODES_MAX);
+	struct fw_class cls = {0};
+	struct dg_err e = {{0}};
+	struct cmd *k;
+	if (sid && !owns(cl, session)) {
+		fw->st.not_found++;
+		answer_error(fw, cl, id, NULL, NOT_FOUND_CODE, NOT_FOUND_TEXT);
+	} else if (cl->n_cmds >= DG_CDPFW_PENDING_MAX ||
+		   cl->held_bytes + len > DG_CDPFW_HELD_BYTES_MAX ||
+		   cl->held_nodes + nodes > DG_CDPFW_HELD_NODES_MAX || !(k = cmd_slot(cl))) {
+		fw->st.refused++;
+		answer_error(fw, cl, id, session, REFUSED_CODE, BUSY_TEXT);
+	} else if (classify(method, params, &cls, &e) != 0 || cls.refuse) {
+		fw->st.refused++;
+		char text[DG_ERR_MAX + 16];
+		snprintf(text, sizeof(text), "%s", cls.refuse ? cls.refuse : e.msg);
+		answer_error(fw, cl, id, session, REFUSED_CODE, text);
+	} else {
+		*k = (struct cmd){.state = CMD_DECIDING, .req = ++fw->next_req,
+				  .seq = cl->next_seq++, .id = id, .bytes = len, .nodes = nodes};
+		snprintf(k->session, sizeof(k->session), "%s", session);
+		snprintf(k->method, sizeof(k->method), "%s", method);
+		k->params = params ? json_incref(params) : NULL;
+		cl->n_cmds++;
+		cl->held_bytes += len;
+		cl->held_nodes += nodes;
+		if (!send_decide(fw, cl, k, &cls))
+			cmd_clear(cl, k);
+	}
+	class_free(&cls);
+	json_decref(m);
+}
+
+static void on_in(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data, size_t len)
+{
+	if (cl->browser[0]) {
+		process(fw, cl, data, len);
+		return;
+	}
+	if (cl->n_queued >= DG_CDPFW_QUEUE_MAX || cl->held_bytes + len > DG_CDPFW_HELD_BYTES_MAX) {
+		drop(fw, cl, "more than %d messages before its session was ready",
+		     DG_CDPFW_QUEUE_MAX);
+		return;
+	}
+	uint8_t *copy = malloc(len ? len : 1);
+	if (!copy) {
+		drop(fw, cl, "out of memory");
+		return;
+	}
+	memcpy(copy, data, len);
+	cl->queue[cl->n_queued++] = (struct queued){copy, len};
+	cl->held_bytes += len;
+}
+
+/* Chromium's reply to a client's command: to the client with its own id,
+ * the reply's result or error as they are. */
+static void replied(void *arg, int status, json_t *reply, const char *error_message)
+{
+	(void)error_message;
+	struct ticket t;
+	struct dg_cdpfw *fw = ticket_end(arg, status, &t);
+	if (!fw)
+		return;
+	struct client *cl = &fw->clients[t.client];
+	struct cmd *k = t.cmd;
+	if (!cl->used || cl->gen != t.gen || k->state != CMD_SENT || k->ticket != t.no)
+		return; /* the client went away */
+	json_t *error = json_object_get(reply, "error"), *result = json_object_get(reply, "result");
+	json_t *j;
+	if (status != 0)
+		j = json_pack("{s:I, s:{s:i, s:s}}", "id", k->id, "error", "code", REFUSED_CODE,
+			      "message", "deskgate: the browser went away");
+	else if (json_is_object(error))
+		j = json_pack("{s:I, s:O}", "id", k->id, "error", error);
+	else if (json_is_object(result))
+		j = json_pack("{s:I, s:O}", "id", k->id, "result", result);
+	else
+		j = json_pack("{s:I, s:{s:i, s:s}}", "id", k->id, "error", "code", -32603,
+			      "message", "deskgate: the browser's reply had no result");
+	/* On the session the client named, unless Chromium answered from the
+	 * browser itself (a session it no longer knows: -32001, as it is). */
+	if (j && k->session[0] && json_object_get(reply, "sessionId"))
+		json_object_set_new(j, "sessionId", json_string(k->session));
+	fw->st.replies++;
+	cmd_clear(cl, k);
+	to_client(fw, cl, j);
+}
+
+/* Sends the client's allowed commands to Chromium in the order it sent
+ * them: up to the first one still waiting for its verdict. */
+static void flush(struct dg_cdpfw *fw, struct client *cl)
+{
+	while (cl->used && cl->browser[0]) {
+		struct cmd *next = NULL;
+		for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++) {
+			struct cmd *k = &cl->cmds[i];
+			if ((k->state == CMD_DECIDING || k->state == CMD_ALLOWED) &&
+			    (!next || k->seq < next->seq))
+				next = k;
+		}
+		if (!next || next->state != CMD_ALLOWED)
+			return;
+		/* Its session may have gone while it was decided. */
+		if (next->session[0] && !owns(cl, next->session)) {
+			fw->st.not_found++;
+			answer_error(fw, cl, next->id, NULL, NOT_FOUND_CODE, NOT_FOUND_TEXT);
+			cmd_clear(cl, next);
+			continue;
+		}
+		struct ticket *t = ticket_new(fw, cl, next), copy;
+		struct dg_err e = {{0}};
+		int r = -ENOMEM;
+		if (t) {
+			json_t *params = next->params;
+			next->params = NULL;
+			r = dg_cdp_send_raw(fw->cdp, next->method, params,
+					    next->session[0] ? next->session : cl->browser, replied, t,
+					    &e);
+		}
+		if (r) {
+			if (t)
+				ticket_end(t, -ECANCELED, &copy);
+			char text[DG_ERR_MAX + 16];
+			snprintf(text, sizeof(text), "deskgate: %s", t ? e.msg : "out of memory");
+			answer_error(fw, cl, next->id, next->session, REFUSED_CODE, text);
+			cmd_clear(cl, next);
+			continue;
+		}
+		cl->held_bytes -= next->bytes;
+		cl->held_nodes -= next->nodes;
+		next->state = CMD_SENT;
+		next->ticket = t->no;
+	}
+}
+
+static int on_verdict(struct dg_cdpfw *fw, const uint8_t *data, size_t len, struct dg_err *err)
+{
+	struct dg_cdp_verdict v;
+	int r = dg_cdp_verdict_decode(data, len, &v, err);
+	if (r)
+		return r;
+	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++) {
+		struct client *cl = &fw->clients[c];
+		for (int i = 0; cl->used && i < DG_CDPFW_PENDING_MAX; i++) {
+			struct cmd *k = &cl->cmds[i];
+			if (k->state != CMD_DECIDING || k->req != v.req)
+				continue;
+			if (v.allow) {
+				fw->st.allowed++;
+				k->state = CMD_ALLOWED;
+				flush(fw, cl);
+				return 0;
+			}
+			fw->st.denied++;
+			char text[sizeof(v.rule) + sizeof(v.reason) + 32];
+			snprintf(text, sizeof(text), "deskgate: denied by %s: %s", v.rule, v.reason);
+			answer_error(fw, cl, k->id, k->session, REFUSED_CODE, text);
+			cmd_clear(cl, k);
+			flush(fw, cl); /* those after it may go now */
+			return 0;
+		}
+	}
+	fw->st.stale_verdicts++;
+	return 0;
+}
+
+/* ---- sessions and events ---- */
+
+/* Forgets session and every session announced on it, at any depth. */
+static void forget(struct client *cl, const char *session)
+{
+	char gone[DG_CDP_ID_MAX + 1];
+	snprintf(gone, sizeof(gone), "%s", session);
+	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX; i++) {
+		struct owned *o = &cl->sessions[i];
+		if (o->id[0] && strcmp(o->id, gone) == 0) {
+			memset(o, 0, sizeof(*o));
+			cl->n_sessions--;
+		}
+	}
+	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX; i++) {
+		struct owned *o = &cl->sessions[i];
+		if (o->id[0] && strcmp(o->parent, gone) == 0) {
+			char child[DG_CDP_ID_MAX + 1];
+			snprintf(child, sizeof(child), "%s", o->id);
+			forget(cl, child);
+		}
+	}
+}
+
+/* Target.attachedToTarget on the client's session parent: the new session
+ * is the client's, or withheld (detached at once). Returns whether the
+ * event goes on to the client. */
+static bool on_attached(struct dg_cdpfw *fw, struct client *cl, const char *parent,
+			json_t *params)
+{
+	json_t *sid = json_object_get(params, "sessionId");
+	json_t *type = json_object_get(json_object_get(params, "targetInfo"), "type");
+	if (!dg_cdp_valid_id(sid))
+		return false; /* nothing the client could use */
+	const char *id = json_string_value(sid);
+	if (owns(cl, id))
+		return true;
+	bool ui = json_is_string(type) && strcmp(json_string_value(type), "browser_ui") == 0;
+	struct owned *slot = NULL;
+	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX && !slot && !ui; i++)
+		if (!cl->sessions[i].id[0])
+			slot = &cl->sessions[i];
+	if (!slot) {
+		fw->st.sessions_withheld++;
+		dg_cdp_send(fw->cdp, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", id),
+			    parent, NULL, NULL, NULL);
+		return false;
+	}
+	snprintf(slot->id, sizeof(slot->id), "%s", id);
+	snprintf(slot->parent, sizeof(slot->parent), "%s", parent);
+	cl->n_sessions++;
+	return true;
+}
+
+/* A root event: the announcement of a client's browser session (Chromium
+ * sends Target.attachedToTarget, type "browser", before its reply), or of
+ * its end. */
+static bool on_root_event(struct dg_cdpfw *fw, const char *method, json_t *params)
+{
+	json_t *sid = json_object_get(params, "sessionId");
+	if (!dg_cdp_valid_id(sid))
+		return false;
+	if (strcmp(method, "Target.attachedToTarget") == 0) {
+		json_t *type = json_object_get(json_object_get(params, "targetInfo"), "type");
+		/* Only attachToBrowserTarget makes a "browser" session, and only the
+		 * firewall sends it. */
+		return fw->n_attaching > 0 && json_is_string(type) &&
+		       strcmp(json_string_value(type), "browser") == 0;
+	}
+	if (strcmp(method, "Target.detachedFromTarget") != 0)
+		return false;
+	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++) {
+		struct client *cl = &fw->clients[c];
+		if (cl->used && strcmp(cl->browser, json_string_value(sid)) == 0) {
+			cl->browser[0] = '\0'; /* gone: nothing to detach */
+			drop(fw, cl, "the browser ended the client's session");
+			return true;
+		}
+	}
+	return false;
+}
+
+bool dg_cdpfw_event(struct dg_cdpfw *fw, const char *method, const char *session, json_t *params)
+{
+	if (!fw || !fw->cdp)
+		return false;
+	if (!session)
+		return on_root_event(fw, method, params);
+	struct client *cl = NULL;
+	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX && !cl; c++)
+		if (fw->clients[c].used && owns(&fw->clients[c], session))
+			cl = &fw->clients[c];
+	if (!cl)
+		return false;
+	if (strcmp(method, "Target.attachedToTarget") == 0 && !on_attached(fw, cl, session, params))
+		return true;
+	if (strcmp(method, "Target.detachedFromTarget") == 0) {
+		json_t *sid = json_object_get(params, "sessionId");
+		if (dg_cdp_valid_id(sid) && strcmp(json_string_value(sid), cl->browser) != 0)
+			forget(cl, json_string_value(sid));
+	}
+	json_t *j = json_pack("{s:s, s:O}", "method", method, "params", params);
+	if (j && strcmp(session, cl->browser) != 0)
+		json_object_set_new(j, "sessionId", json_string(session));
+	fw->st.events++;
+	to_client(fw, cl, j);
+	return true;
+}
+
+/* ---- the owner's messages ---- */
+
+bool dg_cdpfw_handles(uint32_t type)
+{
+	return type == DG_MSG_CDP_OPEN || type == DG_MSG_CDP_CLOSE || type == DG_MSG_CDP_IN ||
+	       type == DG_MSG_CDP_VERDICT;
+}
+
+int dg_cdpfw_message(struct dg_cdpfw *fw, uint32_t type, const uint8_t *data, size_t len,
+		     struct dg_err *err)
+{
+	if (type == DG_MSG_CDP_VERDICT)
+		return on_verdict(fw, data, len, err);
+	uint32_t num;
+	const uint8_t *rest;
+	size_t rest_len;
+	if (!dg_cdpfw_handles(type) || dg_cdp_client_of(data, len, &num, &rest, &rest_len) != 0 ||
+	    (type != DG_MSG_CDP_IN && rest_len != 0))
+		return dg_err_set(err, -EPROTO, "CDP message of type %u: %zu bytes", type, len);
+	struct client *cl = client_find(fw, num);
+	if (type == DG_MSG_CDP_OPEN) {
+		if (cl)
+			return dg_err_set(err, -EPROTO, "CDP client %u opened twice", num);
+		on_open(fw, num);
+	} else if (!cl) {
+		fw->st.unknown_clients++; /* dropped already: its last messages cross the DROP */
+	} else if (type == DG_MSG_CDP_CLOSE) {
+		fw->st.closed++;
+		client_free(fw, cl);
+	} else {
+		on_in(fw, cl, rest, rest_len);
+	}
+	return 0;
+}
+
+/* ---- life ---- */
+
+struct dg_cdpfw *dg_cdpfw_new(struct dg_cdp *c, int ctl)
+{
+	struct dg_cdpfw *fw = calloc(1, sizeof(*fw));
+	if (!fw)
+		return NULL;
+	fw->cdp = c;
+	fw->ctl = ctl;
+	return fw;
+}
+
+void dg_cdpfw_free(struct dg_cdpfw *fw)
+{
+	if (!fw)
+		return;
+	/* Tickets still in the DevTools client must not find the firewall. */
+	for (struct ticket *t = fw->tickets; t; t = t->next)
+		t->fw = NULL;
+	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++) {
+		struct client *cl = &fw->clients[c];
+		if (cl->used) {
+			for (int i = 0; i < cl->n_queued; i++)
+				free(cl->queue[i].data);
+			for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++)
+				json_decref(cl->cmds[i].params);
+		}
+	}
+	free(fw);
+}
+
+int dg_cdpfw_n_clients(const struct dg_cdpfw *fw)
+{
+	int n = 0;
+	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++)
+		n += fw->clients[c].used;
+	return n;
+}
+
+void dg_cdpfw_stats(const struct dg_cdpfw *fw, struct dg_cdpfw_stats *s)
+{
+	*s = fw->st;
+}

@@ -1,0 +1,505 @@
+/* The CDP firewall's routing (desktop/worker/cdp-fw.c) between a fake
+ * browser (tests/support/dg_fake_cdp.h: the test plays Chromium) and the
+ * test playing the worker's owner on a socketpair: clients' messages in,
+ * DECIDE out, verdicts in, commands to the browser on the right session
+ * with ids of the worker's, replies and events back to the right client
+ * only. The real browser's side is tests/containment/test_cdp_fw.c. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cdp-fw-priv.h"
+#include "cdp-priv.h"
+#include "desktop/proto/proto.h"
+#include "dg_fake_cdp.h"
+
+struct rig {
+	struct dg_fake_cdp f;
+	struct dg_cdpfw *fw;
+	int owner;                /* the test's end of the worker's channel */
+	int ctl;                  /* the firewall's end */
+	struct dg_ipc_reader rd;
+	char others[8192];        /* events the firewall left to the guard */
+};
+
+static struct dg_err err;
+
+static void on_event(void *arg, const char *method, const char *session, json_t *params)
+{
+	(void)params;
+	struct rig *g = arg;
+	if (dg_cdpfw_event(g->fw, method, session, params))
+		return;
+	size_t l = strlen(g->others);
+	snprintf(g->others + l, sizeof(g->others) - l, "%s@%s ", method, session ? session : "root");
+}
+
+static void rig_open(struct rig *g)
+{
+	memset(g, 0, sizeof(*g));
+	dg_fake_cdp_open(&g->f);
+	int sp[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	g->owner = sp[0];
+	g->ctl = sp[1];
+	fcntl(g->owner, F_SETFL, O_NONBLOCK);
+	g->fw = dg_cdpfw_new(g->f.c, sp[1]);
+	cr_assert(g->fw);
+	dg_cdp_set_event_handler(g->f.c, on_event, g);
+}
+
+static void rig_close(struct rig *g)
+{
+	dg_cdpfw_free(g->fw);
+	dg_fake_cdp_close(&g->f);
+	close(g->owner);
+	close(g->ctl);
+	dg_ipc_reader_free(&g->rd);
+}
+
+/* The owner sends. */
+static void put(struct rig *g, uint32_t type, uint32_t client, const char *text)
+{
+	uint8_t buf[4096];
+	size_t n = text ? strlen(text) : 0;
+	cr_assert_lt(n + 4, sizeof(buf));
+	memcpy(buf, &client, 4);
+	if (n)
+		memcpy(buf + 4, text, n);
+	cr_assert_eq(dg_cdpfw_message(g->fw, type, buf, n + 4, &err), 0, "%s", err.msg);
+}
+
+static void verdict(struct rig *g, json_int_t req, bool allow, const char *rule,
+		    const char *reason)
+{
+	char text[512];
+	snprintf(text, sizeof(text), "{\"req\":%lld,\"allow\":%s,\"rule\":\"%s\",\"reason\":\"%s\"}",
+		 (long long)req, allow ? "true" : "false", rule, reason);
+	cr_assert_eq(dg_cdpfw_message(g->fw, DG_MSG_CDP_VERDICT, (const uint8_t *)text,
+				      strlen(text), &err),
+		     0, "%s", err.msg);
+}
+
+/* The next message to the owner: its type, its client (CDP_OUT/DROP), its
+ * text (malloc'd); false when none is waiting. */
+static bool take(struct rig *g, uint32_t *type, uint32_t *client, char **text)
+{
+	int r = dg_ipc_read(g->owner, &g->rd, &err);
+	cr_assert_geq(r, 0, "%s", err.msg);
+	if (r == 0)
+		return false;
+	*type = g->rd.type;
+	const uint8_t *p = g->rd.buf;
+	size_t n = g->rd.len;
+	*client = 0;
+	if (*type != DG_MSG_CDP_DECIDE) {
+		const uint8_t *rest;
+		cr_assert_eq(dg_cdp_client_of(p, n, client, &rest, &n), 0);
+		p = rest;
+	}
+	*text = strndup((const char *)p, n);
+	return true;
+}
+
+static void nothing(struct rig *g)
+{
+	uint32_t type, client;
+	char *text;
+	if (take(g, &type, &client, &text))
+		cr_assert_fail("unexpected message %u for %u: %s", type, client, text);
+}
+
+/* The next message, which must be of type (and for client, unless it is a
+ * DECIDE): parsed (DROP: as {"reason": text}). */
+static json_t *expect(struct rig *g, uint32_t type, uint32_t client)
+{
+	uint32_t t, c;
+	char *text;
+	cr_assert(take(g, &t, &c, &text), "expected a message of type %u", type);
+	cr_assert_eq(t, type, "expected type %u, got %u: %s", type, t, text);
+	if (type != DG_MSG_CDP_DECIDE)
+		cr_assert_eq(c, client, "for client %u, not %u: %s", client, c, text);
+	json_t *j = type == DG_MSG_CDP_DROP ? json_pack("{s:s}", "reason", text)
+					    : json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+	cr_assert(j, "not JSON: %s", text);
+	free(text);
+	return j;
+}
+
+static json_int_t expect_decide(struct rig *g, uint32_t client, const char *method,
+				const char *session)
+{
+	json_t *d = expect(g, DG_MSG_CDP_DECIDE, 0);
+	cr_assert_eq(json_integer_value(json_object_get(d, "client")), client);
+	cr_assert_str_eq(json_string_value(json_object_get(d, "method")), method);
+	cr_assert_str_eq(json_string_value(json_object_get(d, "session")), session);
+	json_int_t req = json_integer_value(json_object_get(d, "req"));
+	cr_assert_gt(req, 0);
+	json_decref(d);
+	return req;
+}
+
+/* The next message to the client must be exactly want (JSON text). */
+static void expect_out(struct rig *g, uint32_t client, const char *want)
+{
+	json_t *j = expect(g, DG_MSG_CDP_OUT, client);
+	json_t *w = json_loads(want, 0, NULL);
+	cr_assert(w, "bad want: %s", want);
+	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	cr_assert(json_equal(j, w), "got %s, want %s", s, want);
+	free(s);
+	json_decref(j);
+	json_decref(w);
+}
+
+static void expect_drop(struct rig *g, uint32_t client, const char *reason_part)
+{
+	json_t *j = expect(g, DG_MSG_CDP_DROP, client);
+	const char *r = json_string_value(json_object_get(j, "reason"));
+	cr_assert(strstr(r, reason_part), "drop reason \"%s\", want \"%s\"", r, reason_part);
+	json_decref(j);
+}
+
+/* OPEN of client, answered by the fake browser with session B. */
+static void open_client(struct rig *g, uint32_t client, const char *b)
+{
+	size_t seen = strlen(g->others);
+	put(g, DG_MSG_CDP_OPEN, client, NULL);
+	json_int_t id = dg_fake_cdp_expect(&g->f, "Target.attachToBrowserTarget", "", NULL);
+	dg_fake_cdp_sendf(&g->f,
+			  "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"%s\","
+			  "\"targetInfo\":{\"targetId\":\"x-%s\",\"type\":\"browser\",\"title\":\"\","
+			  "\"url\":\"\"},\"waitingForDebugger\":false}}",
+			  b, b);
+	dg_fake_cdp_sendf(&g->f, "{\"id\":%lld,\"result\":{\"sessionId\":\"%s\"}}", (long long)id, b);
+	cr_assert_eq(strlen(g->others), seen, "the guard saw the client's session: %s", g->others);
+}
+
+/* A command through: decided, allowed, sent on session (the browser's id
+ * for the client's browser session), answered with result. */
+static void round_trip(struct rig *g, uint32_t client, const char *msg, const char *method,
+		       const char *decide_session, const char *browser_session,
+		       const char *result, const char *want)
+{
+	put(g, DG_MSG_CDP_IN, client, msg);
+	json_int_t req = expect_decide(g, client, method, decide_session);
+	dg_fake_cdp_none(&g->f);
+	verdict(g, req, true, "r", "ok");
+	json_int_t id = dg_fake_cdp_expect(&g->f, method, browser_session, NULL);
+	dg_fake_cdp_sendf(&g->f, "{\"id\":%lld,\"sessionId\":\"%s\",%s}", (long long)id,
+			  browser_session, result);
+	expect_out(g, client, want);
+}
+
+Test(cdp_fw_route, commands_go_through_the_owner_on_the_clients_session)
+{
+	struct rig g;
+	rig_open(&g);
+	put(&g, DG_MSG_CDP_OPEN, 7, NULL);
+	json_int_t id = dg_fake_cdp_expect(&g.f, "Target.attachToBrowserTarget", "", NULL);
+	/* Before the session exists: the message waits. */
+	put(&g, DG_MSG_CDP_IN, 7, "{\"id\":1,\"method\":\"Browser.getVersion\"}");
+	nothing(&g);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"result\":{\"sessionId\":\"B7\"}}", (long long)id);
+	json_int_t req = expect_decide(&g, 7, "Browser.getVersion", "");
+	verdict(&g, req, true, "builtin.cdp", "allowed");
+	json_t *cmd;
+	json_int_t cid = dg_fake_cdp_expect(&g.f, "Browser.getVersion", "B7", &cmd);
+	json_decref(cmd);
+	dg_fake_cdp_sendf(&g.f,
+			  "{\"id\":%lld,\"sessionId\":\"B7\",\"result\":{\"product\":\"X/1\"}}",
+			  (long long)cid);
+	expect_out(&g, 7, "{\"id\":1,\"result\":{\"product\":\"X/1\"}}");
+	/* An error comes back exactly as the browser sent it. */
+	round_trip(&g, 7, "{\"id\":9007199254740992,\"method\":\"Page.x\",\"params\":{\"a\":[1,2]}}",
+		   "Page.x", "", "B7",
+		   "\"error\":{\"code\":-32601,\"message\":\"'Page.x' wasn't found\",\"data\":\"d\"}",
+		   "{\"id\":9007199254740992,\"error\":{\"code\":-32601,\"message\":\"'Page.x' "
+		   "wasn't found\",\"data\":\"d\"}}");
+	/* Denied: the rule and the reason, the connection stays. */
+	put(&g, DG_MSG_CDP_IN, 7, "{\"id\":3,\"method\":\"Browser.close\"}");
+	req = expect_decide(&g, 7, "Browser.close", "");
+	verdict(&g, req, false, "builtin.cdp", "not for clients");
+	expect_out(&g, 7, "{\"id\":3,\"error\":{\"code\":-32000,\"message\":\"deskgate: denied by "
+			  "builtin.cdp: not for clients\"}}");
+	dg_fake_cdp_none(&g.f);
+	/* A verdict for nothing waiting: ignored, counted. */
+	verdict(&g, 999, true, "r", "x");
+	struct dg_cdpfw_stats st;
+	dg_cdpfw_stats(g.fw, &st);
+	cr_assert_eq(st.stale_verdicts, 1);
+	cr_assert_eq(st.denied, 1);
+	cr_assert_eq(st.allowed, 2);
+	nothing(&g);
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, allowed_commands_leave_in_the_clients_order)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":1,\"method\":\"A.one\"}");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":2,\"method\":\"A.two\"}");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":3,\"method\":\"A.three\"}");
+	json_int_t r1 = expect_decide(&g, 1, "A.one", "");
+	json_int_t r2 = expect_decide(&g, 1, "A.two", "");
+	json_int_t r3 = expect_decide(&g, 1, "A.three", "");
+	verdict(&g, r3, true, "r", "ok");
+	verdict(&g, r2, false, "r", "no");
+	expect_out(&g, 1, "{\"id\":2,\"error\":{\"code\":-32000,\"message\":\"deskgate: denied by r: "
+			  "no\"}}");
+	dg_fake_cdp_none(&g.f); /* three waits for one */
+	verdict(&g, r1, true, "r", "ok");
+	json_int_t a = dg_fake_cdp_expect(&g.f, "A.one", "B1", NULL);
+	json_int_t b = dg_fake_cdp_expect(&g.f, "A.three", "B1", NULL);
+	/* Replies in any order, each with its client's id. */
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)b);
+	expect_out(&g, 1, "{\"id\":3,\"result\":{}}");
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)a);
+	expect_out(&g, 1, "{\"id\":1,\"result\":{}}");
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, sessions_belong_to_the_client_that_made_them)
+{
+	struct rig g;
+	rig_open(&g);
+	/* The guard's session on a page (the root's auto-attach). */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":"
+				"\"G1\",\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\",\"title\":"
+				"\"\",\"url\":\"about:blank\"},\"waitingForDebugger\":true}}");
+	cr_assert_str_eq(g.others, "Target.attachedToTarget@root ");
+	open_client(&g, 1, "B1");
+	open_client(&g, 2, "B2");
+	/* Client 1 attaches to the page: P1 is its own. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"B1\","
+				"\"params\":{\"sessionId\":\"P1\",\"targetInfo\":{\"targetId\":\"T1\","
+				"\"type\":\"page\",\"title\":\"\",\"url\":\"about:blank\"},"
+				"\"waitingForDebugger\":false}}");
+	expect_out(&g, 1, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"P1\","
+			  "\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\",\"title\":\"\","
+			  "\"url\":\"about:blank\"},\"waitingForDebugger\":false}}");
+	round_trip(&g, 1, "{\"id\":5,\"method\":\"Runtime.evaluate\",\"sessionId\":\"P1\"}",
+		   "Runtime.evaluate", "P1", "P1", "\"result\":{\"v\":2}",
+		   "{\"id\":5,\"sessionId\":\"P1\",\"result\":{\"v\":2}}");
+	/* Its events go to it alone, with the session; the guard's to nobody. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Page.loadEventFired\",\"sessionId\":\"P1\","
+				"\"params\":{\"timestamp\":1}}");
+	expect_out(&g, 1, "{\"method\":\"Page.loadEventFired\",\"sessionId\":\"P1\",\"params\":"
+			  "{\"timestamp\":1}}");
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Page.loadEventFired\",\"sessionId\":\"G1\","
+				"\"params\":{\"timestamp\":1}}");
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.targetCreated\",\"params\":{\"targetInfo\":"
+				"{\"targetId\":\"T2\",\"type\":\"page\",\"title\":\"\",\"url\":\"\"}}}");
+	nothing(&g);
+	cr_assert(strstr(g.others, "Page.loadEventFired@G1 Target.targetCreated@root"), "%s",
+		  g.others);
+	/* The guard's session, another client's, an unknown one, one too long:
+	 * not found, as Chromium says it, undecided. */
+	const char *bad[] = {"G1", "P1", "B1", "nope", "B2x"};
+	for (int i = 0; i < 5; i++) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "{\"id\":%d,\"method\":\"Runtime.evaluate\",\"sessionId\":"
+					   "\"%s\"}", 40 + i, bad[i]);
+		put(&g, DG_MSG_CDP_IN, 2, msg);
+		snprintf(msg, sizeof(msg), "{\"id\":%d,\"error\":{\"code\":-32001,\"message\":"
+					   "\"Session with given id not found.\"}}", 40 + i);
+		expect_out(&g, 2, msg);
+	}
+	nothing(&g);
+	dg_fake_cdp_none(&g.f);
+	/* A child of P1 (an iframe), then P1 detached: both forgotten. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"P1\","
+				"\"params\":{\"sessionId\":\"F1\",\"targetInfo\":{\"type\":\"iframe\"}}}");
+	json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.detachedFromTarget\",\"sessionId\":\"B1\","
+				"\"params\":{\"sessionId\":\"P1\"}}");
+	expect_out(&g, 1, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":"
+			  "\"P1\"}}");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":6,\"method\":\"A.b\",\"sessionId\":\"F1\"}");
+	expect_out(&g, 1, "{\"id\":6,\"error\":{\"code\":-32001,\"message\":\"Session with given id "
+			  "not found.\"}}");
+	/* The browser's own -32001 (no sessionId) comes back as it is. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"B1\","
+				"\"params\":{\"sessionId\":\"P2\",\"targetInfo\":{\"type\":\"page\"}}}");
+	json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":7,\"method\":\"A.b\",\"sessionId\":\"P2\"}");
+	json_int_t req = expect_decide(&g, 1, "A.b", "P2");
+	verdict(&g, req, true, "r", "ok");
+	json_int_t id = dg_fake_cdp_expect(&g.f, "A.b", "P2", NULL);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"error\":{\"code\":-32001,\"message\":\"Session with "
+				"given id not found.\"}}", (long long)id);
+	expect_out(&g, 1, "{\"id\":7,\"error\":{\"code\":-32001,\"message\":\"Session with given id "
+			  "not found.\"}}");
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, withheld_sessions_are_detached)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	/* The browser's own UI pages are not the client's. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"B1\","
+				"\"params\":{\"sessionId\":\"U1\",\"targetInfo\":{\"type\":"
+				"\"browser_ui\"},\"waitingForDebugger\":true}}");
+	json_t *cmd;
+	dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "B1", &cmd);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"),
+							   "sessionId")), "U1");
+	json_decref(cmd);
+	nothing(&g);
+	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX; i++) {
+		dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"B1\","
+					"\"params\":{\"sessionId\":\"S%d\",\"targetInfo\":{\"type\":"
+					"\"worker\"}}}", i);
+		json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
+	}
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"B1\","
+				"\"params\":{\"sessionId\":\"Sx\",\"targetInfo\":{\"type\":"
+				"\"worker\"}}}");
+	dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "B1", NULL);
+	nothing(&g);
+	struct dg_cdpfw_stats st;
+	dg_cdpfw_stats(g.fw, &st);
+	cr_assert_eq(st.sessions_withheld, 2);
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, malformed_messages_drop_the_client)
+{
+	const char *bad[][2] = {
+		{"{\"id\":1,\"method\":\"A.b\"", "not JSON"},
+		{"[1]", "not an object"},
+		{"{\"method\":\"A.b\"}", "id is not"},
+		{"{\"id\":-1,\"method\":\"A.b\"}", "id is not"},
+		{"{\"id\":1.5,\"method\":\"A.b\"}", "id is not"},
+		{"{\"id\":9007199254740993,\"method\":\"A.b\"}", "id is not"},
+		{"{\"id\":1,\"method\":\"Ab\"}", "method is not"},
+		{"{\"id\":1,\"method\":\"A.b\",\"params\":[]}", "params is not"},
+		{"{\"id\":1,\"method\":\"A.b\",\"sessionId\":5}", "sessionId is not"},
+		{"{\"id\":1,\"method\":\"A.b\",\"x\":5}", "unknown key \"x\""},
+		{"{\"id\":1,\"id\":2,\"method\":\"A.b\"}", "not JSON"},
+		{"{\"id\":1,\"method\":\"A.b\",\"params\":{\"s\":\"a\\u0000b\"}}", "not JSON"},
+	};
+	struct rig g;
+	rig_open(&g);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		open_client(&g, 3, "B3");
+		put(&g, DG_MSG_CDP_IN, 3, bad[i][0]);
+		json_t *j = expect(&g, DG_MSG_CDP_DROP, 3);
+		const char *why = json_string_value(json_object_get(j, "reason"));
+		cr_assert(strncmp(why, "malformed CDP message: ", 23) == 0 && strstr(why, bad[i][1]),
+			  "%s: %s", bad[i][0], why);
+		json_decref(j);
+		/* Its browser session goes with it. */
+		json_t *cmd;
+		dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "", &cmd);
+		cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"),
+								   "sessionId")), "B3");
+		json_decref(cmd);
+		/* What crossed the drop is ignored. */
+		put(&g, DG_MSG_CDP_IN, 3, "{\"id\":1,\"method\":\"A.b\"}");
+		nothing(&g);
+		cr_assert_eq(dg_cdpfw_n_clients(g.fw), 0);
+	}
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, bounds)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++) {
+		char msg[64];
+		snprintf(msg, sizeof(msg), "{\"id\":%d,\"method\":\"A.b\"}", i);
+		put(&g, DG_MSG_CDP_IN, 1, msg);
+		json_decref(expect(&g, DG_MSG_CDP_DECIDE, 0));
+	}
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":100,\"method\":\"A.b\"}");
+	expect_out(&g, 1, "{\"id\":100,\"error\":{\"code\":-32000,\"message\":\"deskgate: too many "
+			  "commands in flight\"}}");
+	/* Four clients; a fifth is refused. */
+	open_client(&g, 2, "B2");
+	open_client(&g, 3, "B3");
+	open_client(&g, 4, "B4");
+	put(&g, DG_MSG_CDP_OPEN, 5, NULL);
+	expect_drop(&g, 5, "too many CDP clients");
+	dg_fake_cdp_none(&g.f);
+	/* Messages before the browser session: bounded. */
+	put(&g, DG_MSG_CDP_CLOSE, 4, NULL);
+	dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "", NULL);
+	put(&g, DG_MSG_CDP_OPEN, 6, NULL);
+	dg_fake_cdp_expect(&g.f, "Target.attachToBrowserTarget", "", NULL);
+	for (int i = 0; i < DG_CDPFW_QUEUE_MAX; i++)
+		put(&g, DG_MSG_CDP_IN, 6, "{\"id\":1,\"method\":\"A.b\"}");
+	nothing(&g);
+	put(&g, DG_MSG_CDP_IN, 6, "{\"id\":1,\"method\":\"A.b\"}");
+	expect_drop(&g, 6, "before its session was ready");
+	/* The owner's own mistakes are protocol errors. */
+	uint8_t open1[4] = {1, 0, 0, 0};
+	cr_assert_eq(dg_cdpfw_message(g.fw, DG_MSG_CDP_OPEN, open1, 4, &err), -EPROTO);
+	cr_assert_eq(dg_cdpfw_message(g.fw, DG_MSG_CDP_IN, open1, 3, &err), -EPROTO);
+	cr_assert_eq(dg_cdpfw_message(g.fw, DG_MSG_CDP_VERDICT, (const uint8_t *)"{}", 2, &err),
+		     -EPROTO);
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, close_detaches_and_late_replies_are_dropped)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":1,\"method\":\"A.b\"}");
+	json_int_t req = expect_decide(&g, 1, "A.b", "");
+	verdict(&g, req, true, "r", "ok");
+	json_int_t id = dg_fake_cdp_expect(&g.f, "A.b", "B1", NULL);
+	put(&g, DG_MSG_CDP_CLOSE, 1, NULL);
+	json_t *cmd;
+	dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "", &cmd);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"),
+							   "sessionId")), "B1");
+	json_decref(cmd);
+	/* A new client in the same slot does not get the old one's reply. */
+	open_client(&g, 1, "B9");
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)id);
+	nothing(&g);
+	/* A client gone before its session came: the session is detached. */
+	put(&g, DG_MSG_CDP_OPEN, 2, NULL);
+	id = dg_fake_cdp_expect(&g.f, "Target.attachToBrowserTarget", "", NULL);
+	put(&g, DG_MSG_CDP_CLOSE, 2, NULL);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"result\":{\"sessionId\":\"B2\"}}", (long long)id);
+	dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "", NULL);
+	nothing(&g);
+	/* A session the browser ends drops its client. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.detachedFromTarget\",\"params\":{\"sessionId\":"
+				"\"B9\"}}");
+	expect_drop(&g, 1, "the browser ended");
+	dg_fake_cdp_none(&g.f);
+	rig_close(&g);
+}
+
+Test(cdp_fw_route, without_a_browser_clients_are_refused)
+{
+	int sp[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	struct dg_cdpfw *fw = dg_cdpfw_new(NULL, sp[1]);
+	uint8_t one[4] = {1, 0, 0, 0};
+	cr_assert_eq(dg_cdpfw_message(fw, DG_MSG_CDP_OPEN, one, 4, &err), 0);
+	struct dg_ipc_reader rd = {0};
+	cr_assert_eq(dg_ipc_read(sp[0], &rd, &err), 1);
+	cr_assert_eq(rd.type, DG_MSG_CDP_DROP);
+	cr_assert(strstr((const char *)rd.buf + 4, "no browser"));
+	cr_assert_not(dg_cdpfw_event(fw, "A.b", "S", NULL));
+	dg_ipc_reader_free(&rd);
+	dg_cdpfw_free(fw);
+	close(sp[0]);
+	close(sp[1]);
+}
