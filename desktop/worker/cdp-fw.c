@@ -1,6 +1,6 @@
 /* cdp-fw: the CDP firewall's routing (contract: cdp-fw-priv.h).
  *
- * A fixed table of clients; each holds its browser session, the sessions
+ * A fixed table of clients (cdp-fw-int-priv.h); each holds its browser session, the sessions
  * it owns (with the session each was announced on), its messages waiting
  * for that browser session (raw bytes, in order) and its commands waiting
  * for a verdict or a reply (a fixed table, each with its arrival number:
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "desktop/proto/proto.h"
-#include "desktop/worker/cdp-fw-priv.h"
+#include "desktop/worker/cdp-fw-int-priv.h"
 
 /* Chromium's own answer to a command on a session it does not know. */
 #define NOT_FOUND_CODE -32001
@@ -29,72 +29,6 @@
 #define ID_MAX ((json_int_t)1 << 53)
 /* Bytes of a DROP reason after the client number. */
 #define REASON_MAX (DG_IPC_CDP_SMALL_MAX - DG_CDP_CLIENT_HDR - 1)
-
-enum cmd_state { CMD_FREE, CMD_DECIDING, CMD_ALLOWED, CMD_SENT };
-
-struct ticket;
-
-/* A client's command, from its arrival to Chromium's reply. */
-struct cmd {
-	enum cmd_state state;
-	uint64_t req;                       /* its DECIDE number */
-	uint64_t seq;                       /* arrival order within the client */
-	json_int_t id;                      /* the client's id */
-	char session[DG_CDP_ID_MAX + 1];    /* the session the client named; "" none */
-	char method[DG_CDP_METHOD_MAX + 1];
-	json_t *params;                     /* until sent; NULL: none */
-	size_t bytes, nodes;                /* what it holds, until sent */
-	uint64_t ticket;                    /* CMD_SENT: its ticket's number */
-};
-
-/* A session a client owns (besides its browser session). */
-struct owned {
-	char id[DG_CDP_ID_MAX + 1];         /* "" free */
-	char parent[DG_CDP_ID_MAX + 1];     /* the session it was announced on */
-};
-
-/* A message that came before the client's browser session. */
-struct queued {
-	uint8_t *data;
-	size_t len;
-};
-
-struct client {
-	bool used;
-	uint32_t num;                        /* the owner's number for it */
-	uint64_t gen;                        /* this use of the slot */
-	char browser[DG_CDP_ID_MAX + 1];     /* its browser session; "" while attaching */
-	struct queued queue[DG_CDPFW_QUEUE_MAX];
-	int n_queued;
-	struct cmd cmds[DG_CDPFW_PENDING_MAX];
-	int n_cmds;
-	uint64_t next_seq, sent_seq;
-	size_t held_bytes, held_nodes;       /* queue and commands awaiting verdicts */
-	struct owned sessions[DG_CDPFW_SESSIONS_MAX];
-	int n_sessions;
-};
-
-/* The completion context of a command the firewall sent Chromium: an
- * attach (cmd NULL) or a client's command. fw NULL: the firewall is gone
- * (dg_cdpfw_free), and the ticket is in no list. */
-struct ticket {
-	struct dg_cdpfw *fw;
-	struct ticket *prev, *next;
-	int client;
-	uint64_t gen;                        /* the client slot's use */
-	struct cmd *cmd;
-	uint64_t no;
-};
-
-struct dg_cdpfw {
-	struct dg_cdp *cdp;
-	int ctl;
-	struct client clients[DG_CDPFW_CLIENTS_MAX];
-	int n_attaching;                     /* browser sessions asked for, not answered */
-	struct ticket *tickets;              /* every ticket not completed */
-	uint64_t next_req, next_gen, next_ticket;
-	struct dg_cdpfw_stats st;
-};
 
 /* ---- STUB: what a command amounts to for the policy ---------------------
  * To be replaced by dg_cdp_classify (desktop/worker/cdp-classify.c, being
@@ -136,8 +70,7 @@ static void count_send(struct dg_cdpfw *fw, int r)
 		fw->st.send_errors++;
 }
 
-/* Sends the client one message (compact JSON; j consumed). */
-static void to_client(struct dg_cdpfw *fw, const struct client *cl, json_t *j)
+void dg_cdpfw_to_client(struct dg_cdpfw *fw, const struct client *cl, json_t *j)
 {
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
@@ -162,15 +95,12 @@ static void answer_error(struct dg_cdpfw *fw, const struct client *cl, json_int_
 			      message);
 	if (j && session && *session)
 		json_object_set_new(j, "sessionId", json_string(session));
-	to_client(fw, cl, j);
+	dg_cdpfw_to_client(fw, cl, j);
 }
 
 static void client_free(struct dg_cdpfw *fw, struct client *cl);
 
-/* Drops the client: the owner is told why (and closes it); its slot goes. */
-static void drop(struct dg_cdpfw *fw, struct client *cl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void drop(struct dg_cdpfw *fw, struct client *cl, const char *fmt, ...)
+void dg_cdpfw_drop(struct dg_cdpfw *fw, struct client *cl, const char *fmt, ...)
 {
 	char why[REASON_MAX + 1];
 	va_list ap;
@@ -255,9 +185,7 @@ static void client_free(struct dg_cdpfw *fw, struct client *cl)
 	memset(cl, 0, sizeof(*cl));
 }
 
-/* Whether session is one of the client's: its browser session or one it
- * owns. */
-static bool owns(const struct client *cl, const char *session)
+bool dg_cdpfw_owns(const struct client *cl, const char *session)
 {
 	if (cl->browser[0] && strcmp(cl->browser, session) == 0)
 		return true;
@@ -288,7 +216,7 @@ static void attached(void *arg, int status, json_t *reply, const char *error_mes
 	}
 	if (status != 0 || !dg_cdp_valid_id(sid)) {
 		json_t *m = json_object_get(json_object_get(reply, "error"), "message");
-		drop(fw, cl, "the browser gave no session for the client (%.200s)",
+		dg_cdpfw_drop(fw, cl, "the browser gave no session for the client (%.200s)",
 		     json_is_string(m) ? json_string_value(m) : status ? strerror(-status)
 								: "no sessionId");
 		return;
@@ -334,7 +262,7 @@ static void on_open(struct dg_cdpfw *fw, uint32_t num)
 				  &e)) {
 		if (t)
 			ticket_end(t, -ECANCELED, &copy);
-		drop(fw, cl, "no session for the client: %s", t ? e.msg : "out of memory");
+		dg_cdpfw_drop(fw, cl, "no session for the client: %s", t ? e.msg : "out of memory");
 		return;
 	}
 	fw->n_attaching++;
@@ -344,13 +272,14 @@ static void on_open(struct dg_cdpfw *fw, uint32_t num)
 
 /* Reads one client message into its parts; NULL with why when it is not
  * a command (the caller drops the client). */
-static json_t *parse(const uint8_t *data, size_t len, char *why, size_t why_len)
+static json_t *parse(const uint8_t *data, size_t len, size_t *nodes, char *why, size_t why_len)
 {
 	if (len > DG_CDP_MSG_MAX) {
 		snprintf(why, why_len, "longer than %u bytes", DG_CDP_MSG_MAX);
 		return NULL;
 	}
-	if (dg_cdp_nodes((const char *)data, len, DG_CDP_NODES_MAX) > DG_CDP_NODES_MAX) {
+	*nodes = dg_cdp_nodes((const char *)data, len, DG_CDP_NODES_MAX);
+	if (*nodes > DG_CDP_NODES_MAX) {
 		snprintf(why, why_len, "more than %d JSON values", DG_CDP_NODES_MAX);
 		return NULL;
 	}
@@ -388,6 +317,25 @@ static json_t *parse(const uint8_t *data, size_t len, char *why, size_t why_len)
 		return m;
 bad:
 	json_decref(m);
+	return NULL;
+}
+
+/* Commands that would take a client's messages past the firewall: a
+ * session that is not flattened carries commands inside
+ * Target.sendMessageToTarget, undecided, and Target.exposeDevToolsProtocol
+ * gives a page's scripts a protocol connection of their own. NULL when the
+ * command may be decided. */
+static const char *unrelayable(const char *method, json_t *params)
+{
+	if (strcmp(method, "Target.sendMessageToTarget") == 0 ||
+	    strcmp(method, "Target.exposeDevToolsProtocol") == 0)
+		return "deskgate: not relayed (only flattened sessions, decided command by command)";
+	bool attach = strcmp(method, "Target.attachToTarget") == 0 ||
+		      strcmp(method, "Target.setAutoAttach") == 0;
+	if (attach && !json_is_true(json_object_get(params, "flatten")) &&
+	    !(strcmp(method, "Target.setAutoAttach") == 0 &&
+	      json_is_false(json_object_get(params, "autoAttach"))))
+		return "deskgate: only flattened sessions (\"flatten\": true)";
 	return NULL;
 }
 
@@ -433,9 +381,10 @@ static bool send_decide(struct dg_cdpfw *fw, struct client *cl, struct cmd *k,
 static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data, size_t len)
 {
 	char why[160];
-	json_t *m = parse(data, len, why, sizeof(why));
+	size_t nodes;
+	json_t *m = parse(data, len, &nodes, why, sizeof(why));
 	if (!m) {
-		drop(fw, cl, "malformed CDP message: %s", why);
+		dg_cdpfw_drop(fw, cl, "malformed CDP message: %s", why);
 		return;
 	}
 	fw->st.commands++;
@@ -443,11 +392,10 @@ static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data,
 	const char *method = json_string_value(json_object_get(m, "method"));
 	json_t *params = json_object_get(m, "params"), *sid = json_object_get(m, "sessionId");
 	const char *session = sid ? json_string_value(sid) : "";
-	size_t nodes = dg_cdp_nodes((const char *)data, len, DG_CDP_NODES_MAX);
 	struct fw_class cls = {0};
 	struct dg_err e = {{0}};
 	struct cmd *k;
-	if (sid && !owns(cl, session)) {
+	if (sid && !dg_cdpfw_owns(cl, session)) {
 		fw->st.not_found++;
 		answer_error(fw, cl, id, NULL, NOT_FOUND_CODE, NOT_FOUND_TEXT);
 	} else if (cl->n_cmds >= DG_CDPFW_PENDING_MAX ||
@@ -455,7 +403,8 @@ static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data,
 		   cl->held_nodes + nodes > DG_CDPFW_HELD_NODES_MAX || !(k = cmd_slot(cl))) {
 		fw->st.refused++;
 		answer_error(fw, cl, id, session, REFUSED_CODE, BUSY_TEXT);
-	} else if (classify(method, params, &cls, &e) != 0 || cls.refuse) {
+	} else if ((cls.refuse = unrelayable(method, params)) ||
+		   classify(method, params, &cls, &e) != 0 || cls.refuse) {
 		fw->st.refused++;
 		char text[DG_ERR_MAX + 16];
 		snprintf(text, sizeof(text), "%s", cls.refuse ? cls.refuse : e.msg);
@@ -483,13 +432,13 @@ static void on_in(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data, s
 		return;
 	}
 	if (cl->n_queued >= DG_CDPFW_QUEUE_MAX || cl->held_bytes + len > DG_CDPFW_HELD_BYTES_MAX) {
-		drop(fw, cl, "more than %d messages before its session was ready",
+		dg_cdpfw_drop(fw, cl, "more than %d messages before its session was ready",
 		     DG_CDPFW_QUEUE_MAX);
 		return;
 	}
 	uint8_t *copy = malloc(len ? len : 1);
 	if (!copy) {
-		drop(fw, cl, "out of memory");
+		dg_cdpfw_drop(fw, cl, "out of memory");
 		return;
 	}
 	memcpy(copy, data, len);
@@ -528,7 +477,7 @@ static void replied(void *arg, int status, json_t *reply, const char *error_mess
 		json_object_set_new(j, "sessionId", json_string(k->session));
 	fw->st.replies++;
 	cmd_clear(cl, k);
-	to_client(fw, cl, j);
+	dg_cdpfw_to_client(fw, cl, j);
 }
 
 /* Sends the client's allowed commands to Chromium in the order it sent
@@ -546,7 +495,7 @@ static void flush(struct dg_cdpfw *fw, struct client *cl)
 		if (!next || next->state != CMD_ALLOWED)
 			return;
 		/* Its session may have gone while it was decided. */
-		if (next->session[0] && !owns(cl, next->session)) {
+		if (next->session[0] && !dg_cdpfw_owns(cl, next->session)) {
 			fw->st.not_found++;
 			answer_error(fw, cl, next->id, NULL, NOT_FOUND_CODE, NOT_FOUND_TEXT);
 			cmd_clear(cl, next);
@@ -607,115 +556,6 @@ static int on_verdict(struct dg_cdpfw *fw, const uint8_t *data, size_t len, stru
 	}
 	fw->st.stale_verdicts++;
 	return 0;
-}
-
-/* ---- sessions and events ---- */
-
-/* Forgets session and every session announced on it, at any depth. */
-static void forget(struct client *cl, const char *session)
-{
-	char gone[DG_CDP_ID_MAX + 1];
-	snprintf(gone, sizeof(gone), "%s", session);
-	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX; i++) {
-		struct owned *o = &cl->sessions[i];
-		if (o->id[0] && strcmp(o->id, gone) == 0) {
-			memset(o, 0, sizeof(*o));
-			cl->n_sessions--;
-		}
-	}
-	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX; i++) {
-		struct owned *o = &cl->sessions[i];
-		if (o->id[0] && strcmp(o->parent, gone) == 0) {
-			char child[DG_CDP_ID_MAX + 1];
-			snprintf(child, sizeof(child), "%s", o->id);
-			forget(cl, child);
-		}
-	}
-}
-
-/* Target.attachedToTarget on the client's session parent: the new session
- * is the client's, or withheld (detached at once). Returns whether the
- * event goes on to the client. */
-static bool on_attached(struct dg_cdpfw *fw, struct client *cl, const char *parent,
-			json_t *params)
-{
-	json_t *sid = json_object_get(params, "sessionId");
-	json_t *type = json_object_get(json_object_get(params, "targetInfo"), "type");
-	if (!dg_cdp_valid_id(sid))
-		return false; /* nothing the client could use */
-	const char *id = json_string_value(sid);
-	if (owns(cl, id))
-		return true;
-	bool ui = json_is_string(type) && strcmp(json_string_value(type), "browser_ui") == 0;
-	struct owned *slot = NULL;
-	for (int i = 0; i < DG_CDPFW_SESSIONS_MAX && !slot && !ui; i++)
-		if (!cl->sessions[i].id[0])
-			slot = &cl->sessions[i];
-	if (!slot) {
-		fw->st.sessions_withheld++;
-		dg_cdp_send(fw->cdp, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", id),
-			    parent, NULL, NULL, NULL);
-		return false;
-	}
-	snprintf(slot->id, sizeof(slot->id), "%s", id);
-	snprintf(slot->parent, sizeof(slot->parent), "%s", parent);
-	cl->n_sessions++;
-	return true;
-}
-
-/* A root event: the announcement of a client's browser session (Chromium
- * sends Target.attachedToTarget, type "browser", before its reply), or of
- * its end. */
-static bool on_root_event(struct dg_cdpfw *fw, const char *method, json_t *params)
-{
-	json_t *sid = json_object_get(params, "sessionId");
-	if (!dg_cdp_valid_id(sid))
-		return false;
-	if (strcmp(method, "Target.attachedToTarget") == 0) {
-		json_t *type = json_object_get(json_object_get(params, "targetInfo"), "type");
-		/* Only attachToBrowserTarget makes a "browser" session, and only the
-		 * firewall sends it. */
-		return fw->n_attaching > 0 && json_is_string(type) &&
-		       strcmp(json_string_value(type), "browser") == 0;
-	}
-	if (strcmp(method, "Target.detachedFromTarget") != 0)
-		return false;
-	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++) {
-		struct client *cl = &fw->clients[c];
-		if (cl->used && strcmp(cl->browser, json_string_value(sid)) == 0) {
-			cl->browser[0] = '\0'; /* gone: nothing to detach */
-			drop(fw, cl, "the browser ended the client's session");
-			return true;
-		}
-	}
-	return false;
-}
-
-bool dg_cdpfw_event(struct dg_cdpfw *fw, const char *method, const char *session, json_t *params)
-{
-	if (!fw || !fw->cdp)
-		return false;
-	if (!session)
-		return on_root_event(fw, method, params);
-	struct client *cl = NULL;
-	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX && !cl; c++)
-		if (fw->clients[c].used && owns(&fw->clients[c], session))
-			cl = &fw->clients[c];
-	if (!cl)
-		return false;
-	if (strcmp(method, "Target.attachedToTarget") == 0 && !on_attached(fw, cl, session, params))
-		return true;
-	if (strcmp(method, "Target.detachedFromTarget") == 0) {
-		json_t *sid = json_object_get(params, "sessionId");
-		if (dg_cdp_valid_id(sid) && strcmp(json_string_value(sid), cl->browser) != 0)
-			forget(cl, json_string_value(sid));
-	}
-	json_t *j = json_pack("{s:s, s:O}", "method", method, "params", params);
-	if (j && strcmp(session, cl->browser) != 0)
-		json_object_set_new(j, "sessionId", json_string(session));
-	fw->st.events++;
-	to_client(fw, cl, j);
-	return true;
 }
 
 /* ---- the owner's messages ---- */

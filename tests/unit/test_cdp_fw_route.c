@@ -503,3 +503,32 @@ Test(cdp_fw_route, without_a_browser_clients_are_refused)
 	close(sp[0]);
 	close(sp[1]);
 }
+
+Test(cdp_fw_route, only_flattened_sessions)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	const char *refused[] = {
+		"{\"id\":1,\"method\":\"Target.sendMessageToTarget\",\"params\":{\"message\":\"{}\","
+		"\"sessionId\":\"P\"}}",
+		"{\"id\":2,\"method\":\"Target.exposeDevToolsProtocol\",\"params\":{\"targetId\":\"T\"}}",
+		"{\"id\":3,\"method\":\"Target.attachToTarget\",\"params\":{\"targetId\":\"T\"}}",
+		"{\"id\":4,\"method\":\"Target.setAutoAttach\",\"params\":{\"autoAttach\":true,"
+		"\"waitForDebuggerOnStart\":false,\"flatten\":false}}",
+	};
+	for (int i = 0; i < 4; i++) {
+		put(&g, DG_MSG_CDP_IN, 1, refused[i]);
+		json_t *j = expect(&g, DG_MSG_CDP_OUT, 1);
+		json_t *e = json_object_get(j, "error");
+		cr_assert_eq(json_integer_value(json_object_get(j, "id")), i + 1);
+		cr_assert_eq(json_integer_value(json_object_get(e, "code")), -32000);
+		cr_assert(strstr(json_string_value(json_object_get(e, "message")), "flattened"));
+		json_decref(j);
+	}
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":5,\"method\":\"Target.setAutoAttach\",\"params\":"
+				  "{\"autoAttach\":false,\"waitForDebuggerOnStart\":false}}");
+	expect_decide(&g, 1, "Target.setAutoAttach", "");
+	dg_fake_cdp_none(&g.f);
+	rig_close(&g);
+}
