@@ -78,11 +78,15 @@ static bool on_root_event(struct dg_cdpfw *fw, const char *method, json_t *param
 		return false;
 	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++) {
 		struct client *cl = &fw->clients[c];
-		if (cl->used && strcmp(cl->browser, json_string_value(sid)) == 0) {
+		if (!cl->browser[0] || strcmp(cl->browser, json_string_value(sid)) != 0)
+			continue;
+		if (cl->closing) { /* the detach the firewall asked for: over */
+			memset(cl, 0, sizeof(*cl));
+		} else if (cl->used) {
 			cl->browser[0] = '\0'; /* gone: nothing to detach */
 			dg_cdpfw_drop(fw, cl, "the browser ended the client's session");
-			return true;
 		}
+		return true;
 	}
 	return false;
 }
@@ -95,10 +99,13 @@ bool dg_cdpfw_event(struct dg_cdpfw *fw, const char *method, const char *session
 		return on_root_event(fw, method, params);
 	struct client *cl = NULL;
 	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX && !cl; c++)
-		if (fw->clients[c].used && dg_cdpfw_owns(&fw->clients[c], session))
+		if ((fw->clients[c].used || fw->clients[c].closing) &&
+		    dg_cdpfw_owns(&fw->clients[c], session))
 			cl = &fw->clients[c];
 	if (!cl)
 		return false;
+	if (cl->closing)
+		return true; /* a closed client's, on its way before the detach */
 	if (strcmp(method, "Target.attachedToTarget") == 0 && !on_attached(fw, cl, session, params))
 		return true;
 	if (strcmp(method, "Target.detachedFromTarget") == 0) {

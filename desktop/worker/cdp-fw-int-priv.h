@@ -50,6 +50,12 @@ struct queued {
 
 struct client {
 	bool used;
+	/* Closed, its browser session's detach sent and not yet confirmed
+	 * (Target.detachedFromTarget at the root): browser and sessions are
+	 * kept so that the events still on their way for them are dropped
+	 * rather than taken for nobody's (the guard's). The slot is free for
+	 * a new client all the same, last. */
+	bool closing;
 	uint32_t num;                        /* the owner's number for it */
 	uint64_t gen;                        /* this use of the slot */
 	char browser[DG_CDP_ID_MAX + 1];     /* its browser session; "" while attaching */

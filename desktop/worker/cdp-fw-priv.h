@@ -52,7 +52,9 @@
  * DG_CDPFW_QUEUE_MAX of them and DG_CDPFW_HELD_BYTES_MAX bytes; more drops
  * it. A client closed (CLOSE) or dropped loses its commands and replies;
  * its browser session is detached, which detaches every session it
- * opened under it (measured: they answer -32001 after).
+ * opened under it (measured: they answer -32001 after); events still on
+ * their way for its sessions are dropped until the browser confirms the
+ * detach, never taken for the guard's.
  *
  * Used by the worker's one thread only. Sending to the owner blocks like
  * the worker's other messages; a failed send is counted (the owner is

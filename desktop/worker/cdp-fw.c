@@ -179,10 +179,14 @@ static void client_free(struct dg_cdpfw *fw, struct client *cl)
 	for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++)
 		if (cl->cmds[i].state != CMD_FREE)
 			cmd_clear(cl, &cl->cmds[i]);
-	if (cl->browser[0])
-		dg_cdp_send(fw->cdp, "Target.detachFromTarget",
-			    json_pack("{s:s}", "sessionId", cl->browser), NULL, NULL, NULL, NULL);
-	memset(cl, 0, sizeof(*cl));
+	cl->n_queued = 0;
+	cl->used = false;
+	cl->closing = cl->browser[0] &&
+		      dg_cdp_send(fw->cdp, "Target.detachFromTarget",
+				  json_pack("{s:s}", "sessionId", cl->browser), NULL, NULL, NULL,
+				  NULL) == 0;
+	if (!cl->closing)
+		memset(cl, 0, sizeof(*cl));
 }
 
 bool dg_cdpfw_owns(const struct client *cl, const char *session)
@@ -239,6 +243,9 @@ static void attached(void *arg, int status, json_t *reply, const char *error_mes
 static void on_open(struct dg_cdpfw *fw, uint32_t num)
 {
 	struct client *cl = NULL;
+	for (int i = 0; i < DG_CDPFW_CLIENTS_MAX && !cl; i++)
+		if (!fw->clients[i].used && !fw->clients[i].closing)
+			cl = &fw->clients[i];
 	for (int i = 0; i < DG_CDPFW_CLIENTS_MAX && !cl; i++)
 		if (!fw->clients[i].used)
 			cl = &fw->clients[i];

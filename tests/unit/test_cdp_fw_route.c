@@ -461,12 +461,25 @@ Test(cdp_fw_route, close_detaches_and_late_replies_are_dropped)
 	json_int_t req = expect_decide(&g, 1, "A.b", "");
 	verdict(&g, req, true, "r", "ok");
 	json_int_t id = dg_fake_cdp_expect(&g.f, "A.b", "B1", NULL);
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"B1\","
+				"\"params\":{\"sessionId\":\"P1\",\"targetInfo\":{\"type\":\"page\"}}}");
+	json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
 	put(&g, DG_MSG_CDP_CLOSE, 1, NULL);
 	json_t *cmd;
 	dg_fake_cdp_expect(&g.f, "Target.detachFromTarget", "", &cmd);
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(cmd, "params"),
 							   "sessionId")), "B1");
 	json_decref(cmd);
+	/* Events still on their way for its sessions: nobody's, not the guard's. */
+	size_t seen = strlen(g.others);
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.attachedToTarget\",\"sessionId\":\"P1\","
+				"\"params\":{\"sessionId\":\"W1\",\"targetInfo\":{\"type\":\"worker\"}}}");
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Target.detachedFromTarget\",\"params\":"
+				"{\"sessionId\":\"B1\"}}");
+	cr_assert_eq(strlen(g.others), seen, "%s", g.others);
+	/* Once the browser says the session is gone, its ids are nobody's. */
+	dg_fake_cdp_sendf(&g.f, "{\"method\":\"Page.x\",\"sessionId\":\"P1\",\"params\":{}}");
+	cr_assert(strstr(g.others + seen, "Page.x@P1"), "%s", g.others);
 	/* A new client in the same slot does not get the old one's reply. */
 	open_client(&g, 1, "B9");
 	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)id);
