@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "desktop/proto/proto.h"
+#include "desktop/worker/cdp-classify-priv.h"
 #include "desktop/worker/cdp-fw-priv.h"
 
 enum cmd_state { CMD_FREE, CMD_DECIDING, CMD_ALLOWED, CMD_SENT };
@@ -87,6 +88,7 @@ struct dg_cdpfw {
 	struct client clients[DG_CDPFW_CLIENTS_MAX];
 	int n_attaching;                     /* browser sessions asked for, not answered */
 	struct ticket *tickets;              /* every ticket not completed */
+	struct dg_cdp_view view;             /* the classifier maps points with it */
 	uint64_t next_req, next_gen, next_ticket;
 	struct dg_cdpfw_stats st;
 };

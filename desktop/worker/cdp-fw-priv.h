@@ -38,7 +38,8 @@
  *    DG_CDPFW_HELD_NODES_MAX JSON values while they wait for a verdict:
  *    past that a command is answered -32000 "deskgate: too many commands
  *    in flight";
- *  - refused before deciding (what classify() says, see cdp-fw.c): -32000
+ *  - refused before deciding (dg_cdp_classify's refusals and the
+ *    parameters it finds malformed, Target.exposeDevToolsProtocol): -32000
  *    with the reason; denied by the owner: -32000 "deskgate: denied by
  *    RULE: REASON". Answers on a session the client named carry its
  *    "sessionId"; the connection stays usable.
@@ -128,6 +129,12 @@ int dg_cdpfw_message(struct dg_cdpfw *fw, uint32_t type, const uint8_t *data, si
  * guard and the page logs must not see it, their sessions are others);
  * false when it is not a client's: the firewall did nothing with it. */
 bool dg_cdpfw_event(struct dg_cdpfw *fw, const char *method, const char *session, json_t *params);
+
+/* The geometry the classifier (cdp-classify-priv.h) maps a command's
+ * viewport points to the screen with. Until a viewport is set (vp_w, vp_h
+ * 0, as at start) every command with a point is refused. */
+struct dg_cdp_view;
+void dg_cdpfw_set_view(struct dg_cdpfw *fw, const struct dg_cdp_view *view);
 
 /* Clients open now, and the counters. */
 int dg_cdpfw_n_clients(const struct dg_cdpfw *fw);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "desktop/proto/proto.h"
+#include "desktop/worker/cdp-classify-priv.h"
 #include "desktop/worker/cdp-fw-int-priv.h"
 
 /* Chromium's own answer to a command on a session it does not know. */
@@ -30,37 +31,6 @@
 /* Bytes of a DROP reason after the client number. */
 #define REASON_MAX (DG_IPC_CDP_SMALL_MAX - DG_CDP_CLIENT_HDR - 1)
 
-/* ---- STUB: what a command amounts to for the policy ---------------------
- * To be replaced by dg_cdp_classify (desktop/worker/cdp-classify.c, being
- * written elsewhere): int dg_cdp_classify(method, params, view, struct
- * dg_cdp_class *out, err), which gives the canonical action, the code, the
- * URL and the parameters the recording keeps, or a reason to refuse. Until
- * then every command is decided on its method alone: nothing to add,
- * nothing refused here. The fields below are what send_decide reads. */
-struct fw_class {
-	json_t *action;     /* owned: a canonical action (screen coordinates), or NULL */
-	const char *code;   /* JS the command runs, or NULL */
-	const char *url;    /* a URL it loads, or NULL */
-	json_t *params;     /* owned: what the recording keeps, or NULL */
-	const char *refuse; /* not NULL: refused before deciding, for this reason */
-};
-
-static int classify(const char *method, json_t *params, struct fw_class *out, struct dg_err *err)
-{
-	(void)method;
-	(void)params;
-	(void)err;
-	memset(out, 0, sizeof(*out));
-	return 0;
-}
-
-static void class_free(struct fw_class *k)
-{
-	json_decref(k->action);
-	json_decref(k->params);
-	memset(k, 0, sizeof(*k));
-}
-/* ---- end of the stub ---- */
 
 /* ---- to the owner ---- */
 
@@ -327,22 +297,14 @@ bad:
 	return NULL;
 }
 
-/* Commands that would take a client's messages past the firewall: a
- * session that is not flattened carries commands inside
- * Target.sendMessageToTarget, undecided, and Target.exposeDevToolsProtocol
- * gives a page's scripts a protocol connection of their own. NULL when the
- * command may be decided. */
-static const char *unrelayable(const char *method, json_t *params)
+/* A command that would give a page's scripts a protocol connection of
+ * their own, past the firewall (the classifier refuses the sessions that
+ * are not flattened, whose commands would travel inside others). NULL
+ * when the command may be decided. */
+static const char *unrelayable(const char *method)
 {
-	if (strcmp(method, "Target.sendMessageToTarget") == 0 ||
-	    strcmp(method, "Target.exposeDevToolsProtocol") == 0)
-		return "deskgate: not relayed (only flattened sessions, decided command by command)";
-	bool attach = strcmp(method, "Target.attachToTarget") == 0 ||
-		      strcmp(method, "Target.setAutoAttach") == 0;
-	if (attach && !json_is_true(json_object_get(params, "flatten")) &&
-	    !(strcmp(method, "Target.setAutoAttach") == 0 &&
-	      json_is_false(json_object_get(params, "autoAttach"))))
-		return "deskgate: only flattened sessions (\"flatten\": true)";
+	if (strcmp(method, "Target.exposeDevToolsProtocol") == 0)
+		return "deskgate: not relayed (it would open a protocol connection past the firewall)";
 	return NULL;
 }
 
@@ -356,16 +318,16 @@ static struct cmd *cmd_slot(struct client *cl)
 
 /* Asks the owner to decide k; false when it could not be asked (answered). */
 static bool send_decide(struct dg_cdpfw *fw, struct client *cl, struct cmd *k,
-			const struct fw_class *cls)
+			const struct dg_cdp_class *cls)
 {
 	json_t *j = json_pack("{s:I, s:I, s:s, s:s}", "req", (json_int_t)k->req, "client",
 			      (json_int_t)cl->num, "method", k->method, "session", k->session);
 	if (j && cls->action)
 		json_object_set(j, "action", cls->action);
 	if (j && cls->code)
-		json_object_set_new(j, "code", json_string(cls->code));
+		json_object_set(j, "code", cls->code);
 	if (j && cls->url)
-		json_object_set_new(j, "url", json_string(cls->url));
+		json_object_set(j, "url", cls->url);
 	if (j && cls->params)
 		json_object_set(j, "params", cls->params);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -399,7 +361,7 @@ static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data,
 	const char *method = json_string_value(json_object_get(m, "method"));
 	json_t *params = json_object_get(m, "params"), *sid = json_object_get(m, "sessionId");
 	const char *session = sid ? json_string_value(sid) : "";
-	struct fw_class cls = {0};
+	struct dg_cdp_class cls = {0};
 	struct dg_err e = {{0}};
 	struct cmd *k;
 	if (sid && !dg_cdpfw_owns(cl, session)) {
@@ -410,11 +372,13 @@ static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data,
 		   cl->held_nodes + nodes > DG_CDPFW_HELD_NODES_MAX || !(k = cmd_slot(cl))) {
 		fw->st.refused++;
 		answer_error(fw, cl, id, session, REFUSED_CODE, BUSY_TEXT);
-	} else if ((cls.refuse = unrelayable(method, params)) ||
-		   classify(method, params, &cls, &e) != 0 || cls.refuse) {
+	} else if ((cls.refuse = unrelayable(method)) ||
+		   dg_cdp_classify(method, params, &fw->view, &cls, &e) != 0 || cls.refuse) {
+		/* The classifier's -EINVAL names the parameter that is wrong. */
 		fw->st.refused++;
 		char text[DG_ERR_MAX + 16];
-		snprintf(text, sizeof(text), "%s", cls.refuse ? cls.refuse : e.msg);
+		snprintf(text, sizeof(text), "%s%s", cls.refuse ? "" : "deskgate: ",
+			 cls.refuse ? cls.refuse : e.msg);
 		answer_error(fw, cl, id, session, REFUSED_CODE, text);
 	} else {
 		*k = (struct cmd){.state = CMD_DECIDING, .req = ++fw->next_req,
@@ -428,7 +392,7 @@ static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data,
 		if (!send_decide(fw, cl, k, &cls))
 			cmd_clear(cl, k);
 	}
-	class_free(&cls);
+	dg_cdp_class_free(&cls);
 	json_decref(m);
 }
 
@@ -637,6 +601,11 @@ int dg_cdpfw_n_clients(const struct dg_cdpfw *fw)
 	for (int c = 0; c < DG_CDPFW_CLIENTS_MAX; c++)
 		n += fw->clients[c].used;
 	return n;
+}
+
+void dg_cdpfw_set_view(struct dg_cdpfw *fw, const struct dg_cdp_view *view)
+{
+	fw->view = *view;
 }
 
 void dg_cdpfw_stats(const struct dg_cdpfw *fw, struct dg_cdpfw_stats *s)

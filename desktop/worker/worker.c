@@ -24,6 +24,7 @@
 #include "actions/actions.h"
 #include "desktop/proto/proto.h"
 #include "desktop/worker/ack-priv.h"
+#include "desktop/worker/cdp-classify-priv.h"
 #include "desktop/worker/cdp-fw-priv.h"
 #include "desktop/worker/cdp-priv.h"
 #include "desktop/worker/frame-priv.h"
@@ -1632,6 +1633,9 @@ static void browser_start(struct worker *w)
 	w->fw = dg_cdpfw_new(w->cdp, w->ctl);
 	if (!w->guard || !w->log || !w->fw)
 		die("DevTools: out of memory");
+	/* The screen; no viewport known yet: CDP commands with a point are
+	 * refused (cdp-fw-priv.h). */
+	dg_cdpfw_set_view(w->fw, &(struct dg_cdp_view){.screen_w = w->width, .screen_h = w->height});
 	dg_guard_set_pagelog(w->guard, w->log);
 	dg_cdp_set_event_handler(w->cdp, cdp_event, w);
 	if (dg_cdp_start(w->cdp, NULL, NULL, &err) || dg_guard_start(w->guard, &err))

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cdp-classify-priv.h"
 #include "cdp-fw-priv.h"
 #include "cdp-priv.h"
 #include "desktop/proto/proto.h"
@@ -50,6 +51,7 @@ static void rig_open(struct rig *g)
 	fcntl(g->owner, F_SETFL, O_NONBLOCK);
 	g->fw = dg_cdpfw_new(g->f.c, sp[1]);
 	cr_assert(g->fw);
+	dg_cdpfw_set_view(g->fw, &(struct dg_cdp_view){.screen_w = 1280, .screen_h = 800});
 	dg_cdp_set_event_handler(g->f.c, on_event, g);
 }
 
@@ -285,7 +287,8 @@ Test(cdp_fw_route, sessions_belong_to_the_client_that_made_them)
 	expect_out(&g, 1, "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":\"P1\","
 			  "\"targetInfo\":{\"targetId\":\"T1\",\"type\":\"page\",\"title\":\"\","
 			  "\"url\":\"about:blank\"},\"waitingForDebugger\":false}}");
-	round_trip(&g, 1, "{\"id\":5,\"method\":\"Runtime.evaluate\",\"sessionId\":\"P1\"}",
+	round_trip(&g, 1, "{\"id\":5,\"method\":\"Runtime.evaluate\",\"sessionId\":\"P1\","
+			  "\"params\":{\"expression\":\"1+1\"}}",
 		   "Runtime.evaluate", "P1", "P1", "\"result\":{\"v\":2}",
 		   "{\"id\":5,\"sessionId\":\"P1\",\"result\":{\"v\":2}}");
 	/* Its events go to it alone, with the session; the guard's to nobody. */
@@ -517,7 +520,7 @@ Test(cdp_fw_route, without_a_browser_clients_are_refused)
 	close(sp[1]);
 }
 
-Test(cdp_fw_route, only_flattened_sessions)
+Test(cdp_fw_route, classified_and_refused_before_deciding)
 {
 	struct rig g;
 	rig_open(&g);
@@ -536,12 +539,34 @@ Test(cdp_fw_route, only_flattened_sessions)
 		json_t *e = json_object_get(j, "error");
 		cr_assert_eq(json_integer_value(json_object_get(j, "id")), i + 1);
 		cr_assert_eq(json_integer_value(json_object_get(e, "code")), -32000);
-		cr_assert(strstr(json_string_value(json_object_get(e, "message")), "flattened"));
+		const char *m = json_string_value(json_object_get(e, "message"));
+		cr_assert(strstr(m, i == 1 ? "past the firewall" : "flattened"), "%s", m);
 		json_decref(j);
 	}
 	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":5,\"method\":\"Target.setAutoAttach\",\"params\":"
 				  "{\"autoAttach\":false,\"waitForDebuggerOnStart\":false}}");
 	expect_decide(&g, 1, "Target.setAutoAttach", "");
+	/* What the classifier makes of a command goes to the owner. */
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":6,\"method\":\"Page.navigate\",\"params\":"
+				  "{\"url\":\"https://example.test/\"}}");
+	json_t *d = expect(&g, DG_MSG_CDP_DECIDE, 0);
+	json_t *a = json_object_get(d, "action");
+	cr_assert_str_eq(json_string_value(json_object_get(a, "type")), "navigate");
+	cr_assert_str_eq(json_string_value(json_object_get(a, "url")), "https://example.test/");
+	json_decref(d);
+	/* No viewport known: a point cannot be placed on the screen. */
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":7,\"method\":\"Input.dispatchMouseEvent\",\"params\":"
+				  "{\"type\":\"mousePressed\",\"x\":5,\"y\":5,\"button\":\"left\"}}");
+	json_t *j = expect(&g, DG_MSG_CDP_OUT, 1);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+			 DG_CDP_REFUSE_POINT);
+	json_decref(j);
+	/* Malformed parameters the decision depends on: refused, named. */
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":8,\"method\":\"Page.navigate\",\"params\":{\"url\":5}}");
+	j = expect(&g, DG_MSG_CDP_OUT, 1);
+	const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+	cr_assert(strstr(m, "deskgate: Page.navigate.url"), "%s", m);
+	json_decref(j);
 	dg_fake_cdp_none(&g.f);
 	rig_close(&g);
 }
