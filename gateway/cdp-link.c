@@ -42,14 +42,15 @@ static struct conn *client_find(struct gw_session *s, uint32_t client)
 	return NULL;
 }
 
-/* Closes c (code and reason for its WebSocket close frame). */
+/* Closes c with code and why in its close frame, once what is queued for
+ * it is sent (dg_gw_ws_writable). */
 static void client_close(struct conn *c, enum lws_close_status code, const char *why)
 {
 	if (!c->wsi || c->closing)
 		return;
 	c->closing = true;
 	lws_close_reason(c->wsi, code, (unsigned char *)why, strnlen(why, 120));
-	lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+	lws_callback_on_writable(c->wsi);
 }
 
 void dg_gw_cdp_attach(struct gw_session *s, struct conn *c)

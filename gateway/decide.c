@@ -125,8 +125,8 @@ void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struc
 	const char *behavior = json_string_value(json_object_get(q->params, "behavior"));
 	if (method_is(q, "Browser.setDownloadBehavior") || method_is(q, "Page.setDownloadBehavior")) {
 		if (!behavior || (strcmp(behavior, "deny") && strcmp(behavior, "default")))
-			return refuse(d, "builtin.downloads", "downloads stay refused: the guard denies "
-				      "every download (behavior \"deny\" or \"default\" only)");
+			return refuse(d, DG_CDP_RULE_DOWNLOADS, "downloads stay refused: the guard "
+				      "denies every download (answered as done, not applied)");
 	}
 	if (method_is(q, "Target.createBrowserContext") &&
 	    json_is_true(json_object_get(q->params, "proxyServer")))

@@ -563,19 +563,21 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 			}
 		}
 	}
-	if (!final)
+	/* A CDP client's message past the bound closes it now, not once the
+	 * rest of it has come. */
+	if (!final && !(c->kind == CONN_CDP && c->rx_too_big))
 		return;
 	if (c->kind == CONN_CDP) {
 		/* A CDP client's message goes to the worker as it came; the
 		 * worker reads it. Too large or binary: this client is closed. */
-		if (c->rx_too_big || binary) {
+		if ((c->rx_too_big || binary) && !c->closing) {
 			G->m.protocol_errors++;
 			c->closing = true;
 			lws_close_reason(c->wsi, c->rx_too_big ? LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE
 							       : LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
 					 (unsigned char *)(c->rx_too_big ? "message too large" : "text only"),
 					 c->rx_too_big ? 17 : 9);
-			lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+			lws_callback_on_writable(c->wsi);
 		} else if (c->s && !c->closing) {
 			dg_gw_cdp_from_client(c->s, c, c->rx ? c->rx : "", c->rx_len);
 		}

@@ -43,7 +43,7 @@ static const char *const safe_domains[] = {
 	"Page", "Runtime", "DOM", "DOMSnapshot", "CSS", "Accessibility", "Input", "Network",
 	"Fetch", "Emulation", "Target", "Log", "Console", "Overlay", "Performance", "Debugger",
 	"Profiler", "HeapProfiler", "IO", "Animation", "LayerTree", "Inspector", "Schema",
-	"Security",
+	"Security", "Audits",
 };
 
 /* The Browser methods allowed by default; the domain's others act on the

@@ -679,7 +679,9 @@ int dg_rec_event(struct dg_rec *r, const json_t *ev, struct dg_err *err)
 	json_t *e = json_copy((json_t *)ev); /* shallow: the caller's values are shared, not changed */
 	if (!e)
 		return dg_err_set(err, -ENOMEM, "recording %s: out of memory", r->dir);
-	if (r->o.redact_text && strcmp(type, "action") == 0 &&
+	/* An agent's action, or a CDP client's command that types (its
+	 * "action" says what it amounts to). */
+	if (r->o.redact_text && (strcmp(type, "action") == 0 || strcmp(type, "cdp") == 0) &&
 	    (redact_field(r, e, "input") != 0 || redact_field(r, e, "action") != 0 ||
 	     redact_echo(e) != 0)) {
 		json_decref(e);

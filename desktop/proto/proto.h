@@ -136,7 +136,9 @@ enum dg_msg_type {
 				 * {"req":N,"client":C,"method":M,"session":S,
 				 *  "action"?:{canonical action, screen coordinates},
 				 *  "code"?:JS,"url"?:U,"params"?:{what the recording keeps}} */
-	DG_MSG_CDP_VERDICT = 14, /* owner -> worker: {"req":N,"allow":B,"rule":R,"reason":W} */
+	DG_MSG_CDP_VERDICT = 14, /* owner -> worker: {"req":N,"allow":B,"rule":R,"reason":W};
+				  * a refusal with rule DG_CDP_RULE_DOWNLOADS is answered
+				  * to the client as done (not applied: see docs/cdp.md) */
 	DG_MSG_TYPE_MAX = 14,
 };
 
@@ -145,6 +147,7 @@ enum dg_msg_type {
 #define DG_IPC_VERDICT_MAX 256                /* VERDICT */
 #define DG_IPC_FRAME_MAX (48u * 1024 * 1024)  /* a PNG of the largest desktop */
 #define DG_CDP_CLIENT_HDR 4                   /* the client number of a CDP message */
+#define DG_CDP_RULE_DOWNLOADS "builtin.downloads" /* the rule refusing a download behavior */
 #define DG_CDP_CLIENT_MSG_MAX (16u * 1024 * 1024) /* bytes of one CDP message either way */
 #define DG_CDP_CODE_MAX (4u * 1024 * 1024)   /* bytes of a script a command runs (the
 					       * injected scripts of Playwright run to

@@ -517,6 +517,18 @@ static int on_verdict(struct dg_cdpfw *fw, const uint8_t *data, size_t len, stru
 				return 0;
 			}
 			fw->st.denied++;
+			if (strcmp(v.rule, DG_CDP_RULE_DOWNLOADS) == 0) {
+				/* Not applied, answered as done: the guard's refusal of
+				 * every download stays, and clients (Playwright at
+				 * connect) treat this command's failure as fatal. */
+				json_t *j = json_pack("{s:I, s:{}}", "id", k->id, "result");
+				if (j && k->session[0])
+					json_object_set_new(j, "sessionId", json_string(k->session));
+				dg_cdpfw_to_client(fw, cl, j);
+				cmd_clear(cl, k);
+				flush(fw, cl);
+				return 0;
+			}
 			char text[sizeof(v.rule) + sizeof(v.reason) + 32];
 			snprintf(text, sizeof(text), "deskgate: denied by %s: %s", v.rule, v.reason);
 			answer_error(fw, cl, k->id, k->session, REFUSED_CODE, text);

@@ -103,6 +103,7 @@ struct worker {
 	int rs_ref;
 	bool rs_scroll, rs_hit;
 	json_t *resolved;        /* page.js's answer */
+	int view_win[4];         /* the browser window's bounds, probed (probe_view) */
 	char tab_want[DG_CDP_ID_MAX + 1]; /* PHASE_TAB: the tab to become current;
 					     PHASE_TABCLOSE: the tab closing */
 	bool tab_created;        /* PHASE_TAB: tab_want was just created (not tracked yet) */
@@ -957,6 +958,8 @@ static void element_action(struct worker *w)
 	finish(w);
 }
 
+static void probe_view(struct worker *w);
+
 /* ---- resolving: where an element is, before the owner decides ----------- */
 
 /* The answer to a resolve: {"id", "ok", "resolved": {"viewport",
@@ -994,6 +997,7 @@ static void resolve_done(void *arg, json_t *value, const char *error)
 		set_error(w, "%s", error);
 	else
 		w->resolved = json_incref(value);
+	probe_view(w); /* the tab in front may have changed */
 	finish_resolve(w);
 }
 
@@ -1624,6 +1628,68 @@ static void cdp_event(void *arg, const char *method, const char *session, json_t
 	}
 }
 
+/* ---- where the page's viewport is, for the CDP firewall ------------------------
+ *
+ * A CDP client's points are the page's viewport pixels; the firewall maps
+ * them to the screen (regions) through the viewport's place: the browser
+ * window's bounds (Browser.getWindowForTarget) and the page's layout
+ * viewport (Page.getLayoutMetrics), the viewport filling the window's
+ * width (centred) and its bottom, as page.js's viewport() computes it.
+ * Probed when a client connects and after each resolve; until known,
+ * commands with a point are refused. */
+
+static void view_metrics_done(void *arg, int status, json_t *result, const char *error)
+{
+	struct worker *w = arg;
+	(void)error;
+	json_t *vp = json_object_get(result, "cssLayoutViewport");
+	json_t *cw = json_object_get(vp, "clientWidth"), *ch = json_object_get(vp, "clientHeight");
+	if (status != 0 || !json_is_number(cw) || !json_is_number(ch) || !w->fw)
+		return;
+	int vw = (int)json_number_value(cw), vh = (int)json_number_value(ch);
+	int left = w->view_win[0], top = w->view_win[1], ww = w->view_win[2], wh = w->view_win[3];
+	if (vw <= 0 || vh <= 0 || vw > DG_ACTION_SCREEN_MAX || vh > DG_ACTION_SCREEN_MAX)
+		return;
+	struct dg_cdp_view v = {
+		.vp_x = left + (ww > vw ? (ww - vw) / 2 : 0),
+		.vp_y = top + (wh > vh ? wh - vh : 0),
+		.vp_w = vw,
+		.vp_h = vh,
+		.screen_w = w->width,
+		.screen_h = w->height,
+	};
+	dg_cdpfw_set_view(w->fw, &v);
+}
+
+static void view_window_done(void *arg, int status, json_t *result, const char *error)
+{
+	struct worker *w = arg;
+	(void)error;
+	json_t *b = json_object_get(result, "bounds");
+	const char *keys[4] = {"left", "top", "width", "height"};
+	for (int i = 0; i < 4; i++) {
+		json_t *v = json_object_get(b, keys[i]);
+		if (status != 0 || !json_is_integer(v) || json_integer_value(v) < -DG_ACTION_SCREEN_MAX ||
+		    json_integer_value(v) > DG_ACTION_SCREEN_MAX)
+			return;
+		w->view_win[i] = (int)json_integer_value(v);
+	}
+	struct dg_err err = {{0}};
+	if (w->cdp && dg_cdp_ready(w->cdp))
+		dg_cdp_send(w->cdp, "Page.getLayoutMetrics", NULL, dg_cdp_session_id(w->cdp),
+			    view_metrics_done, w, &err);
+}
+
+static void probe_view(struct worker *w)
+{
+	struct dg_err err = {{0}};
+	if (!w->cdp || !dg_cdp_ready(w->cdp))
+		return;
+	dg_cdp_send(w->cdp, "Browser.getWindowForTarget",
+		    json_pack("{s:s}", "targetId", dg_cdp_target_id(w->cdp)), NULL, view_window_done,
+		    w, &err);
+}
+
 static void browser_start(struct worker *w)
 {
 	struct dg_err err = {{0}};
@@ -1734,6 +1800,8 @@ static void loop(struct worker *w)
 				/* CDP clients, in every phase: they do not wait for actions. */
 				if (dg_cdpfw_message(w->fw, w->rd.type, w->rd.buf, w->rd.len, &err))
 					die("protocol error: %s", err.msg);
+				if (w->rd.type == DG_MSG_CDP_OPEN)
+					probe_view(w);
 			} else if (r == 1) {
 				/* One action at a time: the owner sends the next only after
 				 * the result of this one. */

@@ -18,13 +18,13 @@ const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 const { chromium } = require('playwright-core');
-const { Gateway, TOKENS, sleep, waitFor } = require('../web/lib/gateway.js');
+const { Gateway, TOKENS, waitFor } = require('../web/lib/gateway.js');
 
 const bin = process.argv[2];
 const CHROMIUM = process.env.DG_CHROMIUM || '/usr/bin/chromium';
 const here = __dirname;
 
-const { failures, say, fail, expect, check, done } = require('../support/checks.js').checks('mcp');
+const { say, fail, expect, check, finish } = require('../support/checks.js').checks('mcp');
 
 // ---- the sites ------------------------------------------------------------------
 
@@ -346,13 +346,7 @@ async function main() {
     for (const s of await sessionsOf(gw)) await gw.api('DELETE', `/v1/sessions/${s.id}`, TOKENS.admin);
   });
   await browser.close();
-  if (failures.length) console.error(`the gateway's log (last 4000 bytes):\n${gw.log.slice(-4000)}`);
-  await gw.stop();
-  shop.srv.close();
-  evil.srv.close();
-  expect('the denied site saw no request', evil.log.length === 0, evil.log.join(', '));
-  done();
-  await sleep(0);
+  await finish(gw, shop, evil);
 }
 
 main().catch((e) => {

@@ -30,7 +30,17 @@ function checks(prefix) {
     }
     say('all checks passed');
   };
-  return { failures, say, fail, expect, check, done };
+  // Stops the suite's gateway (its log shown when a check failed) and its
+  // loopback sites; the denied site must have seen no request. Then done().
+  const finish = async (gw, allowed, denied) => {
+    if (failures.length) console.error(`the gateway's log (last 4000 bytes):\n${gw.log.slice(-4000)}`);
+    await gw.stop();
+    allowed.srv.close();
+    denied.srv.close();
+    expect('the denied site saw no request', denied.log.length === 0, denied.log.join(', '));
+    done();
+  };
+  return { failures, say, fail, expect, check, done, finish };
 }
 
 module.exports = { checks };

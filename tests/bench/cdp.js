@@ -1,0 +1,134 @@
+// bench cdp: what deskgate's CDP endpoint adds to a command's round trip
+// (issue 18: p50 at most 0.3 ms added), measured in one run against the
+// same command on a Chromium launched directly with
+// --remote-debugging-pipe (what Playwright does locally). Not a test: it
+// prints numbers.
+//
+//   node tests/bench/cdp.js build/deskgate [ROUNDS]
+//
+// Both sides: attach to the page target (flatten), then ROUNDS sequential
+// `Runtime.evaluate "1"` on its session, each timed from send to reply.
+// deskgate's side goes client -> gateway -> worker (parsed, decided by the
+// gateway's policy, recorded) -> Chromium and back. Needs root (deskgate
+// serve) and tests/cdp/node_modules (ws; `npm ci` there).
+'use strict';
+const { spawn } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const bin = process.argv[2];
+const rounds = Number(process.argv[3] || 500);
+if (!bin) {
+	console.error('usage: node tests/bench/cdp.js DESKGATE_BINARY [ROUNDS]');
+	process.exit(2);
+}
+const modules = path.join(__dirname, '..', 'cdp', 'node_modules');
+const WebSocket = require(path.join(modules, 'ws'));
+const { Gateway, TOKENS } = require(path.join(__dirname, '..', 'web', 'lib', 'gateway.js'));
+
+const pct = (xs, p) => {
+	const s = [...xs].sort((a, b) => a - b);
+	return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+};
+
+// A CDP connection over any transport: send(json string), onmessage.
+function client(send) {
+	let next = 1;
+	const waiting = new Map();
+	return {
+		receive(text) {
+			const m = JSON.parse(text);
+			if (m.id !== undefined && waiting.has(m.id)) {
+				waiting.get(m.id)(m);
+				waiting.delete(m.id);
+			}
+		},
+		call(method, params, sessionId) {
+			const id = next++;
+			return new Promise((resolve) => {
+				waiting.set(id, resolve);
+				send(JSON.stringify({ id, method, params, sessionId }));
+			});
+		},
+	};
+}
+
+async function measure(c) {
+	const { result } = await c.call('Target.getTargets');
+	const page = result.targetInfos.find((t) => t.type === 'page');
+	const { result: { sessionId } } = await c.call('Target.attachToTarget', { targetId: page.targetId, flatten: true });
+	for (let i = 0; i < 20; i++)
+		await c.call('Runtime.evaluate', { expression: '1' }, sessionId);
+	const ms = [];
+	for (let i = 0; i < rounds; i++) {
+		const t = process.hrtime.bigint();
+		const r = await c.call('Runtime.evaluate', { expression: '1' }, sessionId);
+		ms.push(Number(process.hrtime.bigint() - t) / 1e6);
+		if (!r.result)
+			throw new Error('Runtime.evaluate failed: ' + JSON.stringify(r));
+	}
+	return ms;
+}
+
+async function direct() {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dg-bench-cdp-'));
+	const chrome = spawn(process.env.DG_CHROMIUM || '/usr/bin/chromium', ['--headless=new', '--no-sandbox',
+		'--remote-debugging-pipe', `--user-data-dir=${dir}`, 'about:blank'],
+	{ stdio: ['ignore', 'ignore', 'ignore', 'pipe', 'pipe'] });
+	let buf = '';
+	const c = client((s) => chrome.stdio[3].write(s + '\0'));
+	chrome.stdio[4].on('data', (d) => {
+		buf += d.toString();
+		let k;
+		while ((k = buf.indexOf('\0')) >= 0) {
+			c.receive(buf.slice(0, k));
+			buf = buf.slice(k + 1);
+		}
+	});
+	try {
+		for (;;) { // the first page appears shortly after the start
+			const { result } = await c.call('Target.getTargets');
+			if (result.targetInfos.some((t) => t.type === 'page'))
+				break;
+			await new Promise((r) => setTimeout(r, 50));
+		}
+		return await measure(c);
+	} finally {
+		chrome.kill('SIGKILL');
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+}
+
+async function through_deskgate() {
+	const gw = new Gateway(bin, { policies: { default: { version: 1, default: 'allow', actions: { allow: ['javascript'] } } } });
+	process.on('exit', () => gw.killNow());
+	await gw.start();
+	try {
+		const s = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser' }, 201);
+		const ws = new WebSocket(`${gw.base.replace('http', 'ws')}/v1/sessions/${s.id}/cdp`,
+			{ headers: { Authorization: `Bearer ${TOKENS.agent}` }, maxPayload: 64 << 20 });
+		await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
+		const c = client((t) => ws.send(t));
+		ws.on('message', (d) => c.receive(d.toString()));
+		const ms = await measure(c);
+		ws.close();
+		return ms;
+	} finally {
+		await gw.stop();
+	}
+}
+
+(async () => {
+	const a = await direct();
+	const b = await through_deskgate();
+	const a2 = await direct(); // A-B-A: a machine drifting in speed shows
+	const base = pct(a.concat(a2), 0.5), dg = pct(b, 0.5);
+	console.log(`cdp round trip, Runtime.evaluate "1", ${rounds} rounds (load ${os.loadavg()[0].toFixed(2)}):`);
+	console.log(`  chromium pipe, direct:  p50 ${base.toFixed(3)} ms  p99 ${pct(a.concat(a2), 0.99).toFixed(3)} ms`);
+	console.log(`  through deskgate:       p50 ${dg.toFixed(3)} ms  p99 ${pct(b, 0.99).toFixed(3)} ms`);
+	console.log(`  added by deskgate:      p50 ${(dg - base).toFixed(3)} ms (target 0.3 ms)`);
+})().catch((e) => {
+	console.error(e.stack || String(e));
+	process.exit(1);
+});
