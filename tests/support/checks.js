@@ -35,6 +35,9 @@ function checks(prefix) {
   const finish = async (gw, allowed, denied) => {
     if (failures.length) console.error(`the gateway's log (last 4000 bytes):\n${gw.log.slice(-4000)}`);
     await gw.stop();
+    // A sanitized build says what went wrong on the gateway's stderr.
+    const san = /(ERROR: (Address|Leak)Sanitizer|runtime error:)[^\n]*/.exec(gw.log);
+    expect('the gateway stopped without a sanitizer report', !san, san && san[0]);
     allowed.srv.close();
     denied.srv.close();
     expect('the denied site saw no request', denied.log.length === 0, denied.log.join(', '));
