@@ -95,8 +95,11 @@ async function direct() {
 		}
 		return await measure(c);
 	} finally {
+		const gone = new Promise((r) => chrome.once('exit', r));
 		chrome.kill('SIGKILL');
-		fs.rmSync(dir, { recursive: true, force: true });
+		await gone;
+		// Its helpers may still be writing the profile for a moment.
+		fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
 	}
 }
 
