@@ -445,6 +445,13 @@ static int script(struct ctx *c)
 	return script_in(c, c->arg, false);
 }
 
+/* A fulfilled response's body (base64, optional): the page runs what it
+ * holds. */
+static int fulfill(struct ctx *c)
+{
+	return script_in(c, "body", true);
+}
+
 static int condition(struct ctx *c)
 {
 	return script_in(c, "condition", true);
@@ -999,6 +1006,15 @@ static const struct {
 	{"Page.addScriptToEvaluateOnLoad", script, "scriptSource"},
 	{"Debugger.evaluateOnCallFrame", script, "expression"},
 	{"Debugger.setScriptSource", script, "scriptSource"},
+	/* Markup and responses a page runs as it loads them (an onerror
+	 * attribute, a <script>, a fulfilled response's body): decided as
+	 * the page's script is, so that they need the policy to name
+	 * javascript too. */
+	{"DOM.setOuterHTML", script, "outerHTML"},
+	{"DOM.setAttributeValue", script, "value"},
+	{"DOM.setAttributesAsText", script, "text"},
+	{"Page.setDocumentContent", script, "html"},
+	{"Fetch.fulfillRequest", fulfill, NULL},
 	{"Debugger.setBreakpoint", condition, NULL},
 	{"Debugger.setBreakpointByUrl", condition, NULL},
 	{"Debugger.setBreakpointOnFunctionCall", condition, NULL},

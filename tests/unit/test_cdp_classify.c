@@ -817,6 +817,10 @@ Test(cdp_classify, scripts)
 		{"Page.addScriptToEvaluateOnLoad", "scriptSource"},
 		{"Debugger.evaluateOnCallFrame", "expression"},
 		{"Debugger.setScriptSource", "scriptSource"},
+		{"DOM.setOuterHTML", "outerHTML"},
+		{"DOM.setAttributeValue", "value"},
+		{"DOM.setAttributesAsText", "text"},
+		{"Page.setDocumentContent", "html"},
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const char *m = rows[i].method, *f = rows[i].field;
@@ -917,6 +921,9 @@ Test(cdp_classify, fetch)
 		   "Fetch.continueRequest.url: 8201 bytes is over the limit");
 	expect_nothing(run("Fetch.continueWithAuth", "{\"requestId\":\"r\"}"));
 	expect_nothing(run("Fetch.fulfillRequest", "{\"requestId\":\"r\",\"responseCode\":200}"));
+	cr_assert_eq(run("Fetch.fulfillRequest",
+			 "{\"requestId\":\"r\",\"responseCode\":200,\"body\":\"PHNjcmlwdD4=\"}"), 0);
+	expect_json(cls.code, "\"PHNjcmlwdD4=\"", "Fetch.fulfillRequest");
 	expect_nothing(run("Fetch.failRequest", "{\"requestId\":\"r\"}"));
 }
 
