@@ -130,7 +130,7 @@ static int upload_check(struct gw_session *s, const struct dg_cdp_decide *q, jso
 	struct dg_err err = {{0}};
 	int req = -1;
 	if (!ok)
-		snprintf(err.msg, sizeof(err.msg), "DOM.setFileInputFiles: 1 to %d files",
+		snprintf(err.msg, sizeof(err.msg), "%.64s: 1 to %d files", q->method,
 			 DG_ACTION_PATHS_MAX);
 	else if (s->cdp_upload_req)
 		snprintf(err.msg, sizeof(err.msg), "another file check of this session is in flight");
@@ -198,7 +198,7 @@ static int decide(struct gw_session *s, const struct dg_cdp_decide *q, struct dg
 		json_object_set_new(ev, "url", json_string(q->url));
 	if (q->code)
 		json_object_set_new(ev, "code_bytes", json_integer((json_int_t)q->code_len));
-	if (d.verdict == DG_VERDICT_ALLOW && strcmp(q->method, "DOM.setFileInputFiles") == 0 &&
+	if (d.verdict == DG_VERDICT_ALLOW && json_object_get(q->params, "files") &&
 	    upload_check(s, q, ev, &d) == 0)
 		return 0;
 	return answer_verdict(s, q->req, &d, ev, err);

@@ -102,81 +102,35 @@ int dg_gw_decide_request(struct gw_session *s, int fd, const uint8_t *data, size
 	return 0;
 }
 
-/* Refuses into d (rule, reason). */
-static void refuse(struct dg_decision *d, const char *rule, const char *reason)
-{
-	d->verdict = DG_VERDICT_DENY;
-	snprintf(d->rule, sizeof(d->rule), "%s", rule);
-	snprintf(d->reason, sizeof(d->reason), "%s", reason);
-}
-
-static bool method_is(const struct dg_cdp_decide *q, const char *m)
-{
-	return strcmp(q->method, m) == 0;
-}
-
 void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d)
 {
-	dg_policy_decide_cdp(&s->policy, q->method, d);
-	if (d->verdict != DG_VERDICT_ALLOW)
-		return;
 	struct dg_decide_ctx ctx;
 	decide_ctx(s, &ctx);
-	const char *behavior = json_string_value(json_object_get(q->params, "behavior"));
-	if (method_is(q, "Browser.setDownloadBehavior") || method_is(q, "Page.setDownloadBehavior")) {
-		if (!behavior || (strcmp(behavior, "deny") && strcmp(behavior, "default")))
-			return refuse(d, DG_CDP_RULE_DOWNLOADS, "downloads stay refused: the guard "
-				      "denies every download (answered as done, not applied)");
-	}
-	if (method_is(q, "Target.createBrowserContext") &&
-	    json_is_true(json_object_get(q->params, "proxyServer")))
-		return refuse(d, "builtin.cdp", "a browser context with a proxy of its own would go "
-			      "around the egress proxy");
-	if (q->action) {
-		struct dg_action a;
-		struct dg_err err = {{0}};
-		if (dg_action_parse_obj(q->action, s->width, s->height, &a, &err) != 0)
-			return refuse(d, "cdp.malformed", err.msg);
-		dg_policy_decide(&s->policy, &a, &ctx, d);
-		dg_action_free(&a);
-		if (d->verdict != DG_VERDICT_ALLOW)
-			goto ask;
-	}
-	if (q->code) {
-		/* A script of a CDP command may be far larger than a javascript
-		 * action's (Playwright's injected script): decided as one, on
-		 * its whole text, without the action parser's bound. */
-		struct dg_action a;
-		memset(&a, 0, sizeof(a));
-		a.type = DG_ACTION_JAVASCRIPT;
-		a.code = (char *)q->code;
-		a.code_len = q->code_len;
-		dg_policy_decide(&s->policy, &a, &ctx, d);
-		if (d->verdict != DG_VERDICT_ALLOW)
-			goto ask;
-	}
-	if (method_is(q, "DOM.setFileInputFiles")) {
-		/* The files themselves are checked in the jail as for the
-		 * file_upload member (the caller asks the spawner). */
-		struct dg_action a;
-		memset(&a, 0, sizeof(a));
-		a.type = DG_ACTION_FILE_UPLOAD;
-		dg_policy_decide(&s->policy, &a, &ctx, d);
-		if (d->verdict != DG_VERDICT_ALLOW)
-			goto ask;
-	}
-	if (q->url) {
-		dg_policy_decide_url(&s->policy, q->url, d);
-		if (d->verdict != DG_VERDICT_ALLOW)
-			goto ask;
-	}
-	return;
-ask:
-	if (d->verdict == DG_VERDICT_ASK) {
-		char reason[DG_DECISION_REASON_MAX];
-		snprintf(reason, sizeof(reason), "%.200s; a CDP client cannot wait for a human's "
-			 "approval", d->reason);
+	struct dg_action a;
+	struct dg_err err = {{0}};
+	if (q->action && dg_action_parse_obj(q->action, s->width, s->height, &a, &err) != 0) {
 		d->verdict = DG_VERDICT_DENY;
-		snprintf(d->reason, sizeof(d->reason), "%s", reason);
+		snprintf(d->rule, sizeof(d->rule), "cdp.malformed");
+		snprintf(d->reason, sizeof(d->reason), "%s", err.msg);
+		return;
 	}
+	struct dg_cdp_command cmd = {
+		.method = q->method,
+		.action = q->action ? &a : NULL,
+		.code = q->code,
+		.code_len = q->code_len,
+		.url = q->url,
+		.download_behavior = strstr(q->method, ".setDownloadBehavior")
+			? json_string_value(json_object_get(q->params, "behavior")) : NULL,
+		.proxy = strcmp(q->method, "Target.createBrowserContext") == 0 &&
+			 json_is_true(json_object_get(q->params, "proxyServer")),
+		.files = json_object_get(q->params, "files") != NULL,
+	};
+	/* A download behavior the worker did not report is "none given":
+	 * refused like any other than deny or default. */
+	if (strstr(q->method, ".setDownloadBehavior") && !cmd.download_behavior)
+		cmd.download_behavior = "";
+	dg_policy_decide_cdp_command(&s->policy, &cmd, &ctx, d);
+	if (q->action)
+		dg_action_free(&a);
 }

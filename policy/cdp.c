@@ -338,3 +338,53 @@ int dg_policy_decide_cdp(const struct dg_policy *p, const char *method, struct d
 		return by_pattern(d, r, DG_CDP_ALLOW, i);
 	return builtin(d, dom, dn, meth, mn);
 }
+
+int dg_policy_decide_cdp_command(const struct dg_policy *p, const struct dg_cdp_command *cmd,
+				 const struct dg_decide_ctx *ctx, struct dg_decision *d)
+{
+	if (!cmd || !ctx)
+		return dg_policy_decide_cdp(p, NULL, d);
+	int rc = dg_policy_decide_cdp(p, cmd->method, d);
+	if (rc || d->verdict != DG_VERDICT_ALLOW)
+		return rc;
+	const char *b = cmd->download_behavior;
+	if (b && strcmp(b, "deny") != 0 && strcmp(b, "default") != 0) {
+		decided(d, DG_VERDICT_DENY, DG_POLICY_RULE_DOWNLOADS,
+			"downloads stay refused: the guard denies every download (answered as done, "
+			"not applied)");
+		return 0;
+	}
+	if (cmd->proxy) {
+		decided(d, DG_VERDICT_DENY, "builtin.cdp",
+			"a browser context with a proxy of its own would go around the egress proxy");
+		return 0;
+	}
+	if (cmd->action)
+		rc = dg_policy_decide(p, cmd->action, ctx, d);
+	/* A script of a CDP command may be far larger than a javascript
+	 * action's (Playwright's injected script): decided as one, on its
+	 * whole text. */
+	struct dg_action a;
+	if (!rc && d->verdict == DG_VERDICT_ALLOW && cmd->code) {
+		memset(&a, 0, sizeof(a));
+		a.type = DG_ACTION_JAVASCRIPT;
+		a.code = (char *)cmd->code;
+		a.code_len = cmd->code_len;
+		rc = dg_policy_decide(p, &a, ctx, d);
+	}
+	if (!rc && d->verdict == DG_VERDICT_ALLOW && cmd->files) {
+		memset(&a, 0, sizeof(a));
+		a.type = DG_ACTION_FILE_UPLOAD;
+		rc = dg_policy_decide(p, &a, ctx, d);
+	}
+	if (!rc && d->verdict == DG_VERDICT_ALLOW && cmd->url)
+		rc = dg_policy_decide_url(p, cmd->url, d);
+	if (!rc && d->verdict == DG_VERDICT_ASK) {
+		char reason[DG_DECISION_REASON_MAX];
+		snprintf(reason, sizeof(reason), "%.200s; a CDP client cannot wait for a human's "
+			 "approval", d->reason);
+		d->verdict = DG_VERDICT_DENY;
+		snprintf(d->reason, sizeof(d->reason), "%s", reason);
+	}
+	return rc;
+}

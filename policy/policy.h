@@ -183,6 +183,32 @@ int dg_policy_decide_ws_origin(const struct dg_policy *p, bool secure, const cha
  * NULL, says deny with rule "internal"). */
 int dg_policy_decide_cdp(const struct dg_policy *p, const char *method, struct dg_decision *d);
 
+/* One CDP client's command, as the worker's firewall read it: its method
+ * and what it amounts to. Borrowed; NULL/false where it amounts to none. */
+struct dg_cdp_command {
+	const char *method;
+	const struct dg_action *action;  /* the canonical action (parsed, resolved) */
+	const char *code;                /* the script it runs (no bound: CDP's scripts
+					  * are far larger than a javascript action's) */
+	size_t code_len;
+	const char *url;                 /* a URL a request of the page goes to */
+	const char *download_behavior;   /* a set*DownloadBehavior's behavior */
+	bool proxy;                      /* a browser context with a proxy of its own */
+	bool files;                      /* it hands files to the page (the caller checks
+					  * them in the jail when it is allowed) */
+};
+#define DG_POLICY_RULE_DOWNLOADS "builtin.downloads"
+
+/* Decides a whole CDP command (the gateway live, replay later): the method
+ * (dg_policy_decide_cdp), then a download behavior other than "deny" or
+ * "default" (refused, rule DG_POLICY_RULE_DOWNLOADS: the guard refuses
+ * every download), a proxy (refused, builtin.cdp), the action, the script
+ * (as a javascript action), files (as file_upload), the URL; ask counts as
+ * deny, a CDP client cannot wait for a human. ctx as dg_policy_decide's.
+ * Returns as dg_policy_decide. */
+int dg_policy_decide_cdp_command(const struct dg_policy *p, const struct dg_cdp_command *cmd,
+				 const struct dg_decide_ctx *ctx, struct dg_decision *d);
+
 /* The "urls" section and the default as the JSON a policy file would hold,
  * {"default": V, "allow": [...], "ask": [...], "deny": [...]}, patterns as
  * compiled (internationalized hosts in punycode), in their order, so that a

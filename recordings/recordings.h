@@ -369,7 +369,8 @@ int dg_rec_retention(const char *root, const struct dg_rec_retention_opts *o,
 struct dg_rec_redecision {
 	uint64_t seq;
 	const char *kind;          /* "action", "browser" (a browser request's URL),
-				      "egress" (host:port) */
+				      "egress" (host:port), "cdp" (a CDP client's command:
+				      subject is its method) */
 	const json_t *action;      /* kind "action": the canonical action */
 	const char *subject;       /* kind "browser": the URL; "egress": "host:port" */
 	const char *old_verdict;   /* as recorded */
@@ -395,7 +396,9 @@ struct dg_rec_replay_summary {
  * 60 one-second slots the gateway uses, and only actions the NEW policy
  * allows count (a replay asks what would have happened had p been in
  * force). "decision" events of layer "browser" are re-decided with
- * dg_policy_decide_url and "egress" ones with dg_policy_decide_egress. fn
+ * dg_policy_decide_url and "egress" ones with dg_policy_decide_egress;
+ * "cdp" events (a CDP client's commands) with dg_policy_decide_cdp_command
+ * (skipped when their script was not recorded whole). fn
  * gets every re-decision (changed or not, or skipped) in order; a non-zero
  * return stops. The chain is checked while reading (not the frames, not the
  * seal): a broken chain is -EBADMSG naming the seq, a torn last line is

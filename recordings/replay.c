@@ -237,6 +237,82 @@ static int replay_decision(struct rctx *c, const struct dg_rec_ev *ev)
 	return emit(c, &d);
 }
 
+/* A CDP client's command ("cdp" event, docs/cdp.md), re-decided whole:
+ * its method, what it amounted to (the action, the URL, a download
+ * behavior, a proxy, files) and its script when the recording kept all of
+ * it (params.code_head as long as params.code_bytes; a longer script is
+ * not recorded, and the command is skipped). */
+static int replay_cdp(struct rctx *c, const struct dg_rec_ev *ev)
+{
+	const json_t *o = ev->obj;
+	const json_t *params = json_object_get(o, "params");
+	struct dg_rec_redecision d = { .seq = ev->seq, .kind = "cdp" };
+	json_t *jm = json_object_get(o, "method");
+	d.subject = json_string_value(jm);
+	d.old_verdict = json_string_value(json_object_get(o, "verdict"));
+	d.old_rule = json_string_value(json_object_get(o, "rule"));
+	if (!d.old_rule)
+		d.old_rule = "";
+	const json_t *action = json_object_get(o, "action");
+	json_t *jurl = json_object_get(o, "url");
+	const json_t *head = json_object_get(params, "code_head");
+	const json_t *bytes = json_object_get(params, "code_bytes");
+	if (!d.subject || json_string_length(jm) > 128 || strlen(d.subject) != json_string_length(jm))
+		d.skipped = "\"method\" is not a method name";
+	else if (verdict_of(d.old_verdict) < 0)
+		d.skipped = "no recorded verdict";
+	else if (action && !json_is_object(action))
+		d.skipped = "\"action\" is not an action";
+	else if (jurl && (!json_is_string(jurl) || json_string_length(jurl) > DG_ACTION_URL_MAX ||
+			  strlen(json_string_value(jurl)) != json_string_length(jurl)))
+		d.skipped = "\"url\" is not a URL string";
+	else if (bytes && (!json_is_integer(bytes) || !json_is_string(head) ||
+			   (json_int_t)json_string_length(head) != json_integer_value(bytes)))
+		d.skipped = "its script was not recorded whole (only its first bytes are kept)";
+	if (d.skipped)
+		return emit(c, &d);
+	struct dg_action a;
+	bool has_action = false;
+	if (action) {
+		json_t *use = unredact(action, &d.redacted);
+		struct dg_err perr = { { 0 } };
+		int prc = use ? dg_action_parse_obj(use, c->width, c->height, &a, &perr) : -EINVAL;
+		json_decref(use);
+		if (prc != 0) {
+			d.skipped = !use ? "the redacted text has no valid length"
+			    : perr.msg[0] ? perr.msg : "the recorded action does not parse";
+			return emit(c, &d);
+		}
+		has_action = true;
+	}
+	const json_t *behavior = json_object_get(params, "behavior");
+	struct dg_cdp_command cmd = {
+		.method = d.subject,
+		.action = has_action ? &a : NULL,
+		.code = bytes ? json_string_value(head) : NULL,
+		.code_len = bytes ? json_string_length(head) : 0,
+		.url = json_string_value(jurl),
+		.download_behavior = strstr(d.subject, ".setDownloadBehavior")
+			? (json_is_string(behavior) ? json_string_value(behavior) : "") : NULL,
+		.proxy = json_is_true(json_object_get(params, "proxyServer")),
+		.files = json_object_get(params, "files") != NULL,
+	};
+	struct dg_decide_ctx ctx = {
+		.screen_w = c->width,
+		.screen_h = c->height,
+		.pointer_x = c->width / 2,
+		.pointer_y = c->height / 2,
+		.actions_total = c->total,
+		.exec_total = c->exec,
+	};
+	dg_policy_decide_cdp_command(c->p, &cmd, &ctx, &d.now);
+	if (has_action)
+		dg_action_free(&a);
+	d.changed = strcmp(d.old_verdict, dg_verdict_name(d.now.verdict)) != 0;
+	c->sum->decisions++;
+	return emit(c, &d);
+}
+
 static int on_event(struct dg_rec_scan *s, const struct dg_rec_ev *ev, struct dg_err *err)
 {
 	(void)err;
@@ -245,6 +321,8 @@ static int on_event(struct dg_rec_scan *s, const struct dg_rec_ev *ev, struct dg
 		return replay_action(c, ev);
 	if (strcmp(ev->type, "decision") == 0)
 		return replay_decision(c, ev);
+	if (strcmp(ev->type, "cdp") == 0)
+		return replay_cdp(c, ev);
 	return 0;
 }
 

@@ -147,7 +147,8 @@ enum dg_msg_type {
 #define DG_IPC_VERDICT_MAX 256                /* VERDICT */
 #define DG_IPC_FRAME_MAX (48u * 1024 * 1024)  /* a PNG of the largest desktop */
 #define DG_CDP_CLIENT_HDR 4                   /* the client number of a CDP message */
-#define DG_CDP_RULE_DOWNLOADS "builtin.downloads" /* the rule refusing a download behavior */
+#define DG_CDP_RULE_DOWNLOADS "builtin.downloads" /* the rule refusing a download behavior
+						   * (policy.h's DG_POLICY_RULE_DOWNLOADS) */
 #define DG_CDP_CLIENT_MSG_MAX (16u * 1024 * 1024) /* bytes of one CDP message either way */
 #define DG_CDP_CODE_MAX (4u * 1024 * 1024)   /* bytes of a script a command runs (the
 					       * injected scripts of Playwright run to

@@ -273,6 +273,21 @@ async function main() {
     await gw.api('DELETE', `/v1/sessions/${two.id}`, TOKENS.agent);
   });
   await gw.api('DELETE', `/v1/sessions/${session.id}`, TOKENS.agent);
+  await check('replay decides the commands again', async () => {
+    // Under a policy that refuses Page.navigate, the navigations the
+    // clients made change verdict.
+    const strict = path.join(work, 'strict.json');
+    fs.writeFileSync(strict, JSON.stringify({ version: 1, default: 'allow', actions: { allow: ['javascript'] }, cdp: { deny: ['Page.navigate'] } }));
+    const r = require('node:child_process').spawnSync(bin, ['replay', '--policy', strict, '--json', path.join(gw.recordings, session.id)],
+      { encoding: 'utf8', timeout: 60000 });
+    const lines = r.stdout.trim().split('\n').filter((l) => l).map((l) => JSON.parse(l));
+    const nav = lines.filter((l) => l.kind === 'cdp' && l.subject === 'Page.navigate' && !l.skipped);
+    const typed = lines.filter((l) => l.kind === 'cdp' && l.subject === 'Input.insertText' && l.old === 'deny');
+    expect('replay: allowed navigations now refused by cdp.deny, denied text now allowed', r.status === 1 &&
+      nav.length > 0 && nav.every((l) => l.old === 'allow' && l.new === 'deny' && l.rule === 'cdp.deny[0]') &&
+      typed.length > 0 && typed.every((l) => l.new === 'allow'),
+    `${r.status} ${r.stdout.slice(0, 600)} ${r.stderr.slice(0, 300)}`);
+  });
   await finish(gw, shop, evil);
 }
 
