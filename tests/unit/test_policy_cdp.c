@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actions/actions.h"
 #include "policy/policy.h"
 
 #define ORIGIN "/test/policy.json"
@@ -521,4 +522,65 @@ Test(cdp, copies_share_and_free)
 	cr_assert_null(a.cdp);
 	dg_policy_free(&a);
 	dg_policy_free(&def);
+}
+
+/* ---- a whole command (dg_policy_decide_cdp_command) ---- */
+
+static void command(const struct dg_cdp_command *cmd, enum dg_verdict v, const char *rule)
+{
+	struct dg_decide_ctx ctx = {.screen_w = 1280, .screen_h = 800};
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, cmd, &ctx, &dec), 0);
+	cr_assert_eq(dec.verdict, v, "%s: verdict %d, rule %s (%s)", cmd->method, dec.verdict,
+		     dec.rule, dec.reason);
+	/* A rule may name its pattern after the rule ("urls.deny[0] https://..."). */
+	cr_assert(strncmp(dec.rule, rule, strlen(rule)) == 0 &&
+		  (dec.rule[strlen(rule)] == '\0' || dec.rule[strlen(rule)] == ' '),
+		  "%s: rule %s, not %s (%s)", cmd->method, dec.rule, rule, dec.reason);
+}
+
+Test(cdp, whole_commands)
+{
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"urls\": {\"deny\": "
+			"[\"https://evil.example/**\"]}, \"keys\": {\"ask\": [\"ctrl+Return\"]}}"));
+	/* the method first */
+	command(&(struct dg_cdp_command){.method = "Tracing.start"}, DG_VERDICT_DENY, "builtin.cdp");
+	/* downloads: deny and default pass, anything else is refused */
+	command(&(struct dg_cdp_command){.method = "Browser.setDownloadBehavior",
+					 .download_behavior = "deny"}, ALLOW, "builtin.cdp");
+	command(&(struct dg_cdp_command){.method = "Browser.setDownloadBehavior",
+					 .download_behavior = "allowAndName"},
+		DG_VERDICT_DENY, DG_POLICY_RULE_DOWNLOADS);
+	command(&(struct dg_cdp_command){.method = "Page.setDownloadBehavior", .download_behavior = ""},
+		DG_VERDICT_DENY, DG_POLICY_RULE_DOWNLOADS);
+	/* a proxy of its own */
+	command(&(struct dg_cdp_command){.method = "Target.createBrowserContext", .proxy = true},
+		DG_VERDICT_DENY, "builtin.cdp");
+	/* a script: javascript must be named, even with "default": "allow" */
+	command(&(struct dg_cdp_command){.method = "Runtime.evaluate", .code = "1", .code_len = 1},
+		DG_VERDICT_DENY, "builtin.javascript");
+	/* files: file_upload must be named */
+	command(&(struct dg_cdp_command){.method = "DOM.setFileInputFiles", .files = true},
+		DG_VERDICT_DENY, "builtin.file_upload");
+	/* the URL of a request */
+	command(&(struct dg_cdp_command){.method = "Fetch.continueRequest",
+					 .url = "https://evil.example/x"},
+		DG_VERDICT_DENY, "urls.deny[0]");
+	/* an action; ask counts as deny */
+	struct dg_action a;
+	struct dg_err e = {{0}};
+	cr_assert_eq(dg_action_parse("{\"type\":\"key\",\"keys\":\"ctrl+Return\"}", 35, 1280, 800,
+				     &a, &e), 0, "%s", e.msg);
+	command(&(struct dg_cdp_command){.method = "Input.dispatchKeyEvent", .action = &a},
+		DG_VERDICT_DENY, "keys.ask[0]");
+	cr_assert(strstr(dec.reason, "cannot wait for a human"), "%s", dec.reason);
+	dg_action_free(&a);
+	/* with javascript named, a script runs */
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"actions\": {\"allow\": "
+			"[\"javascript\"]}}"));
+	command(&(struct dg_cdp_command){.method = "Runtime.evaluate", .code = "1", .code_len = 1},
+		ALLOW, "actions.allow[0]");
+	/* a NULL command is a caller bug */
+	struct dg_decide_ctx ctx = {.screen_w = 1280, .screen_h = 800};
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, NULL, &ctx, &dec), -EINVAL);
+	cr_assert_eq(dec.verdict, DG_VERDICT_DENY);
 }
