@@ -70,6 +70,8 @@ int dg_ipc_send_prefixed(int fd, uint32_t type, const void *pre, size_t pre_len,
 		size_t skip = (size_t)k;
 		for (int i = 0; i < 3; i++) {
 			size_t d = skip < iov[i].iov_len ? skip : iov[i].iov_len;
+			if (d == 0)
+				continue; /* an empty part may have no base (NULL + 0 is UB) */
 			iov[i].iov_base = (char *)iov[i].iov_base + d;
 			iov[i].iov_len -= d;
 			skip -= d;
