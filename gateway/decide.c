@@ -114,6 +114,9 @@ void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struc
 		snprintf(d->reason, sizeof(d->reason), "%s", err.msg);
 		return;
 	}
+	/* A download behavior the worker did not report is "" (none given):
+	 * refused like any other than deny or default. */
+	const char *behavior = json_string_value(json_object_get(q->params, "behavior"));
 	struct dg_cdp_command cmd = {
 		.method = q->method,
 		.action = q->action ? &a : NULL,
@@ -121,15 +124,11 @@ void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struc
 		.code_len = q->code_len,
 		.url = q->url,
 		.download_behavior = strstr(q->method, ".setDownloadBehavior")
-			? json_string_value(json_object_get(q->params, "behavior")) : NULL,
+			? (behavior ? behavior : "") : NULL,
 		.proxy = strcmp(q->method, "Target.createBrowserContext") == 0 &&
 			 json_is_true(json_object_get(q->params, "proxyServer")),
 		.files = json_object_get(q->params, "files") != NULL,
 	};
-	/* A download behavior the worker did not report is "none given":
-	 * refused like any other than deny or default. */
-	if (strstr(q->method, ".setDownloadBehavior") && !cmd.download_behavior)
-		cmd.download_behavior = "";
 	dg_policy_decide_cdp_command(&s->policy, &cmd, &ctx, d);
 	if (q->action)
 		dg_action_free(&a);

@@ -530,7 +530,7 @@ static void touch(struct mcp_session *m)
 			 (lws_usec_t)m->gw->cfg.limits.idle_seconds * US);
 }
 
-static struct mcp_session *session_find(struct gw *gw, const char *id, const char *owner)
+static struct mcp_session *session_find(const char *id, const char *owner)
 {
 	for (int i = 0; i < DG_MCP_SESSIONS_MAX; i++) {
 		struct mcp_session *m = &sessions[i];
@@ -538,7 +538,6 @@ static struct mcp_session *session_find(struct gw *gw, const char *id, const cha
 		    strcmp(m->owner, owner) == 0)
 			return m;
 	}
-	(void)gw;
 	return NULL;
 }
 
@@ -829,7 +828,7 @@ int dg_gw_mcp_http(struct gw *gw, struct conn *h, const char *raw, size_t raw_le
 			return reply(gw, h, 400, NULL, rpc_error(NULL, -32600, "unsupported "
 								"MCP-Protocol-Version %.20s", ver));
 	}
-	struct mcp_session *m = sl > 0 ? session_find(gw, sid, h->who.name) : NULL;
+	struct mcp_session *m = sl > 0 ? session_find(sid, h->who.name) : NULL;
 	if (sl > 0 && !m) {
 		const char *why = ended_reason(sid, h->who.name);
 		return reply(gw, h, 404, NULL, why ? rpc_error(NULL, -32001, "the MCP session ended: "

@@ -331,26 +331,37 @@ static const char *create_error_code(int status)
 	}
 }
 
-/* A session's own token (given at its creation) opens its CDP endpoint
- * (GET .../json/version here; the WebSocket in ws_bind) as its agent. */
-static bool session_token_auth(struct conn *c)
+/* The session token given at s's creation, sent as the bearer (or, on a
+ * WebSocket handshake, in the subprotocol): c acts as s's agent. */
+static bool session_token_login(struct conn *c, const struct gw_session *s, bool subprotocol)
 {
-	char id[DG_SESSION_ID_MAX + 2], hdr[DG_TOKEN_MAX + 64];
-	const char *tail = session_path(c->path, id, sizeof(id));
+	char hdr[DG_TOKEN_MAX + 64];
 	const char *tok = NULL;
 	size_t len = 0;
-	if (!tail || (strcmp(tail, "/json/version") && strcmp(tail, "/json/version/")))
-		return false;
-	struct gw_session *s = dg_gw_session_find(G, id);
 	int n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION);
-	if (!s || n <= 0 || dg_auth_bearer(hdr, &tok, &len) != 0 ||
-	    !dg_gw_session_token_ok(s, tok, len))
+	if (n <= 0 || dg_auth_bearer(hdr, &tok, &len) != 0) {
+		n = subprotocol ? lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_PROTOCOL) : 0;
+		if (n <= 0 || dg_auth_subprotocol(hdr, &tok, &len) != 0)
+			tok = NULL;
+	}
+	if (!s || !tok || !dg_gw_session_token_ok(s, tok, len))
 		return false;
 	memset(&c->who, 0, sizeof(c->who));
 	c->who.role = DG_ROLE_AGENT;
 	snprintf(c->who.name, sizeof(c->who.name), "%s", s->owner);
 	c->authed = true;
 	return true;
+}
+
+/* The session token also opens GET .../json/version, where a CDP client
+ * asks for the session's endpoint. */
+static bool session_token_auth(struct conn *c)
+{
+	char id[DG_SESSION_ID_MAX + 2];
+	const char *tail = session_path(c->path, id, sizeof(id));
+	if (!tail || (strcmp(tail, "/json/version") && strcmp(tail, "/json/version/")))
+		return false;
+	return session_token_login(c, dg_gw_session_find(G, id), false);
 }
 
 static int route(struct conn *c, const char *raw, size_t raw_len)
@@ -470,26 +481,11 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		return -1;
 	}
 	struct gw_session *s = dg_gw_session_find(G, id);
-	if (!authenticate(c)) {
-		/* The session token given at creation also opens its agent channel. */
-		char hdr[DG_TOKEN_MAX + 64];
-		const char *tok = NULL;
-		size_t len = 0;
-		int n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION);
-		if (n <= 0 || dg_auth_bearer(hdr, &tok, &len) != 0) {
-			n = lws_hdr_copy(c->wsi, hdr, sizeof(hdr), WSI_TOKEN_PROTOCOL);
-			if (n <= 0 || dg_auth_subprotocol(hdr, &tok, &len) != 0)
-				tok = NULL;
-		}
-		if (!s || !tok || !dg_gw_session_token_ok(s, tok, len)) {
-			*status = 401;
-			snprintf(why, whylen, "a valid bearer token is required");
-			return -1;
-		}
-		memset(&c->who, 0, sizeof(c->who));
-		c->who.role = DG_ROLE_AGENT;
-		snprintf(c->who.name, sizeof(c->who.name), "%s", s->owner);
-		c->authed = true;
+	/* The session token given at creation also opens its channels. */
+	if (!authenticate(c) && !session_token_login(c, s, true)) {
+		*status = 401;
+		snprintf(why, whylen, "a valid bearer token is required");
+		return -1;
 	}
 	bool agent = strcmp(tail, "/ws") == 0;
 	if (strcmp(tail, "/cdp") == 0) {

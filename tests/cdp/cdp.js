@@ -248,6 +248,10 @@ async function main() {
   const session = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser' }, 201);
   session.cdp_url = (await gw.api('GET', `/v1/sessions/${session.id}/json/version/`, TOKENS.agent)).webSocketDebuggerUrl;
   expect('json/version names the session\'s CDP endpoint', session.cdp_url.endsWith(`/v1/sessions/${session.id}/cdp`), session.cdp_url);
+  const byToken = await gw.http('GET', `/v1/sessions/${session.id}/json/version`, session.session_token);
+  expect('json/version opens with the session token too', byToken.status === 200 && byToken.json.webSocketDebuggerUrl === session.cdp_url, `${byToken.status} ${byToken.text}`);
+  const viewer = await gw.http('GET', `/v1/sessions/${session.id}/json/version`, TOKENS.viewer);
+  expect('json/version: a viewer reads no such session', viewer.status === 404, viewer.status);
   await check('playwright', () => playwright(gw, session.id, shop, evil));
   await check('puppeteer', () => puppeteerClient(gw, session, shop));
   await check('playwright-mcp', () => playwrightMcp(gw, session.id, shop, evil));
