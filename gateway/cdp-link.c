@@ -90,27 +90,59 @@ void dg_gw_cdp_from_client(struct gw_session *s, struct conn *c, const char *msg
 		client_close(c, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "the session's worker is gone");
 }
 
-/* Answers the worker's decide request req with d, counts and records it
- * (ev: the command's recording event, stolen; the verdict is added). */
+/* Counts a command of method with its verdict: the session's counts (the
+ * budgets'), the gateway's metrics by method. */
+static void count(struct gw_session *s, const char *method, bool allow, bool action)
+{
+	s->n_cdp_commands++;
+	if (!allow)
+		s->n_cdp_refused++;
+	if (allow)
+		dg_gw_per_minute_add(&s->cdp_pm);
+	if (allow && action) {
+		s->n_cdp_actions++;
+		dg_gw_count_action(s);
+	}
+	s->last_activity_ms = dg_now_ms();
+	struct gw_cdp_methods *m = &s->gw->m.cdp;
+	int i = 0;
+	while (i < m->n_rows && strcmp(m->row[i].name, method) != 0)
+		i++;
+	if (i == m->n_rows && i < DG_GW_CDP_METHODS_MAX) {
+		snprintf(m->row[i].name, sizeof(m->row[i].name), "%s", method);
+		m->n_rows++;
+	}
+	if (i < m->n_rows)
+		m->row[i].n[allow ? 0 : 1]++;
+	else
+		m->other[allow ? 0 : 1]++;
+}
+
+/* Records the command's event ev (stolen) with its decision. */
+static void record(struct gw_session *s, const struct dg_decision *d, json_t *ev)
+{
+	json_object_set_new(ev, "verdict", json_string(dg_verdict_name(d->verdict)));
+	json_object_set_new(ev, "rule", json_string(d->rule));
+	json_object_set_new(ev, "reason", json_string(d->reason));
+	dg_gw_note_decision(s, ev);
+}
+
+/* Answers the worker's decide request req with d (cache: it may apply it
+ * again unasked), counts and records it (ev: the command's recording
+ * event, stolen). */
 static int answer_verdict(struct gw_session *s, uint64_t req, const struct dg_decision *d,
-			  json_t *ev, struct dg_err *err)
+			  bool cache, json_t *ev, struct dg_err *err)
 {
 	bool allow = d->verdict == DG_VERDICT_ALLOW;
-	struct dg_cdp_verdict v = {.req = req, .allow = allow};
+	struct dg_cdp_verdict v = {.req = req, .allow = allow, .cache = allow && cache};
 	snprintf(v.rule, sizeof(v.rule), "%.63s", d->rule);
 	snprintf(v.reason, sizeof(v.reason), "%.500s", d->reason);
 	int fd = worker_fd(s);
 	int rc = fd < 0 ? dg_err_set(err, -EPIPE, "the session's worker is gone")
 			: dg_cdp_verdict_send(fd, &v, err);
-	s->n_cdp_commands++;
-	s->gw->m.cdp[allow ? 0 : 1]++;
-	if (!allow)
-		s->n_cdp_refused++;
-	s->last_activity_ms = dg_now_ms();
-	json_object_set_new(ev, "verdict", json_string(dg_verdict_name(d->verdict)));
-	json_object_set_new(ev, "rule", json_string(d->rule));
-	json_object_set_new(ev, "reason", json_string(d->reason));
-	dg_gw_note_decision(s, ev);
+	count(s, json_string_value(json_object_get(ev, "method")), allow,
+	      json_object_get(ev, "action") != NULL);
+	record(s, d, ev);
 	return rc;
 }
 
@@ -177,19 +209,28 @@ void dg_gw_cdp_upload_checked(struct gw_session *s, const struct dg_upload_check
 		snprintf(d.reason, sizeof(d.reason), "%.480s", why);
 	}
 	struct dg_err err = {{0}};
-	if (answer_verdict(s, s->cdp_upload_q, &d, ev, &err) != 0)
+	if (answer_verdict(s, s->cdp_upload_q, &d, false, ev, &err) != 0)
 		lwsl_err("deskgate: session %s: %s\n", s->id, err.msg);
 }
 
-/* Decides q, answers the worker, records it. */
-static int decide(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_err *err)
+/* Decides q, answers the worker (DG_MSG_CDP_DECIDE), records it. A NOTE
+ * (noted) was allowed by the worker under a cached verdict: decided
+ * again, here, for the recording (the same decision by construction:
+ * dg_policy_cdp_cacheable), never answered. */
+static int decide(struct gw_session *s, const struct dg_cdp_decide *q, bool noted,
+		  struct dg_err *err)
 {
 	struct dg_decision d;
-	dg_gw_decide_cdp(s, q, &d);
-	json_t *ev = json_pack("{s:s, s:I, s:s, s:s}", "type", "cdp", "client",
-			       (json_int_t)q->client, "method", q->method, "session", q->session);
+	bool cacheable;
+	dg_gw_decide_cdp(s, q, &d, &cacheable);
+	json_t *ev = json_pack("{s:s, s:I, s:I, s:s, s:s, s:s?}", "type", "cdp", "client",
+			       (json_int_t)q->client, "req", (json_int_t)q->req, "method", q->method,
+			       "session", q->session, "frame_before",
+			       s->frame_hash[0] ? s->frame_hash : NULL);
 	if (!ev)
 		return dg_err_set(err, -ENOMEM, "out of memory");
+	if (noted)
+		json_object_set_new(ev, "cached", json_true());
 	if (q->action)
 		json_object_set(ev, "action", q->action);
 	if (q->params)
@@ -198,21 +239,67 @@ static int decide(struct gw_session *s, const struct dg_cdp_decide *q, struct dg
 		json_object_set_new(ev, "url", json_string(q->url));
 	if (q->code)
 		json_object_set_new(ev, "code_bytes", json_integer((json_int_t)q->code_len));
+	if (noted) {
+		if (d.verdict != DG_VERDICT_ALLOW || !cacheable) {
+			/* Cannot happen; if it does, the recording says so. */
+			lwsl_err("deskgate: session %s: the worker applied a cached verdict to %s, "
+				 "which the policy decides %s (%s)\n", s->id, q->method,
+				 dg_verdict_name(d.verdict), d.rule);
+			snprintf(d.reason, sizeof(d.reason), "applied by the worker under a cached "
+				 "verdict, though the policy now decides %s (%.60s): a bug",
+				 dg_verdict_name(d.verdict), d.rule);
+			snprintf(d.rule, sizeof(d.rule), "internal");
+			d.verdict = DG_VERDICT_ALLOW;
+		}
+		s->gw->m.cdp.cached++;
+		count(s, q->method, true, q->action != NULL);
+		record(s, &d, ev);
+		return 0;
+	}
 	if (d.verdict == DG_VERDICT_ALLOW && json_object_get(q->params, "files") &&
 	    upload_check(s, q, ev, &d) == 0)
 		return 0;
-	return answer_verdict(s, q->req, &d, ev, err);
+	return answer_verdict(s, q->req, &d, cacheable, ev, err);
+}
+
+/* The screen CDP clients' commands first..last left (DG_MSG_CDP_FRAME):
+ * the session's current screen, stored in the recording (its hash is the
+ * frame_before of the commands after it), shown to observers. */
+static int frame(struct gw_session *s, const uint8_t *data, size_t len, struct dg_err *err)
+{
+	uint64_t first, last;
+	const uint8_t *png;
+	size_t n;
+	if (dg_cdp_frame_decode(data, len, &first, &last, &png, &n) != 0)
+		return dg_err_set(err, -EPROTO, "worker: a malformed CDP frame message");
+	unsigned char *copy = malloc(n);
+	if (!copy)
+		return 0; /* this frame is not recorded; the next one may be */
+	memcpy(copy, png, n);
+	free(s->png);
+	s->png = copy;
+	s->png_len = n;
+	if (dg_gw_rec_frame(s, copy, n, s->frame_hash) == 0)
+		dg_gw_note(s, json_pack("{s:s, s:s, s:o, s:o}", "type", "cdp_frame", "frame",
+					s->frame_hash,
+					"first_req", first ? json_integer((json_int_t)first) : json_null(),
+					"last_req", last ? json_integer((json_int_t)last) : json_null()));
+	for (struct conn *o = s->observers; o; o = o->next_observer)
+		dg_gw_ws_send_frame(o, s->png, s->png_len);
+	return 0;
 }
 
 int dg_gw_cdp_from_worker(struct gw_session *s, uint32_t type, const uint8_t *data, size_t len,
 			  struct dg_err *err)
 {
-	if (type == DG_MSG_CDP_DECIDE) {
+	if (type == DG_MSG_CDP_FRAME)
+		return frame(s, data, len, err);
+	if (type == DG_MSG_CDP_DECIDE || type == DG_MSG_CDP_NOTE) {
 		struct dg_cdp_decide q;
 		int rc = dg_cdp_decide_decode(data, len, &q, err);
 		if (rc)
 			return rc;
-		rc = decide(s, &q, err);
+		rc = decide(s, &q, type == DG_MSG_CDP_NOTE, err);
 		dg_cdp_decide_free(&q);
 		return rc;
 	}

@@ -15,43 +15,48 @@
 
 #include "gateway/server-priv.h"
 
-/* Runs the current request's next action. */
-static uint64_t actions_last_minute(struct gw_session *s, long long now_s)
+void dg_gw_per_minute_add(struct gw_per_minute *pm)
 {
-	uint64_t n = 0;
-	for (int i = 0; i < 60; i++) {
-		if (now_s - s->minute_stamp[i] < 60)
-			n += s->minute_count[i];
+	long long now_s = dg_now_ms() / 1000;
+	int slot = (int)(now_s % 60);
+	if (pm->stamp[slot] != now_s) {
+		pm->stamp[slot] = now_s;
+		pm->count[slot] = 0;
 	}
+	pm->count[slot]++;
+}
+
+uint64_t dg_gw_per_minute_sum(const struct gw_per_minute *pm)
+{
+	long long now_s = dg_now_ms() / 1000;
+	uint64_t n = 0;
+	for (int i = 0; i < 60; i++)
+		if (now_s - pm->stamp[i] < 60)
+			n += pm->count[i];
 	return n;
 }
 
 /* Counts an action that will run, for the actions_per_minute budget. */
 void dg_gw_count_action(struct gw_session *s)
 {
-	long long now_s = dg_now_ms() / 1000;
-	int slot = (int)(now_s % 60);
-	if (s->minute_stamp[slot] != now_s) {
-		s->minute_stamp[slot] = now_s;
-		s->minute_count[slot] = 0;
-	}
-	s->minute_count[slot]++;
+	dg_gw_per_minute_add(&s->apm);
 }
 
 /* The state an action is decided in: the page, the screen, the pointer,
  * the budgets' counts. */
 static void decide_ctx(struct gw_session *s, struct dg_decide_ctx *ctx)
 {
-	long long now_s = dg_now_ms() / 1000;
 	*ctx = (struct dg_decide_ctx){
 		.url = s->url && s->url[0] ? s->url : NULL,
 		.screen_w = s->width,
 		.screen_h = s->height,
 		.pointer_x = s->cursor_x,
 		.pointer_y = s->cursor_y,
-		.actions_last_minute = actions_last_minute(s, now_s),
-		.actions_total = s->n_actions,
+		.actions_last_minute = dg_gw_per_minute_sum(&s->apm),
+		.actions_total = s->n_actions + s->n_cdp_actions,
 		.exec_total = s->n_exec,
+		.cdp_last_minute = dg_gw_per_minute_sum(&s->cdp_pm),
+		.cdp_total = s->n_cdp_commands - s->n_cdp_refused,
 	};
 }
 
@@ -102,8 +107,10 @@ int dg_gw_decide_request(struct gw_session *s, int fd, const uint8_t *data, size
 	return 0;
 }
 
-void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d)
+void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d,
+		      bool *cacheable)
 {
+	*cacheable = false;
 	struct dg_decide_ctx ctx;
 	decide_ctx(s, &ctx);
 	struct dg_action a;
@@ -130,6 +137,7 @@ void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struc
 		.files = json_object_get(q->params, "files") != NULL,
 	};
 	dg_policy_decide_cdp_command(&s->policy, &cmd, &ctx, d);
+	*cacheable = d->verdict == DG_VERDICT_ALLOW && dg_policy_cdp_cacheable(&s->policy, &cmd);
 	if (q->action)
 		dg_action_free(&a);
 }

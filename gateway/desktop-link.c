@@ -110,7 +110,8 @@ int dg_gw_worker_readable(struct gw_session *s)
 			return -1;
 		}
 		if (s->rd.type == DG_MSG_CDP_OUT || s->rd.type == DG_MSG_CDP_DROP ||
-		    s->rd.type == DG_MSG_CDP_DECIDE) {
+		    s->rd.type == DG_MSG_CDP_DECIDE || s->rd.type == DG_MSG_CDP_NOTE ||
+		    s->rd.type == DG_MSG_CDP_FRAME) {
 			/* The CDP endpoint's: relayed or decided by cdp-link.c. */
 			if (dg_gw_cdp_from_worker(s, s->rd.type, s->rd.buf, s->rd.len, &err) != 0) {
 				dg_gw_session_end(s, err.msg);

@@ -145,6 +145,26 @@ struct request {
 
 enum session_state { S_STARTING, S_READY, S_ENDED };
 
+/* Counts in each of the last 60 seconds (decide.c). */
+struct gw_per_minute {
+	unsigned count[60];
+	long long stamp[60];
+};
+
+/* CDP commands by method, for /metrics: the first DG_GW_CDP_METHODS_MAX
+ * methods seen get a row each, later ones count as "other" (a client
+ * makes up method names: the rows stay bounded). */
+#define DG_GW_CDP_METHODS_MAX 256
+struct gw_cdp_methods {
+	struct {
+		char name[DG_CDP_METHOD_MAX + 1];
+		unsigned long n[2];  /* [allowed, refused] */
+	} row[DG_GW_CDP_METHODS_MAX];
+	int n_rows;
+	unsigned long other[2];
+	unsigned long cached;       /* allowed by the worker under a cached verdict */
+};
+
 struct gw_session {
 	bool used;
 	struct gw *gw;
@@ -204,10 +224,12 @@ struct gw_session {
 	uint64_t cdp_upload_q;
 	json_t *cdp_upload_ev;
 	unsigned long n_cdp_commands, n_cdp_refused;
+	unsigned long n_cdp_actions; /* allowed CDP commands that are actions (input,
+				      * navigation): they count as actions for budgets */
 	/* actions decided in each of the last 60 seconds, for the policy's
-	 * actions_per_minute budget */
-	unsigned minute_count[60];
-	long long minute_stamp[60];
+	 * actions_per_minute budget; CDP commands allowed, for
+	 * cdp_commands_per_minute */
+	struct gw_per_minute apm, cdp_pm;
 	/* An action the policy asked about waits here for a human (at most one:
 	 * the session runs one action at a time). Bound to the hash of that
 	 * exact action and session, single-use, expiring. */
@@ -238,7 +260,7 @@ struct gw_metrics {
 	unsigned long requests[2];   /* the browser's requests: [allowed, blocked] */
 	unsigned long egress[2];     /* proxy connections: [allowed, denied] */
 	unsigned long egress_restarts; /* proxies started after the first */
-	unsigned long cdp[2];        /* CDP clients' commands: [allowed, refused] */
+	struct gw_cdp_methods cdp;   /* CDP clients' commands */
 	unsigned long rec_events, rec_us; /* recording writes and their cost */
 	double action_ms_sum;
 	unsigned long action_ms_count;
@@ -384,13 +406,17 @@ void dg_gw_note_decision(struct gw_session *s, json_t *ev);
  * (err says which), when the caller ends the session. */
 void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct dg_action *a);
 void dg_gw_count_action(struct gw_session *s);
+/* Adds one to pm's current second; the sum over the last minute. */
+void dg_gw_per_minute_add(struct gw_per_minute *pm);
+uint64_t dg_gw_per_minute_sum(const struct gw_per_minute *pm);
 int dg_gw_decide_request(struct gw_session *s, int fd, const uint8_t *data, size_t len,
 			 struct dg_err *err);
 /* A CDP client's command as the worker read it (q), decided under s's
  * policy into d: the method's rule, then what it amounts to (the
  * canonical action, the script, the URL, downloads, a proxy); ask counts
  * as deny (a CDP client cannot wait for a human). */
-void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d);
+void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struct dg_decision *d,
+		      bool *cacheable);
 
 /* runner.c */
 void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len);

@@ -117,7 +117,7 @@ static int route(struct conn *c, const char *raw, size_t raw_len);
 
 static int metrics_reply(struct conn *c)
 {
-	size_t cap = 16384;
+	size_t cap = 16384 + (size_t)G->m.cdp.n_rows * 2 * (DG_CDP_METHOD_MAX + 96);
 	char *b = malloc(cap);
 	if (!b)
 		return -1;
@@ -178,10 +178,23 @@ static int metrics_reply(struct conn *c)
 	    "# HELP deskgate_egress_up Whether an egress proxy serves the sessions now.\n"
 	    "# TYPE deskgate_egress_up gauge\ndeskgate_egress_up %d\n",
 	    G->m.egress_restarts, G->egress_wsi != NULL);
-	OUT("# HELP deskgate_cdp_commands_total CDP clients' commands, decided.\n"
-	    "# TYPE deskgate_cdp_commands_total counter\n"
-	    "deskgate_cdp_commands_total{verdict=\"allow\"} %lu\n"
-	    "deskgate_cdp_commands_total{verdict=\"deny\"} %lu\n", G->m.cdp[0], G->m.cdp[1]);
+	/* By method: names the worker checked ("Domain.method", [A-Za-z0-9_.]),
+	 * safe as label values; past DG_GW_CDP_METHODS_MAX of them, "other". */
+	const struct gw_cdp_methods *cm = &G->m.cdp;
+	OUT("# HELP deskgate_cdp_commands_total CDP clients' commands, decided, by method.\n"
+	    "# TYPE deskgate_cdp_commands_total counter\n");
+	for (int i = 0; i < cm->n_rows; i++)
+		for (int k = 0; k < 2; k++)
+			if (cm->row[i].n[k])
+				OUT("deskgate_cdp_commands_total{method=\"%s\",verdict=\"%s\"} %lu\n",
+				    cm->row[i].name, k ? "deny" : "allow", cm->row[i].n[k]);
+	for (int k = 0; k < 2; k++)
+		if (cm->other[k])
+			OUT("deskgate_cdp_commands_total{method=\"other\",verdict=\"%s\"} %lu\n",
+			    k ? "deny" : "allow", cm->other[k]);
+	OUT("# HELP deskgate_cdp_cached_total CDP commands the worker allowed under a verdict "
+	    "the gateway let it keep.\n# TYPE deskgate_cdp_cached_total counter\n"
+	    "deskgate_cdp_cached_total %lu\n", cm->cached);
 	OUT("# TYPE deskgate_errors_total counter\n"
 	    "deskgate_errors_total{kind=\"http\"} %lu\ndeskgate_errors_total{kind=\"auth\"} %lu\n"
 	    "deskgate_errors_total{kind=\"protocol\"} %lu\n",

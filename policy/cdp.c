@@ -347,6 +347,18 @@ int dg_policy_decide_cdp_command(const struct dg_policy *p, const struct dg_cdp_
 	int rc = dg_policy_decide_cdp(p, cmd->method, d);
 	if (rc || d->verdict != DG_VERDICT_ALLOW)
 		return rc;
+	const struct dg_rules *r = p->rules;
+	char reason[DG_DECISION_REASON_MAX];
+	if (r && r->cdp_pm >= 0 && ctx->cdp_last_minute >= (uint64_t)r->cdp_pm) {
+		snprintf(reason, sizeof(reason), "%llu CDP commands in the last minute; the budget "
+			 "is %lld", (unsigned long long)ctx->cdp_last_minute, r->cdp_pm);
+		return decided(d, DG_VERDICT_DENY, "budgets.cdp_commands_per_minute", reason);
+	}
+	if (r && r->max_cdp >= 0 && ctx->cdp_total >= (uint64_t)r->max_cdp) {
+		snprintf(reason, sizeof(reason), "%llu CDP commands in this session; the budget is "
+			 "%lld", (unsigned long long)ctx->cdp_total, r->max_cdp);
+		return decided(d, DG_VERDICT_DENY, "budgets.max_cdp_commands", reason);
+	}
 	const char *b = cmd->download_behavior;
 	if (b && strcmp(b, "deny") != 0 && strcmp(b, "default") != 0) {
 		decided(d, DG_VERDICT_DENY, DG_POLICY_RULE_DOWNLOADS,
@@ -380,11 +392,32 @@ int dg_policy_decide_cdp_command(const struct dg_policy *p, const struct dg_cdp_
 	if (!rc && d->verdict == DG_VERDICT_ALLOW && cmd->url)
 		rc = dg_policy_decide_url(p, cmd->url, d);
 	if (!rc && d->verdict == DG_VERDICT_ASK) {
-		char reason[DG_DECISION_REASON_MAX];
 		snprintf(reason, sizeof(reason), "%.200s; a CDP client cannot wait for a human's "
 			 "approval", d->reason);
 		d->verdict = DG_VERDICT_DENY;
 		snprintf(d->reason, sizeof(d->reason), "%s", reason);
 	}
 	return rc;
+}
+
+bool dg_policy_cdp_cacheable(const struct dg_policy *p, const struct dg_cdp_command *cmd)
+{
+	if (!p || !cmd || cmd->action || cmd->download_behavior || cmd->proxy || cmd->files)
+		return false;
+	const struct dg_rules *r = p->rules;
+	if (!r)
+		return true;
+	if (r->cdp_pm >= 0 || r->max_cdp >= 0)
+		return false;
+	if (!cmd->code)
+		return true;
+	/* The script is decided as a javascript action: budgets count the
+	 * session's actions, and a region that names javascript is hit where
+	 * the pointer is. */
+	if (r->apm >= 0 || r->max_actions >= 0)
+		return false;
+	for (int i = 0; i < r->n_regions; i++)
+		if (r->regions[i].types & 1u << DG_ACTION_JAVASCRIPT)
+			return false;
+	return true;
 }

@@ -126,6 +126,7 @@ struct dg_rules {
 	int n_egress;
 
 	long long apm, max_actions, max_exec; /* -1: no budget */
+	long long cdp_pm, max_cdp;            /* CDP commands: -1 no budget */
 };
 
 /* The "cdp" section (cdp.c): two pattern lists, immutable once loaded and

@@ -115,6 +115,8 @@ struct dg_decide_ctx {
 	uint64_t actions_last_minute;
 	uint64_t actions_total;
 	uint64_t exec_total;
+	uint64_t cdp_last_minute;     /* CDP clients' commands allowed (the cdp budgets) */
+	uint64_t cdp_total;
 };
 
 #define DG_DECISION_RULE_MAX 320
@@ -200,7 +202,9 @@ struct dg_cdp_command {
 #define DG_POLICY_RULE_DOWNLOADS "builtin.downloads"
 
 /* Decides a whole CDP command (the gateway live, replay later): the method
- * (dg_policy_decide_cdp), then a download behavior other than "deny" or
+ * (dg_policy_decide_cdp), the CDP budgets (ctx's cdp counts against
+ * budgets.cdp_commands_per_minute and max_cdp_commands), then a download
+ * behavior other than "deny" or
  * "default" (refused, rule DG_POLICY_RULE_DOWNLOADS: the guard refuses
  * every download), a proxy (refused, builtin.cdp), the action, the script
  * (as a javascript action), files (as file_upload), the URL; ask counts as
@@ -208,6 +212,15 @@ struct dg_cdp_command {
  * Returns as dg_policy_decide. */
 int dg_policy_decide_cdp_command(const struct dg_policy *p, const struct dg_cdp_command *cmd,
 				 const struct dg_decide_ctx *ctx, struct dg_decision *d);
+
+/* Whether dg_policy_decide_cdp_command decides cmd from cmd alone, the
+ * same every time in any context: no canonical action (regions, the
+ * pointer, the page and the action budgets come in), no download behavior,
+ * proxy or files (checked in the jail), no CDP budget, and a script only
+ * where no action budget and no region can apply to javascript. The
+ * worker may then apply an allow again to the same command without asking
+ * (docs/cdp.md, "The verdict cache"). */
+bool dg_policy_cdp_cacheable(const struct dg_policy *p, const struct dg_cdp_command *cmd);
 
 /* The "urls" section and the default as the JSON a policy file would hold,
  * {"default": V, "allow": [...], "ask": [...], "deny": [...]}, patterns as

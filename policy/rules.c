@@ -97,9 +97,11 @@
  *   for the type (above): this section only narrows what it lets run.
  * "egress": {allow: ["host:port", "*.suffix:port"]}: the egress proxy's
  *   allowlist (dg_policy_egress_allows); not consulted per action.
- * "budgets": {actions_per_minute?, max_actions?, max_exec?}: an action is
- *   denied when the caller's count (struct dg_decide_ctx) has reached the
- *   budget: with actions_per_minute 300, the 301st action within a minute.
+ * "budgets": {actions_per_minute?, max_actions?, max_exec?,
+ *   cdp_commands_per_minute?, max_cdp_commands?}: an action (a CDP client's
+ *   command, for the last two: dg_policy_decide_cdp_command) is denied when
+ *   the caller's count (struct dg_decide_ctx) has reached the budget: with
+ *   actions_per_minute 300, the 301st action within a minute.
  *
  * "cdp" (CDP methods, policy/cdp.c) and "recording" are not rule sections:
  * they never make p->rules, so they need no "default".
@@ -141,7 +143,7 @@ static struct dg_rules *rules_of(struct dg_policy *p)
 	r->deflt = DG_VERDICT_DENY;
 	for (int i = 0; i < DG_ACTION_N_TYPES; i++)
 		r->act_verdict[i] = -1;
-	r->apm = r->max_actions = r->max_exec = -1;
+	r->apm = r->max_actions = r->max_exec = r->cdp_pm = r->max_cdp = -1;
 	p->rules = r;
 	return r;
 }
@@ -975,7 +977,7 @@ int dg_rules_parse_egress(struct pctx *c, const json_t *v, struct dg_policy *p)
 int dg_rules_parse_budgets(struct pctx *c, const json_t *v, struct dg_policy *p)
 {
 	static const char *const keys[] = { "actions_per_minute", "max_actions", "max_exec",
-					    NULL };
+					    "cdp_commands_per_minute", "max_cdp_commands", NULL };
 	if (!json_is_object(v))
 		return not_a(c, "budgets", v, "an object");
 	int rc = known_keys(c, "budgets", v, keys);
@@ -984,14 +986,14 @@ int dg_rules_parse_budgets(struct pctx *c, const json_t *v, struct dg_policy *p)
 	struct dg_rules *r = rules_of(p);
 	if (!r)
 		return oom(c);
-	long long *dst[] = { &r->apm, &r->max_actions, &r->max_exec };
-	for (int i = 0; i < 3; i++) {
+	long long *dst[] = { &r->apm, &r->max_actions, &r->max_exec, &r->cdp_pm, &r->max_cdp };
+	for (int i = 0; i < 5; i++) {
 		const json_t *e = json_object_get(v, keys[i]);
 		if (!e)
 			continue;
 		if (!json_is_integer(e) || json_integer_value(e) < 0 ||
 		    json_integer_value(e) > DG_RULES_BUDGET_MAX) {
-			char where[32];
+			char where[48];
 			snprintf(where, sizeof(where), "budgets.%s", keys[i]);
 			return not_a(c, where, e, "an integer in [0, 1000000000]");
 		}

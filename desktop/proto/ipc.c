@@ -23,10 +23,13 @@ size_t dg_ipc_max(uint32_t type)
 		return DG_IPC_VERDICT_MAX;
 	case DG_MSG_FRAME:
 		return DG_IPC_FRAME_MAX;
+	case DG_MSG_CDP_FRAME:
+		return DG_CDP_FRAME_HDR + DG_IPC_FRAME_MAX;
 	case DG_MSG_CDP_IN:
 	case DG_MSG_CDP_OUT:
 		return DG_IPC_CDP_MAX;
 	case DG_MSG_CDP_DECIDE:
+	case DG_MSG_CDP_NOTE:
 		return DG_IPC_CDP_DECIDE_MAX;
 	case DG_MSG_CDP_OPEN:
 	case DG_MSG_CDP_CLOSE:

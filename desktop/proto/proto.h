@@ -132,14 +132,22 @@ enum dg_msg_type {
 	DG_MSG_CDP_OUT = 11,    /* worker -> owner: u32 client, a message to send it */
 	DG_MSG_CDP_DROP = 12,   /* worker -> owner: u32 client, why (text): close it
 				 * (a malformed or oversized message) */
-	DG_MSG_CDP_DECIDE = 13, /* worker -> owner: a command to decide and record,
-				 * {"req":N,"client":C,"method":M,"session":S,
-				 *  "action"?:{canonical action, screen coordinates},
-				 *  "code"?:JS,"url"?:U,"params"?:{what the recording keeps}} */
-	DG_MSG_CDP_VERDICT = 14, /* owner -> worker: {"req":N,"allow":B,"rule":R,"reason":W};
-				  * a refusal with rule DG_CDP_RULE_DOWNLOADS is answered
-				  * to the client as done (not applied: see docs/cdp.md) */
-	DG_MSG_TYPE_MAX = 14,
+	DG_MSG_CDP_DECIDE = 13, /* worker -> owner: a command to decide and record: u64 req,
+				 * u32 client, u8 n, the session (n bytes), then the command
+				 * {"method":M, "action"?:{canonical action, screen
+				 *  coordinates}, "code"?:JS, "url"?:U,
+				 *  "params"?:{what the recording keeps}} */
+	DG_MSG_CDP_VERDICT = 14, /* owner -> worker: {"req":N,"allow":B,"cache":B,"rule":R,
+				  * "reason":W}; a refusal with rule DG_CDP_RULE_DOWNLOADS is
+				  * answered to the client as done (not applied: see
+				  * docs/cdp.md); cache: the same command (its bytes after the
+				  * session) may be allowed again without asking */
+	DG_MSG_CDP_NOTE = 15,   /* worker -> owner: as CDP_DECIDE, a command the worker
+				 * allowed under a cached verdict: to record, not answered */
+	DG_MSG_CDP_FRAME = 16,  /* worker -> owner: u64 first, u64 last, a PNG: the screen
+				 * after CDP clients' commands first..last (their req
+				 * numbers; 0, 0: none, the screen as a client opened) */
+	DG_MSG_TYPE_MAX = 16,
 };
 
 #define DG_IPC_HEADER 8
@@ -154,8 +162,9 @@ enum dg_msg_type {
 					       * injected scripts of Playwright run to
 					       * hundreds of KiB) */
 #define DG_IPC_CDP_MAX (DG_CDP_CLIENT_HDR + DG_CDP_CLIENT_MSG_MAX) /* CDP_IN, CDP_OUT */
-#define DG_IPC_CDP_DECIDE_MAX (DG_CDP_CODE_MAX + 64u * 1024)    /* CDP_DECIDE */
+#define DG_IPC_CDP_DECIDE_MAX (DG_CDP_CODE_MAX + 64u * 1024)    /* CDP_DECIDE, CDP_NOTE */
 #define DG_IPC_CDP_SMALL_MAX 1024             /* CDP_OPEN, CDP_CLOSE, CDP_DROP, CDP_VERDICT */
+#define DG_CDP_FRAME_HDR 16                   /* CDP_FRAME: first, last; then the PNG */
 
 /* The cap for a message type, or 0 for an unknown type. */
 size_t dg_ipc_max(uint32_t type);
@@ -320,14 +329,17 @@ int dg_worker_answer_request(int ctl, const struct dg_policy *policy,
 
 /* ---- the CDP endpoint's messages (cdp-msg.c; docs/cdp.md) -------------------
  *
- * A DG_MSG_CDP_DECIDE: one command of a CDP client, as the worker's
- * firewall read it, for the owner to decide with the session's policy and
- * record. decode: 0 or -EPROTO (not an object; req not a positive integer;
- * client not a u32; method not "Domain.method" of at most DG_CDP_METHOD_MAX
- * bytes of [A-Za-z0-9_.]; session longer than DG_CDP_SESSION_MAX; action
- * not an object; code, url not strings; params not an object; an unknown
- * key): d zeroed then. What it points to is owned by d->msg (free with
- * dg_cdp_decide_free). */
+ * A DG_MSG_CDP_DECIDE or DG_MSG_CDP_NOTE: one command of a CDP client, as
+ * the worker's firewall read it, for the owner to decide with the
+ * session's policy (DECIDE) and record. decode: 0 or -EPROTO (shorter than
+ * its header; req 0; a session longer than DG_CDP_SESSION_MAX or not
+ * printable ASCII; the command not an object, with an unknown key, method
+ * not "Domain.method" of at most DG_CDP_METHOD_MAX bytes of
+ * [A-Za-z0-9_.], action not an object, code, url not strings, params not
+ * an object): d zeroed then. What it points to is owned by d->msg (free
+ * with dg_cdp_decide_free). send: the command is cmd (cmd_len bytes of
+ * JSON, sent as they are: the worker's verdict cache compares these
+ * bytes); -EINVAL for a session the header cannot carry. */
 #define DG_CDP_METHOD_MAX 128
 #define DG_CDP_SESSION_MAX 64
 #define DG_CDP_REASON_MAX 512
@@ -335,7 +347,8 @@ struct dg_cdp_decide {
 	uint64_t req;
 	uint32_t client;
 	const char *method;
-	const char *session;       /* "" at the client's browser level */
+	const char *session;       /* "" at the client's browser level (in session_buf) */
+	char session_buf[DG_CDP_SESSION_MAX + 1];
 	struct json_t *action;     /* the canonical action it amounts to, or NULL */
 	const char *code;          /* the script it runs, or NULL */
 	size_t code_len;
@@ -345,6 +358,8 @@ struct dg_cdp_decide {
 };
 int dg_cdp_decide_decode(const uint8_t *data, size_t len, struct dg_cdp_decide *d,
 			 struct dg_err *err);
+int dg_cdp_decide_send(int fd, uint32_t type, uint64_t req, uint32_t client, const char *session,
+		       const char *cmd, size_t cmd_len);
 void dg_cdp_decide_free(struct dg_cdp_decide *d);
 
 /* A CDP method name as the decide message takes it: "Domain.method", one
@@ -356,6 +371,7 @@ bool dg_cdp_method_ok(const char *m);
 struct dg_cdp_verdict {
 	uint64_t req;
 	bool allow;
+	bool cache;                /* allow: the same command may be allowed again unasked */
 	char rule[64];
 	char reason[DG_CDP_REASON_MAX];
 };
@@ -369,6 +385,13 @@ int dg_cdp_client_of(const uint8_t *data, size_t len, uint32_t *client, const ui
 		     size_t *rest_len);
 /* Sends one of those messages: client's number, then len bytes. */
 int dg_cdp_client_send(int fd, uint32_t type, uint32_t client, const void *data, size_t len);
+
+/* A DG_MSG_CDP_FRAME, both ways. decode: 0, or -EPROTO when shorter than
+ * its header or with an empty PNG, or first..last not a range (first >
+ * last, or only one of them 0); png points into data. */
+int dg_cdp_frame_send(int fd, uint64_t first, uint64_t last, const void *png, size_t png_len);
+int dg_cdp_frame_decode(const uint8_t *data, size_t len, uint64_t *first, uint64_t *last,
+			const uint8_t **png, size_t *png_len);
 
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);

@@ -35,6 +35,18 @@ struct cmd {
 	json_t *params;                     /* until sent; NULL: none */
 	size_t bytes, nodes;                /* what it holds, until sent */
 	uint64_t ticket;                    /* CMD_SENT: its ticket's number */
+	char *key;                          /* CMD_DECIDING: the command as asked (malloc'd),
+					     * kept for the verdict cache; NULL when longer
+					     * than DG_CDPFW_CACHE_KEY_MAX */
+	size_t key_len;
+};
+
+/* A verdict the owner let the firewall apply again (DG_MSG_CDP_VERDICT's
+ * cache): the command's bytes as they were asked, compared whole. */
+struct cached {
+	char *key;                          /* malloc'd; NULL: a free entry */
+	size_t len;
+	uint64_t used;                      /* the cache's clock when last hit (LRU) */
 };
 
 /* A session a client owns (besides its browser session). */
@@ -90,6 +102,10 @@ struct dg_cdpfw {
 	struct ticket *tickets;              /* every ticket not completed */
 	struct dg_cdp_view view;             /* the classifier maps points with it */
 	uint64_t next_req, next_gen, next_ticket;
+	struct cached cache[DG_CDPFW_CACHE_MAX];
+	uint64_t cache_clock;
+	uint64_t sent_first, sent_last;      /* commands sent since the last frame taken */
+	bool opened;                         /* a client attached since then */
 	struct dg_cdpfw_stats st;
 };
 

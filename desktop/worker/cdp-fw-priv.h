@@ -81,12 +81,21 @@
  * would be a gigabyte). */
 #define DG_CDPFW_HELD_BYTES_MAX (32u * 1024 * 1024)
 #define DG_CDPFW_HELD_NODES_MAX (2 * DG_CDP_NODES_MAX)
+/* The verdict cache (docs/cdp.md, "The verdict cache"): commands the owner
+ * allowed with "cache" (their decision depends on nothing but their
+ * bytes), allowed again without asking, the least recently used one
+ * forgotten first. A command longer than the key bound is always asked
+ * (Playwright's injected scripts: once per page). 256 x 16 KiB bounds it
+ * at 4 MiB. */
+#define DG_CDPFW_CACHE_MAX 256
+#define DG_CDPFW_CACHE_KEY_MAX (16u * 1024)
 
 struct dg_cdpfw_stats {
 	uint64_t opened, closed, dropped; /* clients: OPEN, CLOSE, dropped by the worker */
 	uint64_t refused_clients;   /* OPEN past DG_CDPFW_CLIENTS_MAX, or without a browser */
 	uint64_t commands;          /* well-formed commands */
 	uint64_t decided;           /* DECIDE sent */
+	uint64_t cached;            /* allowed under a cached verdict (NOTE sent) */
 	uint64_t allowed, denied;   /* verdicts */
 	uint64_t refused;           /* answered before deciding (classify, too many) */
 	uint64_t not_found;         /* answered -32001: a session the client does not own */
@@ -138,6 +147,14 @@ void dg_cdpfw_set_view(struct dg_cdpfw *fw, const struct dg_cdp_view *view);
 
 /* Clients open now, and the counters. */
 int dg_cdpfw_n_clients(const struct dg_cdpfw *fw);
+
+/* What a frame of the screen for the recording would follow (worker.c,
+ * DG_MSG_CDP_FRAME): the commands sent to Chromium since the last
+ * dg_cdpfw_frame_taken, their DECIDE numbers first..last (0, 0: none),
+ * and whether a client attached since. false: neither. */
+bool dg_cdpfw_frame_due(const struct dg_cdpfw *fw, uint64_t *first, uint64_t *last,
+			bool *opened);
+void dg_cdpfw_frame_taken(struct dg_cdpfw *fw);
 void dg_cdpfw_stats(const struct dg_cdpfw *fw, struct dg_cdpfw_stats *s);
 
 #endif

@@ -135,6 +135,7 @@ static void cmd_clear(struct client *cl, struct cmd *k)
 		cl->held_nodes -= k->nodes;
 	}
 	json_decref(k->params);
+	free(k->key);
 	memset(k, 0, sizeof(*k));
 	cl->n_cmds--;
 }
@@ -196,6 +197,7 @@ static void attached(void *arg, int status, json_t *reply, const char *error_mes
 		return;
 	}
 	snprintf(cl->browser, sizeof(cl->browser), "%s", json_string_value(sid));
+	fw->opened = true;
 	/* The messages that waited, in order (one may drop the client). */
 	uint64_t gen = cl->gen;
 	for (int i = 0; i < cl->n_queued; i++) {
@@ -316,12 +318,41 @@ static struct cmd *cmd_slot(struct client *cl)
 	return NULL;
 }
 
-/* Asks the owner to decide k; false when it could not be asked (answered). */
-static bool send_decide(struct dg_cdpfw *fw, struct client *cl, struct cmd *k,
-			const struct dg_cdp_class *cls)
+static void flush(struct dg_cdpfw *fw, struct client *cl);
+
+/* ---- the verdict cache ---- */
+
+static struct cached *cache_find(struct dg_cdpfw *fw, const char *key, size_t len)
 {
-	json_t *j = json_pack("{s:I, s:I, s:s, s:s}", "req", (json_int_t)k->req, "client",
-			      (json_int_t)cl->num, "method", k->method, "session", k->session);
+	for (int i = 0; i < DG_CDPFW_CACHE_MAX; i++) {
+		struct cached *e = &fw->cache[i];
+		if (e->key && e->len == len && memcmp(e->key, key, len) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/* Keeps k's command (its key, taken) as allowed unasked from now on. */
+static void cache_keep(struct dg_cdpfw *fw, struct cmd *k)
+{
+	if (!k->key || cache_find(fw, k->key, k->key_len))
+		return;
+	struct cached *e = &fw->cache[0];
+	for (int i = 0; i < DG_CDPFW_CACHE_MAX && e->key; i++)
+		if (!fw->cache[i].key || fw->cache[i].used < e->used)
+			e = &fw->cache[i];
+	free(e->key);
+	*e = (struct cached){k->key, k->key_len, ++fw->cache_clock};
+	k->key = NULL;
+}
+
+/* Decides k: under a cached verdict (true: allowed, the owner told), or by
+ * asking the owner (true: asked; the verdict comes later). false when it
+ * could be neither (answered). */
+static bool decide(struct dg_cdpfw *fw, struct client *cl, struct cmd *k,
+		   const struct dg_cdp_class *cls)
+{
+	json_t *j = json_pack("{s:s}", "method", k->method);
 	if (j && cls->action)
 		json_object_set(j, "action", cls->action);
 	if (j && cls->code)
@@ -333,15 +364,36 @@ static bool send_decide(struct dg_cdpfw *fw, struct client *cl, struct cmd *k,
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	size_t n = s ? strlen(s) : 0;
-	if (!s || n > DG_IPC_CDP_DECIDE_MAX) {
+	if (!s || n > DG_IPC_CDP_DECIDE_MAX - 128) {
 		free(s);
 		answer_error(fw, cl, k->id, k->session, REFUSED_CODE,
 			     s ? "deskgate: the command is too large to decide"
 			       : "deskgate: out of memory");
 		return false;
 	}
-	count_send(fw, dg_ipc_send(fw->ctl, DG_MSG_CDP_DECIDE, s, n));
-	free(s);
+	struct cached *e = cache_find(fw, s, n);
+	if (e) {
+		e->used = ++fw->cache_clock;
+		k->state = CMD_ALLOWED;
+		uint64_t req = k->req;
+		char session[sizeof(k->session)];
+		memcpy(session, k->session, sizeof(session));
+		flush(fw, cl); /* (which may answer and clear k) */
+		/* After the command left: recording it is off its path. */
+		count_send(fw, dg_cdp_decide_send(fw->ctl, DG_MSG_CDP_NOTE, req, cl->num, session,
+						  s, n));
+		free(s);
+		fw->st.cached++;
+		return true;
+	}
+	count_send(fw, dg_cdp_decide_send(fw->ctl, DG_MSG_CDP_DECIDE, k->req, cl->num, k->session,
+					  s, n));
+	if (n <= DG_CDPFW_CACHE_KEY_MAX) {
+		k->key = s;
+		k->key_len = n;
+	} else {
+		free(s);
+	}
 	fw->st.decided++;
 	return true;
 }
@@ -389,7 +441,7 @@ static void process(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data,
 		cl->n_cmds++;
 		cl->held_bytes += len;
 		cl->held_nodes += nodes;
-		if (!send_decide(fw, cl, k, &cls))
+		if (!decide(fw, cl, k, &cls))
 			cmd_clear(cl, k);
 	}
 	dg_cdp_class_free(&cls);
@@ -493,6 +545,9 @@ static void flush(struct dg_cdpfw *fw, struct client *cl)
 		}
 		cl->held_bytes -= next->bytes;
 		cl->held_nodes -= next->nodes;
+		if (!fw->sent_first)
+			fw->sent_first = next->req;
+		fw->sent_last = next->req > fw->sent_last ? next->req : fw->sent_last;
 		next->state = CMD_SENT;
 		next->ticket = t->no;
 	}
@@ -512,6 +567,8 @@ static int on_verdict(struct dg_cdpfw *fw, const uint8_t *data, size_t len, stru
 				continue;
 			if (v.allow) {
 				fw->st.allowed++;
+				if (v.cache)
+					cache_keep(fw, k);
 				k->state = CMD_ALLOWED;
 				flush(fw, cl);
 				return 0;
@@ -600,10 +657,14 @@ void dg_cdpfw_free(struct dg_cdpfw *fw)
 		if (cl->used) {
 			for (int i = 0; i < cl->n_queued; i++)
 				free(cl->queue[i].data);
-			for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++)
+			for (int i = 0; i < DG_CDPFW_PENDING_MAX; i++) {
 				json_decref(cl->cmds[i].params);
+				free(cl->cmds[i].key);
+			}
 		}
 	}
+	for (int i = 0; i < DG_CDPFW_CACHE_MAX; i++)
+		free(fw->cache[i].key);
 	free(fw);
 }
 
@@ -623,4 +684,18 @@ void dg_cdpfw_set_view(struct dg_cdpfw *fw, const struct dg_cdp_view *view)
 void dg_cdpfw_stats(const struct dg_cdpfw *fw, struct dg_cdpfw_stats *s)
 {
 	*s = fw->st;
+}
+
+bool dg_cdpfw_frame_due(const struct dg_cdpfw *fw, uint64_t *first, uint64_t *last, bool *opened)
+{
+	*first = fw->sent_first;
+	*last = fw->sent_first ? fw->sent_last : 0;
+	*opened = fw->opened;
+	return *first || *opened;
+}
+
+void dg_cdpfw_frame_taken(struct dg_cdpfw *fw)
+{
+	fw->sent_first = fw->sent_last = 0;
+	fw->opened = false;
 }

@@ -76,6 +76,7 @@ struct target {
 struct dg_cdp {
 	int out_fd, in_fd;
 	bool closed;
+	bool sigpipe_ignored;  /* SIGPIPE was ignored at dg_cdp_new: writes need no mask */
 
 	/* input */
 	char *rbuf;                      /* READ_CHUNK bytes */

@@ -137,7 +137,9 @@ struct dg_cdp_stats {
 /* Takes ownership of both descriptors (closed by dg_cdp_free, and by this
  * call when it fails) and makes them non-blocking. out_fd: we write commands
  * (Chromium's fd 3); in_fd: we read (Chromium's fd 4). Returns NULL when out
- * of memory. Nothing is sent before dg_cdp_start. */
+ * of memory. Nothing is sent before dg_cdp_start. A reader gone never
+ * raises SIGPIPE; whether it must be masked per write is read here, once
+ * (a caller that ignores SIGPIPE must not restore it later). */
 struct dg_cdp *dg_cdp_new(int out_fd, int in_fd);
 
 /* Completes every pending command with -ECANCELED (see dg_cdp_done_fn),

@@ -80,11 +80,15 @@ bool dg_cdp_valid_id(const json_t *v)
 	return true;
 }
 
-/* write() without SIGPIPE: the signal is blocked around the call and, when
+/* write() without SIGPIPE: in a process that ignores it (the worker), a
+ * plain write; otherwise the signal is blocked around the call and, when
  * the call raised it, consumed before the mask is restored (unless one was
- * already pending, which belongs to someone else). */
-static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+ * already pending, which belongs to someone else). Three system calls
+ * more a command: measured on the CDP endpoint's round trip. */
+static ssize_t write_nosigpipe(const struct dg_cdp *c, int fd, const void *buf, size_t len)
 {
+	if (c->sigpipe_ignored)
+		return write(fd, buf, len);
 	sigset_t pipe_set, old, pend;
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
@@ -194,7 +198,7 @@ static int close_all(struct dg_cdp *c, struct dg_err *err, const char *fmt, ...)
 static int flush_out(struct dg_cdp *c)
 {
 	while (c->out_off < c->out_len) {
-		ssize_t n = write_nosigpipe(c->out_fd, c->out + c->out_off, c->out_len - c->out_off);
+		ssize_t n = write_nosigpipe(c, c->out_fd, c->out + c->out_off, c->out_len - c->out_off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -551,6 +555,8 @@ struct dg_cdp *dg_cdp_new(int out_fd, int in_fd)
 	c->out_fd = out_fd;
 	c->in_fd = in_fd;
 	c->rbuf = rbuf;
+	struct sigaction sa;
+	c->sigpipe_ignored = sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
 	c->next_id = 1;
 	c->cur = -1;
 	c->page_gen = 1;

@@ -113,6 +113,9 @@ struct worker {
 	int png_key[6];
 	bool png_valid;
 	uint64_t png_area;       /* w->area when png was encoded */
+	/* the screen as CDP clients left it (cdp_frame) */
+	uint64_t cdp_frame_area; /* w->area when the last one was sent */
+	long long cdp_frame_ms;
 };
 
 static struct worker *W; /* libvncclient callbacks carry no user pointer we need */
@@ -1738,6 +1741,38 @@ static void report_page(struct worker *w)
 	send_json(w, DG_MSG_EVENT, ev);
 }
 
+/* Sends the owner the screen CDP clients' commands left, for the
+ * recording (DG_MSG_CDP_FRAME): when commands went to Chromium (or a
+ * client attached) since the last one, the screen changed and has been
+ * quiet for the settle period, and DG_WORKER_CDP_FRAME_MS passed. Only
+ * between actions: an action's own frames show the screen then. Returns
+ * how long until one may be due (ms), or -1. */
+static int cdp_frame(struct worker *w)
+{
+	uint64_t first, last;
+	bool opened;
+	if (w->phase != PHASE_IDLE || !w->fw || !dg_cdpfw_frame_due(w->fw, &first, &last, &opened))
+		return -1;
+	if (!opened && w->area == w->cdp_frame_area)
+		return -1; /* nothing new to show: the commands wait for a change */
+	long long now = dg_now_ms(), due = w->last_update + DG_SETTLE_QUIET_MS;
+	if (w->cdp_frame_ms + DG_WORKER_CDP_FRAME_MS > due)
+		due = w->cdp_frame_ms + DG_WORKER_CDP_FRAME_MS;
+	if (now < due)
+		return (int)(due - now);
+	encode(w, NULL, w->width, w->height);
+	if (!w->png_valid) { /* not the next action's error: this frame is skipped */
+		free(w->error);
+		w->error = NULL;
+	}
+	w->cdp_frame_area = w->area;
+	w->cdp_frame_ms = now;
+	dg_cdpfw_frame_taken(w->fw);
+	if (w->png_valid && dg_cdp_frame_send(w->ctl, first, last, w->png.data, w->png.len) == -EPIPE)
+		_exit(0); /* the owner is gone: the session is over */
+	return -1;
+}
+
 static void send_ready(struct worker *w)
 {
 	json_t *m = json_pack("{s:s, s:i, s:i, s:s}", "event", "ready", "width", w->width, "height",
@@ -1761,6 +1796,9 @@ static void loop(struct worker *w)
 			if (timeout < 0 || left < timeout)
 				timeout = (int)left;
 		}
+		int frame_in = cdp_frame(w);
+		if (frame_in >= 0 && (timeout < 0 || frame_in < timeout))
+			timeout = frame_in;
 		if (w->vnc->buffered > 0) {
 			pump_rfb(w);
 			continue;

@@ -66,6 +66,11 @@
  * TAB_SOON ms after a page target appeared, went or changed; a change
  * moves the current page (dg_cdp_switch) and is reported as a "page"
  * event. */
+/* While CDP clients send commands, the screen they leave is recorded
+ * (DG_MSG_CDP_FRAME) once it changed and stayed quiet for the settle
+ * period, at most once per this many ms (a page that animates under a
+ * stream of commands costs 4 encodes a second, not 60). */
+#define DG_WORKER_CDP_FRAME_MS 250
 #define DG_WORKER_TAB_PROBE_MS 500
 #define DG_WORKER_TAB_SOON_MS 100
 /* Bytes of the open tabs' URLs and titles a browser result lists (its

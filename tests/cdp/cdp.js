@@ -205,13 +205,22 @@ async function hostile(gw, session, shop, evil) {
   expect('raw: Tracing refused', m.error && /deskgate: denied/.test(m.error.message), err(m));
   m = await raw.send('Nonsense.method');
   expect('raw: an unknown method is refused', !!m.error, err(m));
-  // A flood: every command answered or refused, none lost.
-  const t0 = Date.now();
+  // A flood of 10,000 commands in one second, every one a script of its
+  // own (none allowed from the verdict cache): each answered or refused
+  // (at most 64 in flight), none lost.
+  const N = 10000, t0 = Date.now();
   const flood = [];
-  for (let i = 0; i < 2000; i++) flood.push(raw.send('Runtime.evaluate', { expression: String(i) }, s1, 60000));
+  for (let b = 0; b < 100; b++) {
+    for (let i = 0; i < N / 100; i++) flood.push(raw.send('Runtime.evaluate', { expression: `${b * 100 + i}` }, s1, 60000));
+    const due = t0 + (b + 1) * 10 - Date.now();
+    if (due > 0) await new Promise((r) => setTimeout(r, due));
+  }
+  const sentMs = Date.now() - t0;
   const answers = await Promise.all(flood);
   const ok = answers.filter((a) => a.result).length, refused = answers.filter((a) => a.error).length;
-  expect(`raw: 2000 commands at once all answered (${ok} ok, ${refused} refused, ${Date.now() - t0} ms)`, ok + refused === 2000 && ok > 0);
+  const busy = answers.filter((a) => a.error && /too many commands in flight/.test(a.error.message)).length;
+  expect(`raw: ${N} commands sent in ${sentMs} ms, all answered in ${Date.now() - t0} ms (${ok} ok, ${refused} refused, ${busy} of them busy)`,
+    ok + refused === N && ok > 0 && busy === refused && sentMs < 1500);
   // Garbage closes this client only.
   const bad = await Raw.open(session.cdp_url);
   bad.ws.send('{"id": "x", "method": 3}');
@@ -239,7 +248,7 @@ async function main() {
     egress: { allow: [`shop.test:${shop.port}`, `evil.test:${evil.port}`] },
   };
   const gw = new Gateway(bin, {
-    policies: { default: policy },
+    policies: { default: policy, budget: { version: 1, default: 'allow', budgets: { max_cdp_commands: 30 } } },
     resolve: [`shop.test:${shop.port}=127.0.0.1:${shop.port}`, `evil.test:${evil.port}=127.0.0.1:${evil.port}`],
   });
   process.on('exit', () => gw.killNow());
@@ -261,8 +270,36 @@ async function main() {
     expect('cdp events recorded with verdicts', ev.length > 20 && ev.some((e) => e.verdict === 'deny') && ev.some((e) => e.verdict === 'allow'), ev.length);
     const dl = ev.filter((e) => e.method === 'Browser.setDownloadBehavior' && e.params && e.params.behavior === 'allow');
     expect('a download behavior "allow" is recorded as refused', dl.length === 1 && dl[0].verdict === 'deny' && dl[0].rule === 'builtin.downloads', JSON.stringify(dl));
+    const reqs = new Set(ev.map((e) => e.req));
+    expect('every cdp event has a number of its own', ev.every((e) => Number.isInteger(e.req) && e.req > 0) && reqs.size === ev.length, ev.length - reqs.size);
+    const cached = ev.filter((e) => e.cached);
+    expect('commands allowed from the worker\'s verdict cache are recorded too', cached.length > 0 && cached.every((e) => e.verdict === 'allow'), cached.length);
+    expect('cdp events name the frame before them', ev.some((e) => typeof e.frame_before === 'string' && /^[0-9a-f]{64}$/.test(e.frame_before)), JSON.stringify(ev[ev.length - 1]).slice(0, 200));
     const typed = ev.filter((e) => e.method === 'Input.insertText');
     expect('typed text is redacted in the recording (recording.redact_text)', typed.length > 0 && !JSON.stringify(typed).includes('secret-4711') && !JSON.stringify(typed).includes('lamp'), JSON.stringify(typed).slice(0, 300));
+  });
+  await check('metrics by method', async () => {
+    const r = await gw.http('GET', '/metrics', TOKENS.viewer);
+    const nav = /deskgate_cdp_commands_total\{method="Page\.navigate",verdict="allow"\} (\d+)/.exec(r.text);
+    const closed = /deskgate_cdp_commands_total\{method="Browser\.close",verdict="deny"\} (\d+)/.exec(r.text);
+    const cached = /deskgate_cdp_cached_total (\d+)/.exec(r.text);
+    expect('/metrics counts CDP commands by method and verdict, and those allowed from the cache',
+      r.status === 200 && nav && Number(nav[1]) > 0 && closed && Number(closed[1]) >= 1 && cached && Number(cached[1]) > 0,
+      r.text.split('\n').filter((l) => l.startsWith('deskgate_cdp')).slice(0, 8).join(' | '));
+  });
+  await check('budgets count CDP commands', async () => {
+    const three = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser', policy: 'budget' }, 201);
+    const url = (await gw.api('GET', `/v1/sessions/${three.id}/json/version`, TOKENS.agent)).webSocketDebuggerUrl;
+    const raw = await Raw.open(url);
+    const got = [];
+    for (let i = 0; i < 40; i++) got.push(await raw.send('Target.getTargets'));
+    const ok = got.filter((m) => m.result).length;
+    const refusedAt = got.findIndex((m) => m.error);
+    expect('budgets.max_cdp_commands 30: the 31st command is refused naming the budget',
+      ok === 30 && refusedAt === 30 && got.slice(30).every((m) => m.error && /denied by budgets\.max_cdp_commands: 30 CDP commands in this session; the budget is 30/.test(m.error.message)),
+      `${ok} ok, first refusal at ${refusedAt}: ${refusedAt >= 0 ? got[refusedAt].error.message : ''}`);
+    raw.close();
+    await gw.api('DELETE', `/v1/sessions/${three.id}`, TOKENS.agent);
   });
   await check('a second session beside it', async () => {
     const two = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser' }, 201);

@@ -22,8 +22,10 @@
  *      DG_SEQ_MAX (a truncated datagram); each is sent, then received by
  *      dg_seq_recv, dg_spawner_recv (the gateway reading the spawner) or
  *      dg_egress_recv (the gateway reading the proxy), by parameter % 3
- *   4  dg_guard_verdict and dg_worker_answer_request on the bytes as one
- *      message each
+ *   4  dg_guard_verdict, dg_worker_answer_request, dg_cdp_decide_decode
+ *      (a worker's CDP_DECIDE or CDP_NOTE, as the gateway reads it) and
+ *      dg_cdp_verdict_decode (the owner's CDP_VERDICT, as the worker
+ *      reads it) on the bytes as one message each
  * Not reachable without the processes: the proxy's control handler
  * (static, in its forked child; the spawner's dispatcher is fuzz_spawner's)
  * and the
@@ -395,6 +397,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r = dg_worker_answer_request(sink[0], (param & 1) ? &policy : NULL,
 					     (const uint8_t *)msg, size, &d, NULL, &err);
 		DG_FUZZ_CHECK(r == 0 || r == -EPROTO, "dg_worker_answer_request: %d", r);
+		struct dg_cdp_decide q;
+		r = dg_cdp_decide_decode(data, size, &q, &err);
+		DG_FUZZ_CHECK(r == 0 || r == -EPROTO, "dg_cdp_decide_decode: %d", r);
+		if (r == 0) {
+			DG_FUZZ_CHECK(q.req != 0 && dg_cdp_method_ok(q.method) &&
+				      strlen(q.session) <= DG_CDP_SESSION_MAX,
+				      "dg_cdp_decide_decode let through req %llu, method %s",
+				      (unsigned long long)q.req, q.method);
+			dg_cdp_decide_free(&q);
+		}
+		struct dg_cdp_verdict v;
+		r = dg_cdp_verdict_decode(data, size, &v, &err);
+		DG_FUZZ_CHECK(r == 0 || r == -EPROTO, "dg_cdp_verdict_decode: %d", r);
+		DG_FUZZ_CHECK(r != 0 || !v.cache || v.allow, "a kept refusal");
 		close(sink[0]);
 		close(sink[1]);
 		free(msg);

@@ -76,15 +76,22 @@ static void put(struct rig *g, uint32_t type, uint32_t client, const char *text)
 	cr_assert_eq(dg_cdpfw_message(g->fw, type, buf, n + 4, &err), 0, "%s", err.msg);
 }
 
-static void verdict(struct rig *g, json_int_t req, bool allow, const char *rule,
-		    const char *reason)
+static void verdict_cache(struct rig *g, json_int_t req, bool allow, bool cache, const char *rule,
+			  const char *reason)
 {
 	char text[512];
-	snprintf(text, sizeof(text), "{\"req\":%lld,\"allow\":%s,\"rule\":\"%s\",\"reason\":\"%s\"}",
-		 (long long)req, allow ? "true" : "false", rule, reason);
+	snprintf(text, sizeof(text),
+		 "{\"req\":%lld,\"allow\":%s,\"cache\":%s,\"rule\":\"%s\",\"reason\":\"%s\"}",
+		 (long long)req, allow ? "true" : "false", cache ? "true" : "false", rule, reason);
 	cr_assert_eq(dg_cdpfw_message(g->fw, DG_MSG_CDP_VERDICT, (const uint8_t *)text,
 				      strlen(text), &err),
 		     0, "%s", err.msg);
+}
+
+static void verdict(struct rig *g, json_int_t req, bool allow, const char *rule,
+		    const char *reason)
+{
+	verdict_cache(g, req, allow, false, rule, reason);
 }
 
 /* The next message to the owner: its type, its client (CDP_OUT/DROP), its
@@ -99,11 +106,22 @@ static bool take(struct rig *g, uint32_t *type, uint32_t *client, char **text)
 	const uint8_t *p = g->rd.buf;
 	size_t n = g->rd.len;
 	*client = 0;
-	if (*type != DG_MSG_CDP_DECIDE) {
-		const uint8_t *rest;
-		cr_assert_eq(dg_cdp_client_of(p, n, client, &rest, &n), 0);
-		p = rest;
+	if (*type == DG_MSG_CDP_DECIDE || *type == DG_MSG_CDP_NOTE) {
+		/* As one JSON object, header fields and command. */
+		struct dg_cdp_decide q;
+		cr_assert_eq(dg_cdp_decide_decode(p, n, &q, &err), 0, "%s", err.msg);
+		json_t *j = json_deep_copy(q.msg);
+		json_object_set_new(j, "req", json_integer((json_int_t)q.req));
+		json_object_set_new(j, "client", json_integer(q.client));
+		json_object_set_new(j, "session", json_string(q.session));
+		*text = json_dumps(j, JSON_COMPACT);
+		json_decref(j);
+		dg_cdp_decide_free(&q);
+		return true;
 	}
+	const uint8_t *rest;
+	cr_assert_eq(dg_cdp_client_of(p, n, client, &rest, &n), 0);
+	p = rest;
 	*text = strndup((const char *)p, n);
 	return true;
 }
@@ -124,7 +142,7 @@ static json_t *expect(struct rig *g, uint32_t type, uint32_t client)
 	char *text;
 	cr_assert(take(g, &t, &c, &text), "expected a message of type %u", type);
 	cr_assert_eq(t, type, "expected type %u, got %u: %s", type, t, text);
-	if (type != DG_MSG_CDP_DECIDE)
+	if (type != DG_MSG_CDP_DECIDE && type != DG_MSG_CDP_NOTE)
 		cr_assert_eq(c, client, "for client %u, not %u: %s", client, c, text);
 	json_t *j = type == DG_MSG_CDP_DROP ? json_pack("{s:s}", "reason", text)
 					    : json_loads(text, JSON_REJECT_DUPLICATES, NULL);
@@ -133,10 +151,10 @@ static json_t *expect(struct rig *g, uint32_t type, uint32_t client)
 	return j;
 }
 
-static json_int_t expect_decide(struct rig *g, uint32_t client, const char *method,
-				const char *session)
+static json_int_t expect_decide_type(struct rig *g, uint32_t type, uint32_t client,
+				     const char *method, const char *session)
 {
-	json_t *d = expect(g, DG_MSG_CDP_DECIDE, 0);
+	json_t *d = expect(g, type, 0);
 	cr_assert_eq(json_integer_value(json_object_get(d, "client")), client);
 	cr_assert_str_eq(json_string_value(json_object_get(d, "method")), method);
 	cr_assert_str_eq(json_string_value(json_object_get(d, "session")), session);
@@ -144,6 +162,12 @@ static json_int_t expect_decide(struct rig *g, uint32_t client, const char *meth
 	cr_assert_gt(req, 0);
 	json_decref(d);
 	return req;
+}
+
+static json_int_t expect_decide(struct rig *g, uint32_t client, const char *method,
+				const char *session)
+{
+	return expect_decide_type(g, DG_MSG_CDP_DECIDE, client, method, session);
 }
 
 /* The next message to the client must be exactly want (JSON text). */
@@ -568,5 +592,165 @@ Test(cdp_fw_route, classified_and_refused_before_deciding)
 	cr_assert(strstr(m, "deskgate: Page.navigate.url"), "%s", m);
 	json_decref(j);
 	dg_fake_cdp_none(&g.f);
+	rig_close(&g);
+}
+
+/* An allow the owner let it keep: the same command again goes to Chromium
+ * at once, and the owner is told (NOTE, to record) after it left; another
+ * command, or the same after an allow without "cache", is asked. */
+Test(cdp_fw_route, a_cached_verdict_is_applied_unasked_and_noted)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	const char *ev = "{\"id\":%d,\"method\":\"Runtime.evaluate\",\"params\":{\"expression\":\"1\"}}";
+	char msg[256];
+	snprintf(msg, sizeof(msg), ev, 1);
+	put(&g, DG_MSG_CDP_IN, 1, msg);
+	json_int_t req = expect_decide(&g, 1, "Runtime.evaluate", "");
+	verdict_cache(&g, req, true, true, "cdp.allow[0]", "ok");
+	json_int_t id = dg_fake_cdp_expect(&g.f, "Runtime.evaluate", "B1", NULL);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)id);
+	expect_out(&g, 1, "{\"id\":1,\"result\":{}}");
+	for (int i = 2; i < 5; i++) {
+		snprintf(msg, sizeof(msg), ev, i);
+		put(&g, DG_MSG_CDP_IN, 1, msg);
+		id = dg_fake_cdp_expect(&g.f, "Runtime.evaluate", "B1", NULL);
+		json_int_t n = expect_decide_type(&g, DG_MSG_CDP_NOTE, 1, "Runtime.evaluate", "");
+		cr_assert_gt(n, req, "each command has a number of its own");
+		req = n;
+		dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}",
+				  (long long)id);
+		char want[64];
+		snprintf(want, sizeof(want), "{\"id\":%d,\"result\":{}}", i);
+		expect_out(&g, 1, want);
+	}
+	/* Another script: another command, asked. */
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":9,\"method\":\"Runtime.evaluate\",\"params\":{\"expression\":\"2\"}}");
+	req = expect_decide(&g, 1, "Runtime.evaluate", "");
+	verdict(&g, req, true, "r", "ok"); /* not cached */
+	id = dg_fake_cdp_expect(&g.f, "Runtime.evaluate", "B1", NULL);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)id);
+	expect_out(&g, 1, "{\"id\":9,\"result\":{}}");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":10,\"method\":\"Runtime.evaluate\",\"params\":{\"expression\":\"2\"}}");
+	expect_decide(&g, 1, "Runtime.evaluate", "");
+	dg_fake_cdp_none(&g.f);
+	/* A refusal is never kept, whatever the owner says. */
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":11,\"method\":\"Browser.close\"}");
+	req = expect_decide(&g, 1, "Browser.close", "");
+	/* (the worker takes "cache" only with an allow: decode says so) */
+	verdict_cache(&g, req, false, true, "builtin.cdp", "no");
+	expect_out(&g, 1, "{\"id\":11,\"error\":{\"code\":-32000,\"message\":\"deskgate: denied "
+			  "by builtin.cdp: no\"}}");
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":12,\"method\":\"Browser.close\"}");
+	expect_decide(&g, 1, "Browser.close", "");
+	struct dg_cdpfw_stats st;
+	dg_cdpfw_stats(g.fw, &st);
+	cr_assert_eq(st.cached, 3);
+	rig_close(&g);
+}
+
+/* Client 1 sends Runtime.evaluate (id) of n bytes of fill as its script. */
+static void put_script(struct rig *g, int id, size_t n, char fill)
+{
+	char *m = malloc(n + 128);
+	uint32_t client = 1;
+	memcpy(m, &client, 4);
+	int k = 4 + snprintf(m + 4, 124, "{\"id\":%d,\"method\":\"Runtime.evaluate\",\"params\":{"
+			     "\"expression\":\"", id);
+	memset(m + k, fill, n);
+	memcpy(m + k + n, "\"}}", 3);
+	cr_assert_eq(dg_cdpfw_message(g->fw, DG_MSG_CDP_IN, (uint8_t *)m, (size_t)k + n + 3, &err), 0,
+		     "%s", err.msg);
+	free(m);
+}
+
+/* The length of the command the firewall asks about for a
+ * Runtime.evaluate of n bytes of script (refused: not kept). */
+static size_t probe_key(struct rig *g, size_t n)
+{
+	put_script(g, 5, n, 'y');
+	cr_assert_eq(dg_ipc_read(g->owner, &g->rd, &err), 1);
+	cr_assert_eq(g->rd.type, DG_MSG_CDP_DECIDE);
+	size_t key = g->rd.len - 13; /* req, client, the session's length; no session */
+	struct dg_cdp_decide q;
+	cr_assert_eq(dg_cdp_decide_decode(g->rd.buf, g->rd.len, &q, &err), 0);
+	json_int_t r = (json_int_t)q.req;
+	dg_cdp_decide_free(&q);
+	verdict(g, r, false, "r", "no");
+	json_decref(expect(g, DG_MSG_CDP_OUT, 1));
+	return key;
+}
+
+/* At most DG_CDPFW_CACHE_MAX commands are kept, the least recently used
+ * forgotten; one longer than DG_CDPFW_CACHE_KEY_MAX is asked every time. */
+Test(cdp_fw_route, the_verdict_cache_is_bounded)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	char msg[256];
+	for (int i = 0; i <= DG_CDPFW_CACHE_MAX; i++) {
+		snprintf(msg, sizeof(msg), "{\"id\":%d,\"method\":\"DOM.m%d\"}", i, i);
+		put(&g, DG_MSG_CDP_IN, 1, msg);
+		char method[32];
+		snprintf(method, sizeof(method), "DOM.m%d", i);
+		json_int_t req = expect_decide(&g, 1, method, "");
+		verdict_cache(&g, req, true, true, "r", "ok");
+		json_int_t id = dg_fake_cdp_expect(&g.f, method, "B1", NULL);
+		dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}",
+				  (long long)id);
+		json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
+		if (i == 1) { /* DOM.m0 used again: DOM.m1 is the oldest now */
+			put(&g, DG_MSG_CDP_IN, 1, "{\"id\":0,\"method\":\"DOM.m0\"}");
+			id = dg_fake_cdp_expect(&g.f, "DOM.m0", "B1", NULL);
+			expect_decide_type(&g, DG_MSG_CDP_NOTE, 1, "DOM.m0", "");
+			dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}",
+					  (long long)id);
+			json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
+		}
+	}
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":1,\"method\":\"DOM.m1\"}");
+	json_int_t req = expect_decide(&g, 1, "DOM.m1", ""); /* forgotten */
+	dg_fake_cdp_none(&g.f);
+	/* Kept, but it leaves after the one before it, in the client's order. */
+	put(&g, DG_MSG_CDP_IN, 1, "{\"id\":2,\"method\":\"DOM.m0\"}");
+	expect_decide_type(&g, DG_MSG_CDP_NOTE, 1, "DOM.m0", "");
+	dg_fake_cdp_none(&g.f);
+	verdict(&g, req, true, "r", "ok");
+	json_int_t id1 = dg_fake_cdp_expect(&g.f, "DOM.m1", "B1", NULL);
+	json_int_t id0 = dg_fake_cdp_expect(&g.f, "DOM.m0", "B1", NULL);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)id1);
+	dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}", (long long)id0);
+	expect_out(&g, 1, "{\"id\":1,\"result\":{}}");
+	expect_out(&g, 1, "{\"id\":2,\"result\":{}}");
+	/* The key bound: n found where the command as asked (what follows the
+	 * DECIDE's header) is exactly DG_CDPFW_CACHE_KEY_MAX bytes (probes
+	 * refused: nothing kept). */
+	size_t at = DG_CDPFW_CACHE_KEY_MAX / 2;
+	for (int tries = 0; probe_key(&g, at) != DG_CDPFW_CACHE_KEY_MAX; tries++) {
+		cr_assert_lt(tries, 8, "no script length gives a %u-byte command",
+			     DG_CDPFW_CACHE_KEY_MAX);
+		at += DG_CDPFW_CACHE_KEY_MAX - probe_key(&g, at);
+	}
+	cr_assert_eq(probe_key(&g, at + 1), DG_CDPFW_CACHE_KEY_MAX + 1);
+	for (int over = 0; over < 2; over++) {
+		size_t n = at + (size_t)over;
+		for (int twice = 0; twice < 2; twice++) {
+			put_script(&g, 20 + over, n, 'x');
+			json_int_t id = 0;
+			if (over == 0 && twice == 1) {
+				id = dg_fake_cdp_expect(&g.f, "Runtime.evaluate", "B1", NULL);
+				expect_decide_type(&g, DG_MSG_CDP_NOTE, 1, "Runtime.evaluate", "");
+			} else {
+				json_int_t req = expect_decide(&g, 1, "Runtime.evaluate", "");
+				verdict_cache(&g, req, true, true, "r", "ok");
+				id = dg_fake_cdp_expect(&g.f, "Runtime.evaluate", "B1", NULL);
+			}
+			dg_fake_cdp_sendf(&g.f, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{}}",
+					  (long long)id);
+			json_decref(expect(&g, DG_MSG_CDP_OUT, 1));
+		}
+	}
 	rig_close(&g);
 }

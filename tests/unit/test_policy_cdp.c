@@ -584,3 +584,101 @@ Test(cdp, whole_commands)
 	cr_assert_eq(dg_policy_decide_cdp_command(&pol, NULL, &ctx, &dec), -EINVAL);
 	cr_assert_eq(dec.verdict, DG_VERDICT_DENY);
 }
+
+/* The whole policy text is refused with a message that holds want. */
+#define refused_text(text, want)                                                           \
+	do {                                                                               \
+		int rc_ = parse(text);                                                     \
+		cr_assert_eq(rc_, -EINVAL, "%s: rc %d (%s)", (text), rc_, err.msg);       \
+		cr_assert(strstr(err.msg, (want)), "%s: message \"%s\" lacks \"%s\"", (text), \
+			  err.msg, (want));                                                \
+	} while (0)
+
+/* budgets.cdp_commands_per_minute and max_cdp_commands: the command that
+ * would pass the budget is refused, the one before passes (ctx holds the
+ * caller's counts of allowed commands). */
+Test(cdp, budgets_at_their_bounds)
+{
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+			"{\"cdp_commands_per_minute\": 3, \"max_cdp_commands\": 5}}"));
+	struct dg_cdp_command cmd = {.method = "Page.enable"};
+	struct dg_decide_ctx ctx = {.screen_w = 1280, .screen_h = 800, .cdp_last_minute = 2,
+				    .cdp_total = 2};
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, &cmd, &ctx, &dec), 0);
+	cr_assert_eq(dec.verdict, ALLOW, "%s %s", dec.rule, dec.reason);
+	ctx.cdp_last_minute = 3;
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, &cmd, &ctx, &dec), 0);
+	cr_assert_eq(dec.verdict, DENY);
+	cr_assert_str_eq(dec.rule, "budgets.cdp_commands_per_minute");
+	cr_assert(strstr(dec.reason, "3 CDP commands in the last minute; the budget is 3"), "%s",
+		  dec.reason);
+	ctx.cdp_last_minute = 0;
+	ctx.cdp_total = 4;
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, &cmd, &ctx, &dec), 0);
+	cr_assert_eq(dec.verdict, ALLOW);
+	ctx.cdp_total = 5;
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, &cmd, &ctx, &dec), 0);
+	cr_assert_str_eq(dec.rule, "budgets.max_cdp_commands");
+	/* a method refused anyway names its own rule, not the budget */
+	cmd.method = "Tracing.start";
+	cr_assert_eq(dg_policy_decide_cdp_command(&pol, &cmd, &ctx, &dec), 0);
+	cr_assert_str_eq(dec.rule, "builtin.cdp");
+	/* the bounds of the values */
+	refused_text("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+		     "{\"max_cdp_commands\": -1}}", "budgets.max_cdp_commands");
+	refused_text("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+		     "{\"cdp_commands_per_minute\": 1000000001}}", "budgets.cdp_commands_per_minute");
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+			"{\"cdp_commands_per_minute\": 1000000000, \"max_cdp_commands\": 0}}"));
+}
+
+/* What the worker may apply again unasked: a decision from the command
+ * alone. Anything that reads the context or the jail is never kept. */
+Test(cdp, cacheable_commands)
+{
+	struct dg_action a;
+	struct dg_err e = {{0}};
+	cr_assert_eq(dg_action_parse("{\"type\":\"key\",\"keys\":\"Return\"}", 30, 1280, 800, &a,
+				     &e), 0, "%s", e.msg);
+	const struct dg_cdp_command method = {.method = "Page.enable"},
+				    script = {.method = "Runtime.evaluate", .code = "1", .code_len = 1},
+				    url = {.method = "Fetch.continueRequest", .url = "https://a.example/"},
+				    action = {.method = "Input.dispatchKeyEvent", .action = &a},
+				    files = {.method = "DOM.setFileInputFiles", .files = true},
+				    download = {.method = "Browser.setDownloadBehavior",
+						.download_behavior = "deny"},
+				    proxy = {.method = "Target.createBrowserContext", .proxy = true};
+	/* the built-in default (no rules) */
+	cr_assert(dg_policy_cdp_cacheable(&pol, &method));
+	cr_assert(dg_policy_cdp_cacheable(&pol, &script));
+	cr_assert(dg_policy_cdp_cacheable(&pol, &url));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &action));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &files));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &download));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &proxy));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, NULL));
+	/* action budgets: a script counts as an action, a method does not */
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+			"{\"actions_per_minute\": 10}}"));
+	cr_assert(dg_policy_cdp_cacheable(&pol, &method));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &script));
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+			"{\"max_actions\": 10}}"));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &script));
+	/* a CDP budget: nothing is kept */
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"budgets\": "
+			"{\"max_cdp_commands\": 10}}"));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &method));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &url));
+	/* regions apply to actions with a position, never to a script (which
+	 * a region cannot name), so they leave a script cacheable */
+	assert_ok(parse("{\"version\": 1, \"default\": \"allow\", \"regions\": [{\"name\": "
+			"\"r\", \"rect\": [0, 0, 10, 10], \"verdict\": \"deny\"}]}"));
+	cr_assert(dg_policy_cdp_cacheable(&pol, &method));
+	cr_assert(dg_policy_cdp_cacheable(&pol, &script));
+	cr_assert_not(dg_policy_cdp_cacheable(&pol, &action));
+	refused_text("{\"version\": 1, \"default\": \"allow\", \"regions\": [{\"name\": \"r\", "
+		     "\"rect\": [0, 0, 10, 10], \"verdict\": \"deny\", \"actions\": "
+		     "[\"javascript\"]}]}", "has no position on the screen");
+	dg_action_free(&a);
+}
