@@ -473,7 +473,6 @@ static void on_in(struct dg_cdpfw *fw, struct client *cl, const uint8_t *data, s
  * the reply's result or error as they are. */
 static void replied(void *arg, int status, json_t *reply, const char *error_message)
 {
-	(void)error_message;
 	struct ticket t;
 	struct dg_cdpfw *fw = ticket_end(arg, status, &t);
 	if (!fw)
@@ -484,9 +483,19 @@ static void replied(void *arg, int status, json_t *reply, const char *error_mess
 		return; /* the client went away */
 	json_t *error = json_object_get(reply, "error"), *result = json_object_get(reply, "result");
 	json_t *j;
-	if (status != 0)
+	char text[DG_ERR_MAX + 64];
+	if (status != 0) {
+		/* The browser went away, or its reply could not be read (too
+		 * long, too many values: dg_cdp says which). */
+		snprintf(text, sizeof(text), "deskgate: %s%s",
+			 status == -EPIPE || status == -ECONNRESET || !error_message
+				 ? "the browser went away"
+				 : "the browser's reply was not relayed: ",
+			 status == -EPIPE || status == -ECONNRESET || !error_message ? ""
+											: error_message);
 		j = json_pack("{s:I, s:{s:i, s:s}}", "id", k->id, "error", "code", REFUSED_CODE,
-			      "message", "deskgate: the browser went away");
+			      "message", text);
+	}
 	else if (json_is_object(error))
 		j = json_pack("{s:I, s:O}", "id", k->id, "error", error);
 	else if (json_is_object(result))

@@ -21,6 +21,9 @@
  *  - malformed JSON, duplicate keys, wrong types, ids we did not issue or
  *    already completed, replies on another session than the command's: each
  *    is counted (dg_cdp_stats) and ignored; the client keeps working;
+ *  - a reply refused by the two bounds above or as malformed JSON still
+ *    ends its command when its first bytes name the id ({"id":N, as
+ *    Chromium writes): status -EMSGSIZE, -E2BIG or -EPROTO, with why;
  *  - at most DG_CDP_PENDING_MAX commands wait for replies, at most
  *    DG_CDP_TARGETS_MAX page targets are tracked, at most DG_CDP_OUT_MAX
  *    bytes of commands wait to be written;

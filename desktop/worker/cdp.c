@@ -434,6 +434,34 @@ static void on_event(struct dg_cdp *c, const char *method, const char *session, 
 		c->on_event(c->event_arg, method, session, params);
 }
 
+/* The id a reply starts with, {"id":N, (Chromium writes every reply's id
+ * first), or 0. */
+static int64_t leading_id(const char *s, size_t n)
+{
+	static const char pre[] = "{\"id\":";
+	size_t k = sizeof(pre) - 1, i = k;
+	int64_t id = 0;
+	if (n <= k || memcmp(s, pre, k) != 0)
+		return 0;
+	for (; i < n && i < k + 15 && s[i] >= '0' && s[i] <= '9'; i++)
+		id = id * 10 + (s[i] - '0');
+	return i > k && i < n && s[i] == ',' ? id : 0;
+}
+
+/* A message that cannot be read (too long, too many values, not JSON):
+ * when it is a reply whose command can be told from its first bytes,
+ * that command ends with status and why (its caller, a CDP client's
+ * command among them, would otherwise wait for ever). */
+static void unreadable(struct dg_cdp *c, const char *s, size_t n, int status, const char *why)
+{
+	int64_t id = leading_id(s, n);
+	struct pending *p = id > 0 ? pending_find(c, id) : NULL;
+	char text[sizeof(c->last_error)];
+	snprintf(text, sizeof(text), "%s", why); /* the callback may refuse in turn */
+	if (p)
+		complete(c, p, status, NULL, text);
+}
+
 /* One complete message (without its NUL), mended in place. */
 static void process(struct dg_cdp *c, char *s, size_t n)
 {
@@ -442,6 +470,7 @@ static void process(struct dg_cdp *c, char *s, size_t n)
 	if (dg_cdp_nodes(s, n, DG_CDP_NODES_MAX) > DG_CDP_NODES_MAX) {
 		dg_cdp_refuse(c, "message of %zu bytes with more than %d JSON values", n,
 			      DG_CDP_NODES_MAX);
+		unreadable(c, s, n, -E2BIG, c->last_error);
 		return;
 	}
 	json_error_t je;
@@ -450,6 +479,7 @@ static void process(struct dg_cdp *c, char *s, size_t n)
 		char what[DG_CDP_ERRTEXT_MAX + 1];
 		dg_cdp_show(je.text, what);
 		dg_cdp_refuse(c, "malformed JSON at byte %d: %s", je.position, what);
+		unreadable(c, s, n, -EPROTO, c->last_error);
 		return;
 	}
 	json_t *id = json_object_get(msg, "id"), *method = json_object_get(msg, "method");
@@ -488,6 +518,8 @@ static void feed(struct dg_cdp *c, char *p, size_t n)
 			c->stats.oversized++;
 			c->stats.messages++;
 			dg_cdp_refuse(c, "message longer than %u bytes discarded", DG_CDP_MSG_MAX);
+			unreadable(c, c->msg_len ? c->msg : p, c->msg_len ? c->msg_len : seg, -EMSGSIZE,
+				   c->last_error);
 			free(c->msg);
 			c->msg = NULL;
 			c->msg_len = c->msg_cap = 0;

@@ -754,3 +754,63 @@ Test(cdp_fw_route, the_verdict_cache_is_bounded)
 	}
 	rig_close(&g);
 }
+
+/* Sends the bytes as the browser, in pipe-sized pieces, the client reading
+ * each. */
+static void browser_bytes(struct rig *g, const char *p, size_t n)
+{
+	while (n > 0) {
+		size_t k = n < 60000 ? n : 60000;
+		dg_fake_cdp_put(&g->f, p, k);
+		dg_fake_cdp_pump(&g->f);
+		p += k;
+		n -= k;
+	}
+}
+
+/* A reply the worker cannot read (longer than DG_CDP_MSG_MAX, more than
+ * DG_CDP_NODES_MAX values, not JSON) ends its command with an error that
+ * says so, at once; the client goes on. */
+Test(cdp_fw_route, an_unreadable_reply_is_answered_not_lost)
+{
+	struct rig g;
+	rig_open(&g);
+	open_client(&g, 1, "B1");
+	static const char *const want[] = {"longer than", "JSON values", "malformed JSON"};
+	for (int kind = 0; kind < 3; kind++) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "{\"id\":%d,\"method\":\"Page.captureScreenshot\"}", 40 + kind);
+		put(&g, DG_MSG_CDP_IN, 1, msg);
+		json_int_t req = expect_decide(&g, 1, "Page.captureScreenshot", "");
+		verdict(&g, req, true, "r", "ok");
+		json_int_t id = dg_fake_cdp_expect(&g.f, "Page.captureScreenshot", "B1", NULL);
+		size_t n = kind == 0 ? DG_CDP_MSG_MAX + 100 : kind == 1 ? 3 * DG_CDP_NODES_MAX : 64;
+		char *r = malloc(n + 64);
+		int k = snprintf(r, 64, "{\"id\":%lld,\"sessionId\":\"B1\",\"result\":{\"data\":",
+				 (long long)id);
+		if (kind == 0) {
+			r[k] = '"';
+			memset(r + k + 1, 'A', n - (size_t)k - 4);
+			memcpy(r + n - 3, "\"}}", 3);
+		} else if (kind == 1) {
+			r[k] = '[';
+			for (size_t i = (size_t)k + 1; i < n - 3; i += 2)
+				memcpy(r + i, "0,", 2);
+			memcpy(r + n - 3, "0]}", 3); /* (one brace short: never parsed) */
+		} else {
+			memset(r + k, '!', n - (size_t)k);
+		}
+		r[n] = '\0';
+		browser_bytes(&g, r, n + 1);
+		free(r);
+		json_t *j = expect(&g, DG_MSG_CDP_OUT, 1);
+		const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+		cr_assert(m && strstr(m, "deskgate: the browser's reply was not relayed: ") &&
+			  strstr(m, want[kind]), "kind %d: %s", kind, m ? m : "(no error)");
+		cr_assert_eq(json_integer_value(json_object_get(j, "id")), 40 + kind);
+		json_decref(j);
+	}
+	round_trip(&g, 1, "{\"id\":50,\"method\":\"Page.enable\"}", "Page.enable", "", "B1",
+		   "\"result\":{}", "{\"id\":50,\"result\":{}}");
+	rig_close(&g);
+}
