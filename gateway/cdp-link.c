@@ -49,6 +49,7 @@ static void client_close(struct conn *c, enum lws_close_status code, const char 
 	if (!c->wsi || c->closing)
 		return;
 	c->closing = true;
+	snprintf(c->close_why, sizeof(c->close_why), "%s", why);
 	lws_close_reason(c->wsi, code, (unsigned char *)why, strnlen(why, 120));
 	lws_callback_on_writable(c->wsi);
 }
@@ -76,8 +77,11 @@ void dg_gw_cdp_detach(struct gw_session *s, struct conn *c)
 		int fd = worker_fd(s);
 		if (fd >= 0)
 			dg_cdp_client_send(fd, DG_MSG_CDP_CLOSE, c->cdp_client, NULL, 0);
-		dg_gw_note(s, json_pack("{s:s, s:s, s:I}", "type", "cdp_client", "state", "closed",
-					"client", (json_int_t)c->cdp_client));
+		/* Why, when the gateway closed it: its close frame may not reach
+		 * a client still sending (a reset can overtake it), this does. */
+		dg_gw_note(s, json_pack("{s:s, s:s, s:I, s:s?}", "type", "cdp_client", "state",
+					"closed", "client", (json_int_t)c->cdp_client, "reason",
+					c->close_why[0] ? c->close_why : NULL));
 		return;
 	}
 }

@@ -99,6 +99,7 @@ struct conn {
 	bool rx_too_big;
 	struct conn *next_observer;
 	bool closing;         /* close once the queue is sent */
+	char close_why[128];  /* why the gateway closes it; "" not the gateway */
 	long long window_start;
 	int window_count;     /* actions in the current one-second window */
 	unsigned events;      /* the agent: dg_agent_event bits its hello asked for */

@@ -582,6 +582,8 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 		if ((c->rx_too_big || binary) && !c->closing) {
 			G->m.protocol_errors++;
 			c->closing = true;
+			snprintf(c->close_why, sizeof(c->close_why), "%s",
+				 c->rx_too_big ? "message too large" : "text only");
 			lws_close_reason(c->wsi, c->rx_too_big ? LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE
 							       : LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
 					 (unsigned char *)(c->rx_too_big ? "message too large" : "text only"),

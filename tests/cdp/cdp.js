@@ -229,7 +229,11 @@ async function hostile(gw, session, shop, evil) {
   const big = await Raw.open(session.cdp_url);
   big.ws.send('x'.repeat(64 * 1024 * 1024));
   await waitFor('the oversized client closed', () => big.closed, 20000);
-  expect('raw: a 64 MiB message closes that client', big.closed && big.closed.code === 1009, JSON.stringify(big.closed));
+  // Its close frame (1009) can be overtaken by the reset of a connection
+  // closed while the client still sends; the recording says why anyway.
+  const closedForSize = async () => (await gw.events(session.id)).some((e) => e.type === 'cdp_client' && e.state === 'closed' && e.reason === 'message too large');
+  expect('raw: a 64 MiB message closes that client (1009, or a reset after it with the reason recorded)',
+    big.closed && (big.closed.code === 1009 || (big.closed.code === 1006 && await closedForSize())) && await closedForSize(), JSON.stringify(big.closed));
   m = await raw.send('Runtime.evaluate', { expression: '40+2' }, s1);
   expect('raw: the first client still works', m.result && m.result.result.value === 42, err(m));
   raw.close();
