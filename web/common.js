@@ -357,23 +357,44 @@ const DG = (() => {
 
   /* ---- steps of a recording -------------------------------------------- */
 
-  // Groups a recording's events into steps: one per action event, with the
+  // Groups a recording's events into steps, in recording order: one per
+  // action event (kind 'action', type its action's type), with the
   // approval events and the browser/egress decisions and page changes that
-  // came before it (since the previous action). Also returns the session's
-  // lifecycle facts.
+  // came before it (since the previous action); and one per command a CDP
+  // client sent (a cdp event: kind and type 'cdp', action the canonical
+  // action it amounted to or {}), with `after`, the cdp_frame showing the
+  // screen it left (cdpFrameAfter), or null. Also returns the session's
+  // lifecycle facts, and cdpClients: the token name each CDP client
+  // connected with, by client number.
   function buildSteps(evs) {
     const steps = [];
     let pending = { approvals: [], decisions: [], pages: [] };
-    const info = { created: null, ready: null, ended: null, seal: null, first: evs[0] || null, last: evs[evs.length - 1] || null };
+    let waiting = []; // CDP steps whose frame has not come yet
+    const info = {
+      created: null, ready: null, ended: null, seal: null, first: evs[0] || null, last: evs[evs.length - 1] || null,
+      cdpClients: new Map(),
+    };
     for (const e of evs) {
       if (e.type === 'action') {
         const approval = pending.approvals.find((x) => x.state === 'pending') || null;
         const outcome = pending.approvals.find((x) => x.state !== 'pending') || null;
+        const action = e.action || {};
         steps.push({
-          n: steps.length + 1, ev: e, action: e.action || {}, verdict: e.verdict,
+          n: steps.length + 1, kind: 'action', type: action.type, ev: e, action, verdict: e.verdict,
           asked: !!approval, approval, outcome, decisions: pending.decisions, pages: pending.pages,
         });
         pending = { approvals: [], decisions: [], pages: [] };
+      } else if (e.type === 'cdp') {
+        const s = {
+          n: steps.length + 1, kind: 'cdp', type: 'cdp', ev: e, action: e.action && typeof e.action === 'object' ? e.action : {},
+          verdict: e.verdict, asked: false, approval: null, outcome: null, decisions: [], pages: [], after: null,
+        };
+        steps.push(s);
+        if (e.verdict === 'allow' && Number.isInteger(e.req)) waiting.push(s);
+      } else if (e.type === 'cdp_frame') {
+        waiting = cdpFrameAfter(waiting, e);
+      } else if (e.type === 'cdp_client') {
+        if (e.state === 'open') info.cdpClients.set(e.client, e.by);
       } else if (e.type === 'approval') {
         pending.approvals.push(e);
       } else if (e.type === 'decision') {
@@ -388,6 +409,18 @@ const DG = (() => {
     }
     info.trailing = pending;
     return { steps, info };
+  }
+
+  // Gives frame event f (a cdp_frame: the screen once CDP commands
+  // first_req..last_req had run) to the waiting CDP steps it covers, and
+  // returns those still waiting: the commands after last_req. A command
+  // below first_req is dropped without one: the first frame past it does
+  // not show what it did. Refused commands never wait: they reached no
+  // browser. The frame of a client attaching (null, null) covers none.
+  function cdpFrameAfter(waiting, f) {
+    if (!Number.isInteger(f.first_req) || !Number.isInteger(f.last_req)) return waiting;
+    for (const s of waiting) if (s.ev.req >= f.first_req && s.ev.req <= f.last_req) s.after = f;
+    return waiting.filter((s) => s.ev.req > f.last_req);
   }
 
   // Counts of a recording's actions: {actions, allow, deny, ask} by

@@ -1,13 +1,21 @@
-/* Recording player: every action of a recorded session, one step at a
- * time: the screen before and after with what the action did drawn over
- * it, the policy's verdict, rule and reason, the page it happened on, and
- * whether the recording as a whole verifies. */
+/* Recording player: every action of a recorded session, and every command
+ * its CDP clients sent, one step at a time: the screen before and after
+ * with what the action did drawn over it, the policy's verdict, rule and
+ * reason, the page it happened on, and whether the recording as a whole
+ * verifies. */
 'use strict';
 
 (() => {
   const { el, clear, $ } = DG;
   const id = DG.param('id') || '';
   const VERDICTS = ['allow', 'deny', 'ask'];
+  // Past this many CDP commands (Playwright sends about 50 when it
+  // connects) the list starts with them hidden, when there are actions to
+  // show instead: their chip brings them back.
+  const CDP_LISTED_MAX = 500;
+  // Past this many steps shown the timeline marks only the denied and
+  // asked ones, at most one per TICK_SLOTS-th of its width.
+  const TICKS_ALL_MAX = 300, TICK_SLOTS = 200;
 
   let rec = null;        // GET /v1/recordings/{id}
   let steps = [];
@@ -18,6 +26,8 @@
   const fVerdicts = new Set(VERDICTS);
   let fTypes = new Set();
   let renderSeq = 0;
+  let items = new Map(); // the list's <li> by step number
+  let lit = null;        // the one marked current
 
   const flagged = (s) => s.verdict === 'deny' || s.verdict === 'ask' || s.asked;
   const untrusted = (s) => rec && rec.verify && rec.verify.status === 'bad' && rec.verify.bad_seq > 0 && s.ev.seq >= rec.verify.bad_seq;
@@ -36,7 +46,8 @@
   }
 
   function meta() {
-    const c = { actions: steps.length, deny: steps.filter((s) => s.verdict === 'deny').length, ask: steps.filter((s) => s.asked).length };
+    const acts = steps.filter((s) => s.kind === 'action'), cdp = steps.filter((s) => s.kind === 'cdp');
+    const c = { actions: acts.length, deny: acts.filter((s) => s.verdict === 'deny').length, ask: acts.filter((s) => s.asked).length };
     const first = info.first, last = info.last;
     const m = clear($('#meta'));
     const item = (k, v, title) => el('span', { title: title || null }, `${k} `, el('b', {}, v));
@@ -44,56 +55,103 @@
     if (info.created && info.created.policy) m.append(item('policy', info.created.policy, rec.policy_sha256));
     m.append(item('started', DG.fmtTime(rec.start_ms)),
       item('duration', first && last ? DG.fmtDuration(last.mono_ms - first.mono_ms) : '—'),
-      item('actions', `${c.actions} (${c.deny} denied, ${c.ask} asked)`),
-      item('typed text', rec.redact_text ? 'redacted' : 'recorded'));
+      item('actions', `${c.actions} (${c.deny} denied, ${c.ask} asked)`));
+    if (cdp.length) {
+      const cached = cdp.filter((s) => s.ev.cached).length;
+      m.append(item('CDP commands', `${cdp.length} (${cdp.filter((s) => s.verdict === 'deny').length} denied${cached ? `, ${cached} from the verdict cache` : ''})`));
+    }
+    m.append(item('typed text', rec.redact_text ? 'redacted' : 'recorded'));
     if (info.ended) m.append(item('ended', info.ended.reason));
   }
 
   /* ---- filters and the step list ---- */
 
-  function chip(group, value, label, count, checked) {
+  function chip(group, value, label, count, checked, title) {
     const input = el('input', { type: 'checkbox', value, checked, 'data-filter': group });
     input.addEventListener('change', () => {
       const set = group === 'verdict' ? fVerdicts : fTypes;
       if (input.checked) set.add(value); else set.delete(value);
       applyFilters();
     });
-    return el('label', { class: 'chip' }, input, label, el('span', { class: 'n' }, String(count)));
+    return el('label', { class: 'chip', title: title || null }, input, label, el('span', { class: 'n' }, String(count)));
   }
 
-  function buildFilters() {
+  // The chips: verdicts, then the actions' types and one for all CDP
+  // commands (type 'cdp'), left unchecked when there are too many of them
+  // to list beside the actions, unless `first`, the step asked for in
+  // the URL, is one.
+  function buildFilters(first) {
     const vBox = clear($('#f-verdicts'));
     for (const v of VERDICTS) {
       vBox.append(chip('verdict', v, { allow: 'Allowed', deny: 'Denied', ask: 'Asked' }[v], steps.filter((s) => s.verdict === v).length, true));
     }
-    const types = [...new Set(steps.map((s) => s.action.type))].sort();
+    const types = [...new Set(steps.filter((s) => s.kind === 'action').map((s) => s.type))].sort();
     fTypes = new Set(types);
     const tBox = clear($('#f-types'));
-    for (const t of types) tBox.append(chip('type', t, t, steps.filter((s) => s.action.type === t).length, true));
+    for (const t of types) tBox.append(chip('type', t, t, steps.filter((s) => s.type === t).length, true));
+    const nCdp = steps.filter((s) => s.kind === 'cdp').length;
+    if (!nCdp) return;
+    const many = nCdp > CDP_LISTED_MAX && types.length > 0;
+    const on = !many || (first && first.kind === 'cdp');
+    if (on) fTypes.add('cdp');
+    tBox.append(chip('type', 'cdp', 'CDP commands', nCdp, on, many ? `More than ${CDP_LISTED_MAX} CDP commands: not listed at first` : null));
+  }
+
+  // A step in one line, for the list and its title.
+  function describeStep(s) {
+    return s.kind === 'cdp' ? describeCdp(s.ev) : DG.describe(s.action, s.ev.element);
+  }
+  // A CDP command: its method, then the URL it went to, or else the action
+  // it amounted to or the script it ran. Method, URL and parameters come
+  // from the client.
+  function describeCdp(e) {
+    const p = e.params && typeof e.params === 'object' ? e.params : {};
+    const url = typeof e.url === 'string' ? e.url : typeof p.url === 'string' ? p.url : '';
+    let what = '';
+    if (url) what = ` ${DG.oneLine(url, 200)}`;
+    else if (e.action && typeof e.action === 'object' && e.action.type) what = `: ${DG.describe(e.action)}`;
+    else if (Number.isInteger(e.code_bytes)) what = `: run JavaScript (${DG.plural(e.code_bytes, 'byte')})`;
+    return `CDP ${DG.oneLine(e.method || '?', 80)}${what}`;
+  }
+
+  // The timeline's marks, [step, left %]: one per step shown, or when there
+  // are too many to tell apart, the denied and asked ones, one per slot.
+  function tickMarks() {
+    const at = (i) => (shown.length > 1 ? (i / (shown.length - 1)) * 100 : 0);
+    if (shown.length <= TICKS_ALL_MAX) return shown.map((s, i) => [s, at(i)]);
+    const slots = new Map();
+    shown.forEach((s, i) => {
+      const slot = Math.round((at(i) / 100) * TICK_SLOTS);
+      if (flagged(s) && !slots.has(slot)) slots.set(slot, [s, at(i)]);
+    });
+    return [...slots.values()];
   }
 
   function applyFilters() {
-    shown = steps.filter((s) => fVerdicts.has(s.verdict) && fTypes.has(s.action.type));
+    shown = steps.filter((s) => fVerdicts.has(s.verdict) && fTypes.has(s.type));
     $('#shown').textContent = shown.length === steps.length ? `${steps.length} in all` : `${shown.length} of ${DG.plural(steps.length, 'step')} shown`;
     const list = clear($('#steps'));
+    items = new Map();
+    lit = null;
     for (const s of shown) {
-      const desc = DG.describe(s.action, s.ev.element);
+      const desc = describeStep(s);
       const b = el('button', { type: 'button', 'aria-label': `Step ${s.n}: ${desc}, ${s.verdict}` },
         el('span', { class: 'no' }, String(s.n)), el('span', { class: 'desc' }, desc), DG.badge(s.verdict, s.verdict === 'ask' && s.ev.approved_by ? 'Approved' : null));
       b.addEventListener('click', () => { stop(); go(s); });
-      list.append(el('li', { dataset: { n: s.n, verdict: s.verdict, type: s.action.type }, class: untrusted(s) ? 'untrusted' : null }, b));
+      const li = el('li', { dataset: { n: s.n, verdict: s.verdict, type: s.type }, class: untrusted(s) ? 'untrusted' : null }, b);
+      items.set(s.n, li);
+      list.append(li);
     }
     const sc = $('#scrubber');
     sc.min = 1;
     sc.max = Math.max(1, shown.length);
     sc.disabled = shown.length === 0;
     const ticks = clear($('#ticks'));
-    shown.forEach((s, i) => {
-      const left = shown.length > 1 ? (i / (shown.length - 1)) * 100 : 0;
+    for (const [s, left] of tickMarks()) {
       const t = el('span', { class: `tick ${s.verdict}`, title: `Step ${s.n}: ${s.verdict}` });
       t.style.left = `${left}%`;
       ticks.append(t);
-    });
+    }
     if (!shown.length) { renderEmpty(); return; }
     if (!cur || !shown.includes(cur)) go(shown.find((s) => cur && s.n > cur.n) || shown[shown.length - 1]);
     else go(cur);
@@ -188,7 +246,9 @@
     ph.hidden = true;
     ov.style.display = '';
     // The element's box only over the screen it was picked on.
-    DG.drawOverlay(ov, s.action, s.ev.screen, s.verdict, s.ev.pointer, undefined, which === 'before' ? s.ev.element : null);
+    // CDP events name no screen: the frames are the session's desktop.
+    const screen = s.kind === 'cdp' ? [rec.width, rec.height] : s.ev.screen;
+    DG.drawOverlay(ov, s.action, screen, s.verdict, s.ev.pointer, undefined, which === 'before' ? s.ev.element : null);
     $(`#${which}-info`).textContent = hash.slice(0, 10);
     $(`#${which}-info`).title = `frame ${hash}`;
   }
@@ -258,26 +318,47 @@
     return [...groups].map(([k, items]) => [k, el('ul', { class: 'events-list tab-changes', dataset: { kind: k } }, items)]);
   }
 
-  function details(s) {
+  // The step's box, cleared, with what every step opens with: its number,
+  // title and verdict badge (badge: the badge's text, null: the verdict's),
+  // a warning when the recording cannot vouch for it, the rule and reason.
+  // Returns the box and a row(label, value) adding to its facts (the <dl>,
+  // appended here).
+  function opening(s, badge, ...extra) {
     const e = s.ev;
     const box = clear($('#step'));
-    const head = el('div', { class: 'step-head' },
+    box.append(el('div', { class: 'step-head' },
       el('span', { class: 'step-no' }, `Step ${s.n}`),
-      el('h2', { id: 'step-title' }, DG.describe(s.action, e.element)),
-      DG.badge(s.verdict, s.asked && s.verdict === 'ask' ? 'Asked · approved' : s.asked && s.verdict === 'deny' ? 'Asked · denied' : null));
-    box.append(head);
+      el('h2', { id: 'step-title' }, describeStep(s)),
+      DG.badge(s.verdict, badge), extra));
     if (untrusted(s)) {
       box.append(el('div', { class: 'banner banner-danger' }, el('div', {}, el('strong', {}, 'Untrusted step'),
         el('p', {}, `The recording fails verification at seq ${rec.verify.bad_seq}; this step (seq ${e.seq}) cannot be trusted.`))));
     }
     box.append(el('p', { class: `reason ${s.verdict}`, id: 'step-reason' }, el('b', {}, e.rule || '—'), ' — ', e.reason || ''));
     const kv = el('dl', { class: 'kv' });
-    const row = (k, v) => kv.append(el('dt', {}, k), el('dd', {}, v));
+    box.append(kv);
+    return [box, (k, v) => kv.append(el('dt', {}, k), el('dd', {}, v))];
+  }
+
+  function whenCell(e) {
+    const t0 = info.first ? info.first.mono_ms : e.mono_ms;
+    return `${DG.fmtTime(Date.parse(e.wall))} (${DG.fmtDuration(e.mono_ms - t0)} into the session)`;
+  }
+
+  // The JavaScript an action ran, when the recording kept it.
+  function codeBlock(a) {
+    if (!a || a.type !== 'javascript' || typeof a.code !== 'string') return null;
+    return [el('h3', {}, 'JavaScript run in the page'), el('pre', { class: 'mono', id: 'step-code' }, a.code)];
+  }
+
+  function details(s) {
+    if (s.kind === 'cdp') { cdpDetails(s); return; }
+    const e = s.ev;
+    const [box, row] = opening(s, s.asked && s.verdict === 'ask' ? 'Asked · approved' : s.asked && s.verdict === 'deny' ? 'Asked · denied' : null);
     row('Page', pageCell(e.url, e.title));
     if (e.url_after !== undefined && (e.url_after !== e.url || e.title_after !== e.title)) row('Page after', pageCell(e.url_after, e.title_after));
     if (e.element && typeof e.element === 'object') row('Element', elementCell(e.element));
-    const t0 = info.first ? info.first.mono_ms : e.mono_ms;
-    row('When', `${DG.fmtTime(Date.parse(e.wall))} (${DG.fmtDuration(e.mono_ms - t0)} into the session)`);
+    row('When', whenCell(e));
     row('Took', e.duration_ms !== undefined ? DG.fmtDuration(e.duration_ms) : '—');
     if (s.asked) {
       const o = s.outcome;
@@ -308,10 +389,7 @@
       if (Array.isArray(bs.tabs)) row('Tabs after', tabsCell(bs.tabs));
       for (const [k, list] of tabChanges(bs.state_changes, bs.tabs, s.n)) row(k, list);
     }
-    box.append(kv);
-    if (e.action && e.action.type === 'javascript' && typeof e.action.code === 'string') {
-      box.append(el('h3', {}, 'JavaScript run in the page'), el('pre', { class: 'mono', id: 'step-code' }, e.action.code));
-    }
+    DG.append(box, [codeBlock(e.action)]);
 
     const ex = e.result && e.result.exec;
     if (ex) {
@@ -331,6 +409,30 @@
       e.input !== undefined ? el('pre', { class: 'mono' }, JSON.stringify(e.input, null, 2)) : null));
   }
 
+  // A CDP command: who sent it, on which of its sessions, what it amounted
+  // to, whether the verdict cache allowed it, the screen it left.
+  function cdpDetails(s) {
+    const e = s.ev;
+    const [box, row] = opening(s, null, e.cached ? el('span', { class: 'badge badge-info', id: 'step-cached' }, 'from the verdict cache') : null);
+    const by = info.cdpClients.get(e.client);
+    row('Sent by', el('span', { id: 'step-client' }, `CDP client ${DG.oneLine(e.client, 20)}`, by ? [' · ', el('b', {}, DG.oneLine(by, 64))] : null));
+    row('Method', el('span', { class: 'mono', id: 'step-method' }, DG.oneLine(e.method, 80)));
+    row('Session', typeof e.session === 'string' && e.session ? el('span', { class: 'mono' }, DG.oneLine(e.session, 64))
+      : el('span', { class: 'muted' }, "the client's browser-level session"));
+    row('Command', `number ${DG.oneLine(e.req, 20)} of the session's CDP commands`);
+    if (typeof e.url === 'string') row('URL', el('span', { class: 'mono' }, DG.oneLine(e.url, 400)));
+    if (Number.isInteger(e.code_bytes)) row('Script', `${DG.plural(e.code_bytes, 'byte')} of JavaScript`);
+    row('When', whenCell(e));
+    if (Number.isInteger(e.during_action)) row('During', `the agent's action ${e.during_action}`);
+    if (e.cached) row('Decided', 'allowed from the verdict cache: the worker applied an allow the gateway had let it keep, and the gateway decided it again for the recording');
+    if (s.verdict !== 'allow') row('Result', 'not performed: the command never reached the browser');
+    else if (s.after) row('Screen after', `as commands ${s.after.first_req} to ${s.after.last_req} left it`);
+    DG.append(box, [codeBlock(s.action)]);
+    box.append(el('details', {}, el('summary', {}, 'Parameters and canonical action'),
+      el('pre', { class: 'mono', id: 'step-params' }, e.params !== undefined ? JSON.stringify(e.params, null, 2) : '(no parameters recorded)'),
+      e.action !== undefined ? el('pre', { class: 'mono' }, JSON.stringify(e.action, null, 2)) : null));
+  }
+
   // Keeps the current step visible in its list, without scrolling the page.
   function scrollList(li) {
     const list = $('#steps');
@@ -344,28 +446,46 @@
     renderSeq++;
     document.body.dataset.step = String(s.n);
     document.body.dataset.verdict = s.verdict;
-    document.body.dataset.type = s.action.type;
+    document.body.dataset.type = s.type;
     position();
     const i = idx();
     $('#scrubber').value = String(i >= 0 ? i + 1 : 1);
-    for (const li of $('#steps').children) {
-      const on = +li.dataset.n === s.n;
-      li.classList.toggle('current', on);
-      if (on) li.firstChild.setAttribute('aria-current', 'step'); else li.firstChild.removeAttribute('aria-current');
-      if (on) scrollList(li);
-    }
-    const refused = s.verdict !== 'allow' && !s.ev.frame_after;
-    showFrame('before', s.ev.frame_before, s, ['No screen yet', 'The session had not shown a screen before this action.']);
-    showFrame('after', s.ev.frame_after, s, refused
-      ? ['Not performed', `The policy refused this action (${s.ev.rule}): the screen did not change.`]
-      : ['No screenshot', 'The action ended without a new screen.']);
+    markCurrent(items.get(s.n));
+    const [before, after] = framesOf(s);
+    const what = s.kind === 'cdp' ? 'command' : 'action';
+    const refused = s.verdict !== 'allow' && !after;
+    showFrame('before', before, s, ['No screen yet', `The session had not shown a screen before this ${what}.`]);
+    showFrame('after', after, s, refused
+      ? ['Not performed', `The policy refused this ${what} (${s.ev.rule}): the screen did not change.`]
+      : s.kind === 'cdp' ? ['No screenshot', 'No screen was recorded after the commands this one came with.']
+        : ['No screenshot', 'The action ended without a new screen.']);
     details(s);
     history.replaceState(null, '', `#step=${s.n}`);
     // Load the next steps' frames ahead of time.
     for (const n of shown.slice(i + 1, i + 3)) {
-      if (n.ev.frame_before) DG.frameURL(id, n.ev.frame_before).catch(() => {});
-      if (n.ev.frame_after) DG.frameURL(id, n.ev.frame_after).catch(() => {});
+      for (const h of framesOf(n)) if (h) DG.frameURL(id, h).catch(() => {});
     }
+  }
+
+  // Marks li (undefined: none, the step is filtered out) as the current
+  // step's and keeps it in view.
+  function markCurrent(li) {
+    if (lit && lit !== li) {
+      lit.classList.remove('current');
+      lit.firstChild.removeAttribute('aria-current');
+    }
+    lit = li || null;
+    if (!lit) return;
+    lit.classList.add('current');
+    lit.firstChild.setAttribute('aria-current', 'step');
+    scrollList(lit);
+  }
+
+  // A step's frames, [before, after] (hashes or null): a CDP command's
+  // after is the frame of the commands it ran among (buildSteps).
+  function framesOf(s) {
+    if (s.kind === 'cdp') return [s.ev.frame_before || null, s.after ? s.after.frame : null];
+    return [s.ev.frame_before, s.ev.frame_after];
   }
 
   function renderEmpty() {
@@ -434,13 +554,13 @@
     $('#play').addEventListener('click', () => (playing ? stop() : play()));
     $('#scrubber').addEventListener('input', (ev) => { stop(); go(shown[+ev.target.value - 1]); });
     document.addEventListener('keydown', onKey);
-    buildFilters();
+    const m = /^#step=(\d+)$/.exec(location.hash);
+    cur = (m && steps[+m[1] - 1]) || steps[0] || null;
+    buildFilters(cur);
     if (!steps.length) {
       renderEmpty();
-      clear($('#step')).append(el('p', { class: 'empty' }, 'This recording has no actions.'));
+      clear($('#step')).append(el('p', { class: 'empty' }, 'This recording has no actions and no CDP commands.'));
     } else {
-      const m = /^#step=(\d+)$/.exec(location.hash);
-      cur = (m && steps[+m[1] - 1]) || steps[0];
       applyFilters();
     }
     document.body.dataset.ready = '1';

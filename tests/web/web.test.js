@@ -16,6 +16,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const WebSocket = require('ws');
 const { Gateway, Agent, TOKENS, sleep, waitFor } = require('./lib/gateway');
 const { startSite } = require('./lib/site');
 const { writeRecording } = require('./lib/recording');
@@ -94,6 +95,8 @@ function policies(host) {
     redacted: { ...main, recording: { redact_text: true } },
     locked: { version: 1, default: 'deny', actions: { allow: ['screenshot', 'click', 'type', 'key', 'scroll', 'wait'], ask: [], deny: ['exec'] }, limits: { memory_mb: 1024, session_seconds: 600 } },
     asking: { version: 1, default: 'deny', actions: { allow: ['screenshot', 'wait'], ask: ['click'], deny: [] }, limits: { memory_mb: 1024, session_seconds: 600 } },
+    // For CDP clients: their scripts are javascript actions (docs/cdp.md).
+    cdp: { ...main, actions: { ...main.actions, allow: [...main.actions.allow, 'javascript'] } },
   };
 }
 
@@ -243,6 +246,31 @@ async function waitStep(page, n) {
     const img = document.querySelector(`#img-${w}`);
     return img.hidden || (img.complete && img.naturalWidth > 0);
   }), null, { timeout: 5000 });
+}
+
+// A raw CDP client of a session's endpoint (docs/cdp.md) with the agent's
+// token: send(method, params, sessionId) resolves with the answer.
+async function cdpClient(url) {
+  const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${TOKENS.agent}` } });
+  await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
+  const waiting = new Map();
+  let next = 1;
+  ws.on('message', (d) => {
+    const m = JSON.parse(d.toString());
+    if (waiting.has(m.id)) { waiting.get(m.id)(m); waiting.delete(m.id); }
+  });
+  const send = (method, params, sessionId) => new Promise((resolve) => {
+    const id = next++;
+    waiting.set(id, resolve);
+    ws.send(JSON.stringify({ id, method, params, sessionId }));
+  });
+  return { send, close: () => ws.close() };
+}
+
+// The cdp_frame after CDP command ev (a cdp event of evs) that shows the
+// screen it left (docs/recordings.md), or undefined.
+function cdpFrameOf(evs, ev) {
+  return evs.find((f) => f.type === 'cdp_frame' && f.seq > ev.seq && Number.isInteger(f.last_req) && f.last_req >= ev.req && f.first_req <= ev.req);
 }
 
 /* ---- the checks ----------------------------------------------------------- */
@@ -891,6 +919,172 @@ async function main() {
     await overlayOf(P1, steps[0].a.type);
     await shot(P1, 'player-elements', { fullPage: true });
   });
+
+  // A browser session an agent acted in, and a raw CDP client drove
+  // through the session's endpoint between its actions.
+  let C = null; // {id, evs}
+
+  check('the player lists the commands CDP clients sent, with their verdicts and the frames before and after', async () => {
+    current = P1;
+    const ag = await Agent.create(gw, { profile: 'browser', policy: 'cdp' });
+    const cdp = await cdpClient((await gw.api('GET', `/v1/sessions/${ag.id}/json/version`, TOKENS.agent)).webSocketDebuggerUrl);
+    // The frame of the commands up to `method`'s last one is recorded.
+    const framed = (method) => waitFor(`the frame after ${method}`, async () => {
+      const evs = await gw.events(ag.id);
+      const ev = evs.filter((e) => e.type === 'cdp' && e.method === method).pop();
+      return ev && cdpFrameOf(evs, ev);
+    }, 15000, 200);
+    let sessionId;
+    try {
+      assert.equal((await ag.act({ type: 'screenshot' })).verdict, 'allow');
+      const { result: { targetInfos } } = await cdp.send('Target.getTargets');
+      assert.ok((await cdp.send('Target.getTargets')).result, 'Target.getTargets again'); // from the worker's verdict cache
+      const page = targetInfos.find((t) => t.type === 'page');
+      ({ result: { sessionId } } = await cdp.send('Target.attachToTarget', { targetId: page.targetId, flatten: true }));
+      let m = await cdp.send('Page.navigate', { url: `http://${host}/` }, sessionId);
+      assert.ok(m.result && !m.result.errorText, `Page.navigate: ${JSON.stringify(m)}`);
+      await framed('Page.navigate');
+      m = await cdp.send('Runtime.evaluate', { expression: 'document.body.style.background = "#d1242f"; document.title = "changed by CDP"' }, sessionId);
+      assert.equal(m.result && m.result.result.value, 'changed by CDP', `Runtime.evaluate: ${JSON.stringify(m)}`);
+      await framed('Runtime.evaluate');
+      m = await cdp.send('Browser.close');
+      assert.match(m.error && m.error.message, /deskgate: denied/, `Browser.close: ${JSON.stringify(m)}`);
+      m = await cdp.send('Page.navigate', { url: `http://${host}/admin/<svg/onload=alert(1)>` }, sessionId);
+      assert.match(m.error && m.error.message, /urls\.canonical/, `Page.navigate to markup: ${JSON.stringify(m)}`);
+      assert.equal((await ag.act({ type: 'wait', ms: 100 })).verdict, 'allow');
+    } finally {
+      cdp.close();
+      await ag.end();
+    }
+    await waitFor('the CDP recording to be sealed', async () => (await gw.api('GET', `/v1/recordings/${ag.id}`, TOKENS.viewer)).verify.status === 'sealed');
+    const evs = await gw.events(ag.id);
+    C = { id: ag.id, evs };
+    const stepEvs = evs.filter((e) => e.type === 'action' || e.type === 'cdp');
+    const cmds = stepEvs.filter((e) => e.type === 'cdp');
+    const stepOf = (pred) => stepEvs.findIndex((e) => e.type === 'cdp' && pred(e)) + 1;
+    const cached = cmds.filter((e) => e.cached);
+    assert.ok(cached.length > 0, 'no command was allowed from the verdict cache');
+
+    await P1.goto(`/player.html?id=${ag.id}`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    // Every command a step, in recording order among the actions.
+    const rows = await P1.locator('#steps li').evaluateAll((l) => l.map((x) => [x.dataset.type, x.dataset.verdict, x.querySelector('.desc').textContent]));
+    assert.deepEqual(rows.map((r) => r.slice(0, 2)), stepEvs.map((e) => [e.type === 'cdp' ? 'cdp' : e.action.type, e.verdict]));
+    assert.equal(rows[0][0], 'screenshot');
+    assert.equal(rows[rows.length - 1][0], 'wait');
+    const has = (d, v) => assert.ok(rows.some((r) => r[2] === d && r[1] === v), `no ${v} step "${d}" in ${JSON.stringify(rows.map((r) => r[2]))}`);
+    has('CDP Target.getTargets', 'allow');
+    has(`CDP Page.navigate http://${host}/`, 'allow');
+    has('CDP Browser.close', 'deny');
+    assert.ok(rows.some((r) => /^CDP Runtime\.evaluate: run JavaScript/.test(r[2])), `no Runtime.evaluate step in ${JSON.stringify(rows.map((r) => r[2]))}`);
+    const denied = cmds.filter((e) => e.verdict === 'deny').length;
+    assert.match(await text(P1, '#meta'), /actions 2 \(0 denied, 0 asked\)/);
+    assert.match(await text(P1, '#meta'), new RegExp(`CDP commands ${cmds.length} \\(${denied} denied, ${cached.length} from the verdict cache\\)`));
+
+    // The script that changed the page: the screens before and after it.
+    const evalEv = cmds.find((e) => e.method === 'Runtime.evaluate');
+    const after = cdpFrameOf(evs, evalEv);
+    assert.ok(evalEv.frame_before && after, `no frames around Runtime.evaluate: ${JSON.stringify(evalEv)}`);
+    let n = stepOf((e) => e === evalEv);
+    await P1.locator(`#steps li[data-n="${n}"] button`).click();
+    await waitStep(P1, n);
+    assert.equal(await P1.getAttribute('body', 'data-type'), 'cdp');
+    assert.match(await text(P1, '#step-title'), /^CDP Runtime\.evaluate: run JavaScript/);
+    const imgs = await P1.evaluate(() => ['before', 'after'].map((w) => {
+      const i = document.querySelector(`#img-${w}`);
+      return i.hidden ? 0 : i.naturalWidth;
+    }));
+    assert.ok(imgs[0] > 0 && imgs[1] > 0, `the frames before and after are not shown: ${imgs}`);
+    assert.equal(await text(P1, '#before-info'), evalEv.frame_before.slice(0, 10));
+    assert.equal(await text(P1, '#after-info'), after.frame.slice(0, 10));
+    assert.match(await text(P1, '#step'), new RegExp(`Sent by\\s+CDP client ${evalEv.client} · env-agent`));
+
+    // A refused command: its rule, nothing after it.
+    n = stepOf((e) => e.method === 'Browser.close');
+    await P1.locator(`#steps li[data-n="${n}"] button`).click();
+    await waitStep(P1, n);
+    assert.equal(await text(P1, '#step-title'), 'CDP Browser.close');
+    assert.match(await text(P1, '#step-reason'), /^builtin\.cdp — /);
+    assert.match(await text(P1, '#ph-after'), /Not performed/);
+    assert.equal(await P1.getAttribute('body', 'data-verdict'), 'deny');
+
+    // One from the verdict cache says so.
+    n = stepOf((e) => e === cached[0]);
+    await P1.locator(`#steps li[data-n="${n}"] button`).click();
+    await waitStep(P1, n);
+    assert.equal(await P1.locator('#step-cached').textContent(), 'from the verdict cache');
+    assert.match(await text(P1, '#step'), /allowed from the verdict cache/);
+
+    // A URL with markup in it is text.
+    const bad = cmds.find((e) => e.method === 'Page.navigate' && e.verdict === 'deny');
+    n = stepOf((e) => e === bad);
+    await P1.locator(`#steps li[data-n="${n}"] button`).click();
+    await waitStep(P1, n);
+    assert.match(await text(P1, '#step-reason'), /^urls\.canonical/);
+    assert.equal(await text(P1, '#step-title'), `CDP Page.navigate ${bad.url || bad.params.url}`);
+    assert.match(await text(P1, '#step-title'), /<svg\/onload=alert\(1\)>$/);
+    assert.equal(await P1.evaluate(() => document.querySelectorAll('[onload], [onerror], svg svg, .desc *, #step-title *, #step-params *').length), 0);
+    await shot(P1, 'player-cdp', { fullPage: true });
+
+    // The filters: CDP commands hidden and shown; the verdict filter
+    // applies to them.
+    await P1.uncheck('input[data-filter=type][value=cdp]');
+    assert.deepEqual(await P1.locator('#steps li').evaluateAll((l) => l.map((x) => x.dataset.type)), ['screenshot', 'wait']);
+    await P1.check('input[data-filter=type][value=cdp]');
+    await P1.uncheck('input[data-filter=verdict][value=allow]');
+    assert.equal(await P1.locator('#steps li[data-type=cdp]').count(), denied);
+    await P1.check('input[data-filter=verdict][value=allow]');
+    assert.equal(await P1.locator('#steps li').count(), stepEvs.length);
+  }, 120000);
+
+  check('the player lists thousands of CDP commands only when asked, and marks only the flagged ones on the timeline', async () => {
+    current = P1;
+    assert.ok(C, 'no CDP recording to borrow frames from');
+    const frame = C.evs.find((e) => e.type === 'cdp_frame').frame;
+    const id = 'web-test-many-cdp';
+    const act = (type) => ({
+      type: 'action', index: 0, action: { type }, verdict: 'allow', rule: 'actions.allow[0]', reason: 'allowed by the test',
+      screen: [1280, 800], pointer: [0, 0], frame_before: frame, frame_after: frame, result: { ok: true }, duration_ms: 5,
+    });
+    const cmd = (req) => ({
+      type: 'cdp', client: 1, req, method: req % 100 ? 'Runtime.getProperties' : 'Browser.close', session: '',
+      verdict: req % 100 ? 'allow' : 'deny', rule: 'builtin.cdp', reason: 'decided by the test',
+      frame_before: frame, during_action: null,
+    });
+    const K = 1200;
+    const events = [
+      { type: 'lifecycle', state: 'created', profile: 'browser', size: [1280, 800], display: ':99', agent: 'env-agent', policy: 'default' },
+      act('screenshot'),
+      { type: 'cdp_client', state: 'open', client: 1, by: 'env-agent' },
+      ...Array.from({ length: K }, (_, i) => cmd(i + 1)),
+      { type: 'cdp_frame', frame, first_req: 1, last_req: K },
+      { type: 'cdp_client', state: 'closed', client: 1 },
+      act('wait'),
+      { type: 'lifecycle', state: 'ended', reason: 'deleted', actions: 2, refused: 0, errors: 0, requests: 0, requests_blocked: 0 },
+    ];
+    const owner = fs.statSync(path.join(gw.recordings, C.id));
+    writeRecording({
+      dir: gw.recordings, id, events, keyFile: path.join(gw.dir, 'state', 'recording-key.pem'), owner: { uid: owner.uid, gid: owner.gid },
+      session: { start: new Date().toISOString(), start_ms: Date.now(), profile: 'browser', width: 1280, height: 800, token_name: 'env-agent' },
+      frames: { [frame]: path.join(gw.recordings, C.id, 'frames', `${frame}.png`) },
+    });
+    await P1.goto(`/player.html?id=${id}`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    assert.equal(await P1.isChecked('input[data-filter=type][value=cdp]'), false, 'the CDP commands are listed at first');
+    assert.equal(await text(P1, '#shown'), `2 of ${K + 2} steps shown`);
+    assert.deepEqual(await P1.locator('#steps li').evaluateAll((l) => l.map((x) => x.dataset.type)), ['screenshot', 'wait']);
+    await P1.check('input[data-filter=type][value=cdp]');
+    assert.equal(await P1.locator('#steps li').count(), K + 2);
+    // The timeline: the 12 refused commands, not 1202 marks.
+    assert.deepEqual(await P1.locator('#ticks .tick').evaluateAll((l) => [...new Set(l.map((x) => x.className))].concat(l.length)), ['tick deny', K / 100]);
+    // A link to a command opens with them listed.
+    await P1.goto('about:blank');
+    await P1.goto(`/player.html?id=${id}#step=500`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    await waitStep(P1, 500);
+    assert.equal(await P1.isChecked('input[data-filter=type][value=cdp]'), true);
+    assert.equal(await text(P1, '#step-title'), 'CDP Runtime.getProperties');
+  }, 60000);
 
   check('the Approvals page shows the element a waiting action is aimed at', async () => {
     // A real action waiting for a human; the element the gateway adds to
