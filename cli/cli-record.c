@@ -32,6 +32,14 @@ static int load_key(const char *cmd, const char *key_path, const char *state_dir
 	return rc;
 }
 
+/* --key and --state-dir, the seal's key, of verify and export (fields key
+ * and state_dir of T). */
+#define DG_REC_KEY_OPTS(T)                                                                \
+	DG_OPT_VALUE_(T, key, "--key", "PUBKEY.pem", 0,                                   \
+		      "the public key to check the seal with (from deskgate key)"),       \
+	DG_OPT_VALUE_(T, state_dir, "--state-dir", "DIR", 0,                              \
+		      "or the key in DIR/recording-key.pem (the gateway's state directory)")
+
 /* ---- verify ---------------------------------------------------------------- */
 
 struct verify_args {
@@ -40,10 +48,7 @@ struct verify_args {
 };
 
 static const struct dg_opt verify_opts[] = {
-	DG_OPT_VALUE_(struct verify_args, key, "--key", "PUBKEY.pem", 0,
-		      "the public key to check the seal with (from deskgate key)"),
-	DG_OPT_VALUE_(struct verify_args, state_dir, "--state-dir", "DIR", 0,
-		      "or the key in DIR/recording-key.pem (the gateway's state directory)"),
+	DG_REC_KEY_OPTS(struct verify_args),
 	DG_OPT_SWITCH_(struct verify_args, json, "--json", "print one JSON object instead of a line"),
 	DG_OPT_END,
 };
@@ -117,10 +122,7 @@ static const struct dg_opt export_opts[] = {
 		       DG_OPT_REQUIRED, "the container: WebM (VP8) or MP4 (H.264)"),
 	DG_OPT_VALUE_(struct export_args, out, "-o", "FILE", DG_OPT_REQUIRED,
 		      "the video to write (replaced when complete)"),
-	DG_OPT_VALUE_(struct export_args, key, "--key", "PUBKEY.pem", 0,
-		      "the public key to check the seal with (from deskgate key)"),
-	DG_OPT_VALUE_(struct export_args, state_dir, "--state-dir", "DIR", 0,
-		      "or the key in DIR/recording-key.pem (the gateway's state directory)"),
+	DG_REC_KEY_OPTS(struct export_args),
 	DG_OPT_END,
 };
 

@@ -252,7 +252,7 @@ void dg_export_draw(cairo_t *cr, int w, int h, const struct dg_export_picture *p
 		return;
 	double rgb[3];
 	verdict_rgb(ov->verdict_name, rgb);
-	const char *bottom[4] = { ov->what, ov->verdict, ov->url, p->frame ? "" : p->note ? p->note : "" };
-	const double *bottom_c[4] = { NULL, rgb, NULL, NULL };
-	draw_band(cr, w, h, true, bottom, bottom_c, 4, black);
+	const char *bottom[3] = { ov->what, ov->verdict, ov->url };
+	const double *bottom_c[3] = { NULL, rgb, NULL };
+	draw_band(cr, w, h, true, bottom, bottom_c, 3, black);
 }

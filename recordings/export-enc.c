@@ -174,6 +174,9 @@ static int open_frames(struct dg_export_enc *e, struct dg_err *err)
 int dg_export_enc_open(enum dg_rec_export_format f, int fd, const char *path, int w, int h,
 		       struct dg_export_enc **out, struct dg_err *err)
 {
+	/* FFmpeg's info lines (encoder banners, statistics) are not ours to
+	 * print; its errors reach the caller through err anyway. */
+	av_log_set_level(AV_LOG_ERROR);
 	struct dg_export_enc *e = calloc(1, sizeof(*e));
 	if (!e)
 		return dg_err_set(err, -ENOMEM, "%s: out of memory", path);

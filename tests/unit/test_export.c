@@ -5,7 +5,6 @@
  * hostile recordings. ffprobe and ffmpeg are spawned without a shell
  * (dg_test_run). */
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,23 +32,12 @@ static char base[64], root[96], state[96];
 static struct dg_rec_key *key;
 static struct dg_err err;
 
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
 static void setup(void)
 {
-	snprintf(base, sizeof(base), "/tmp/dgexport-XXXXXX");
+	strcpy(base, "/tmp/dgexport-XXXXXX");
 	cr_assert_not_null(mkdtemp(base));
-	snprintf(root, sizeof(root), "%s/rec", base);
-	snprintf(state, sizeof(state), "%s/state", base);
-	cr_assert_eq(mkdir(root, 0750), 0);
-	cr_assert_eq(mkdir(state, 0700), 0);
-	memset(&err, 0, sizeof(err));
+	cr_assert(snprintf(root, sizeof(root), "%s/rec", base) > 0 && mkdir(root, 0750) == 0);
+	cr_assert(snprintf(state, sizeof(state), "%s/state", base) > 0 && mkdir(state, 0700) == 0);
 	cr_assert_eq(dg_rec_key_load_or_create(state, &key, &err), 0, "%s", err.msg);
 }
 
@@ -57,7 +45,8 @@ static void teardown(void)
 {
 	dg_rec_key_free(key);
 	key = NULL;
-	nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	if (!getenv("DG_TEST_KEEP")) /* to look at the videos */
+		dg_test_rm_tree(base);
 }
 
 TestSuite(export, .init = setup, .fini = teardown, .timeout = 300);
@@ -205,6 +194,32 @@ static long long expected_ms(const char *dir)
 
 /* ---- running the tools ---------------------------------------------------------- */
 
+struct probe {
+	char codec[32];
+	long frames;
+	double duration;
+	int w, h;
+};
+
+
+static void export_(const char *dir, const char *format, const char *out, struct dg_run *run);
+static void ffprobe(const char *file, struct probe *p);
+static long long expected_ms(const char *dir);
+
+/* Exports dir to BASE/name (format from its extension), expecting exit 0
+ * and the frame count the events imply; run keeps what it printed. */
+static void export_ok(const char *dir, const char *name, struct dg_run *run)
+{
+	char out[256];
+	snprintf(out, sizeof(out), "%s/%s", base, name);
+	export_(dir, strrchr(name, '.') + 1, out, run);
+	cr_assert_eq(run->exit_code, 0, "export: %s%s", run->out, run->err);
+	struct probe p;
+	ffprobe(out, &p);
+	long frames = (long)((expected_ms(dir) * DG_REC_EXPORT_FPS + 500) / 1000);
+	cr_assert_eq(p.frames, frames, "%ld frames, expected %ld", p.frames, frames);
+}
+
 static void export_(const char *dir, const char *format, const char *out, struct dg_run *run)
 {
 	char keyarg[128];
@@ -213,13 +228,6 @@ static void export_(const char *dir, const char *format, const char *out, struct
 			       "-o", out, NULL };
 	cr_assert_eq(dg_test_run(argv, NULL, NULL, 0, RUN_S, -1, run), 0);
 }
-
-struct probe {
-	char codec[32];
-	long frames;
-	double duration;
-	int w, h;
-};
 
 /* ffprobe's view of the video: codec, decoded frame count, duration. */
 static void ffprobe(const char *file, struct probe *p)
@@ -325,16 +333,9 @@ Test(export, webm_and_mp4)
 Test(export, huge_frame_refused)
 {
 	char *dir = record("s2", HUGE_FRAME, true);
-	char out[256];
-	snprintf(out, sizeof(out), "%s/huge.webm", base);
 	struct dg_run run;
-	export_(dir, "webm", out, &run);
-	cr_assert_eq(run.exit_code, 0, "export: %s%s", run.out, run.err);
+	export_ok(dir, "huge.webm", &run);
 	cr_assert(strstr(run.out, "1 frames missing or refused"), "%s", run.out);
-	struct probe p;
-	ffprobe(out, &p);
-	long frames = (long)((expected_ms(dir) * DG_REC_EXPORT_FPS + 500) / 1000);
-	cr_assert_eq(p.frames, frames);
 	dg_run_free(&run);
 	free(dir);
 }
@@ -345,7 +346,6 @@ Test(export, missing_frame_unverified)
 {
 	char *dir = record("s3", NORMAL, true);
 	char path[512];
-	snprintf(path, sizeof(path), "%s/frames", dir);
 	/* the first action's after frame: the dark grey one */
 	size_t len;
 	void *png = solid_png(40, 40, 40, &len);
@@ -357,15 +357,13 @@ Test(export, missing_frame_unverified)
 		sprintf(hex + 2 * i, "%02x", h[i]);
 	snprintf(path, sizeof(path), "%s/frames/%s.png", dir, hex);
 	cr_assert_eq(unlink(path), 0, "%s", path);
-	char out[256];
-	snprintf(out, sizeof(out), "%s/missing.webm", base);
 	struct dg_run run;
-	export_(dir, "webm", out, &run);
-	cr_assert_eq(run.exit_code, 0, "export: %s%s", run.out, run.err);
+	export_ok(dir, "missing.webm", &run);
 	cr_assert(strstr(run.out, ": bad: "), "%s", run.out);
 	cr_assert(strstr(run.out, "marked unverified"), "%s", run.out);
 	cr_assert(strstr(run.out, "frames missing or refused"), "%s", run.out);
-	unsigned char *rgb = frame_at(out, 0.0);
+	snprintf(path, sizeof(path), "%s/missing.webm", base);
+	unsigned char *rgb = frame_at(path, 0.0);
 	const unsigned char *c = px(rgb, 2, 2);
 	cr_assert(c[0] > 100 && c[1] < 60 && c[2] < 60, "banner %d,%d,%d", c[0], c[1], c[2]);
 	free(rgb);
@@ -430,17 +428,10 @@ Test(export, non_monotonic_time)
 	cr_assert_eq(dg_test_run(argv, NULL, NULL, 0, RUN_S, -1, &v), 0);
 	cr_assert(strstr(v.out, ": unsealed: "), "%s%s", v.out, v.err);
 	dg_run_free(&v);
-	char out[256];
-	snprintf(out, sizeof(out), "%s/time.mp4", base);
 	struct dg_run run;
-	export_(dir, "mp4", out, &run);
-	cr_assert_eq(run.exit_code, 0, "export: %s%s", run.out, run.err);
+	export_ok(dir, "time.mp4", &run);
 	cr_assert(strstr(run.out, "1 events out of time order"), "%s", run.out);
 	cr_assert(strstr(run.out, "marked unverified"), "%s", run.out);
-	struct probe p;
-	ffprobe(out, &p);
-	long frames = (long)((expected_ms(dir) * DG_REC_EXPORT_FPS + 500) / 1000);
-	cr_assert_eq(p.frames, frames, "%ld frames, expected %ld", p.frames, frames);
 	dg_run_free(&run);
 	free(dir);
 }
