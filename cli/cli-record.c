@@ -178,6 +178,7 @@ int dg_cmd_export(int argc, char **argv)
 	struct dg_rec_export_result res;
 	rc = dg_rec_export(a.dir, key, f, a.out, &res, &err);
 	dg_rec_key_free(key);
+	dg_rec_export_teardown();
 	if (res.verify.msg[0])
 		printf("%s: %s: %s\n", a.dir, dg_rec_status_name(res.verify.status), res.verify.msg);
 	if (rc) {

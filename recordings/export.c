@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fontconfig/fontconfig.h>
 #include <png.h>
 
 #include "recordings/export-priv.h"
@@ -425,4 +426,10 @@ int dg_rec_export(const char *dir, const struct dg_rec_key *key, enum dg_rec_exp
 	close(dirfd);
 	ectx_free(&c);
 	return rc;
+}
+
+void dg_rec_export_teardown(void)
+{
+	cairo_debug_reset_static_data();
+	FcFini();
 }

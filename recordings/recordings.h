@@ -517,4 +517,9 @@ struct dg_rec_export_result {
 int dg_rec_export(const char *dir, const struct dg_rec_key *key, enum dg_rec_export_format fmt,
 		  const char *out_path, struct dg_rec_export_result *res, struct dg_err *err);
 
+/* Frees what cairo and fontconfig keep for the life of the process (font
+ * caches), so a leak checker sees only real leaks: call it once at exit,
+ * when no other thread draws. A later dg_rec_export starts them again. */
+void dg_rec_export_teardown(void);
+
 #endif
