@@ -237,17 +237,11 @@ void dg_export_draw(cairo_t *cr, int w, int h, const struct dg_export_picture *p
 	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
 	cairo_set_font_size(cr, DG_EXPORT_FONT_PX);
 	draw_frame(cr, w, h, p);
-	const struct dg_export_overlay *ov = p->ov;
-	if (ov && p->mark && ov->mark != DG_EXPORT_MARK_NONE) {
-		cairo_save(cr);
-		cairo_scale(cr, (double)w / p->sw, (double)h / p->sh);
-		draw_mark(cr, ov);
-		cairo_restore(cr);
-	}
 	static const double black[3] = { 0, 0, 0 }, red[3] = { 0.6, 0, 0 }, green[3] = { 0, 0.4, 0 };
 	const char *top[1] = { p->banner ? p->banner : "" };
 	const double *top_c[1] = { NULL };
 	draw_band(cr, w, h, false, top, top_c, 1, p->banner_bad ? red : green);
+	const struct dg_export_overlay *ov = p->ov;
 	if (!ov)
 		return;
 	double rgb[3];
@@ -255,4 +249,11 @@ void dg_export_draw(cairo_t *cr, int w, int h, const struct dg_export_picture *p
 	const char *bottom[3] = { ov->what, ov->verdict, ov->url };
 	const double *bottom_c[3] = { NULL, rgb, NULL };
 	draw_band(cr, w, h, true, bottom, bottom_c, 3, black);
+	/* The mark last: a click on the top or bottom edge stays visible. */
+	if (p->mark && ov->mark != DG_EXPORT_MARK_NONE) {
+		cairo_save(cr);
+		cairo_scale(cr, (double)w / p->sw, (double)h / p->sh);
+		draw_mark(cr, ov);
+		cairo_restore(cr);
+	}
 }

@@ -225,8 +225,11 @@ static int emit(struct ectx *c, const struct shot *s, int64_t gap, struct dg_err
 	if (gap > DG_REC_EXPORT_GAP_MAX_MS)
 		gap = DG_REC_EXPORT_GAP_MAX_MS;
 	int rc = 0;
+	/* No frame before and none shown yet (a session's first action): the
+	 * mark goes on the frame after rather than on an empty screen. */
+	const char *before = s->before[0] || c->last[0] ? s->before : s->after;
 	if (s->before_moment)
-		rc = show(c, s->before, &s->ov, true, DG_REC_EXPORT_BEFORE_MS, err);
+		rc = show(c, before, &s->ov, true, DG_REC_EXPORT_BEFORE_MS, err);
 	const char *after = s->after[0] ? s->after : s->before;
 	if (rc == 0)
 		rc = show(c, after, &s->ov, !s->before_moment, gap, err);
@@ -297,8 +300,8 @@ static void set_banner(struct ectx *c)
 {
 	const struct dg_rec_verify_result *v = &c->res->verify;
 	c->res->verified = v->status == DG_REC_SEALED || v->status == DG_REC_SEALED_CRASH;
-	snprintf(c->banner, sizeof(c->banner), "%s: %s: %s",
-		 c->res->verified ? "verified" : "unverified", dg_rec_status_name(v->status), v->msg);
+	snprintf(c->banner, sizeof(c->banner), "%s%s: %s", c->res->verified ? "" : "unverified: ",
+		 dg_rec_status_name(v->status), v->msg);
 }
 
 static int open_canvas(struct ectx *c, struct dg_err *err)
