@@ -187,6 +187,23 @@ static void draw_mark(cairo_t *cr, const struct dg_export_overlay *ov)
 	cairo_fill(cr);
 }
 
+/* Shows text (ASCII: every caption went through dg_show_str), cut with
+ * "..." to max_w pixels. */
+static void show_fitted(cairo_t *cr, const char *text, double max_w)
+{
+	char buf[DG_EXPORT_TEXT_MAX + 4];
+	dg_export_textf(buf, sizeof(buf), "%s", text);
+	size_t n = strlen(buf);
+	cairo_text_extents_t ex;
+	cairo_text_extents(cr, buf, &ex);
+	while (ex.x_advance > max_w && n > 0) {
+		n = n * 9 / 10;
+		memcpy(buf + n, "...", 4);
+		cairo_text_extents(cr, buf, &ex);
+	}
+	cairo_show_text(cr, buf);
+}
+
 /* A translucent band of lines at y (from the top, or from the bottom when
  * bottom); colours[i] NULL: white. */
 static void draw_band(cairo_t *cr, int w, int h, bool bottom, const char *const *lines,
@@ -208,7 +225,7 @@ static void draw_band(cairo_t *cr, int w, int h, bool bottom, const char *const 
 		const double *c = colours[i];
 		cairo_set_source_rgb(cr, c ? c[0] : 1, c ? c[1] : 1, c ? c[2] : 1);
 		cairo_move_to(cr, 8, y);
-		cairo_show_text(cr, lines[i]);
+		show_fitted(cr, lines[i], w - 16);
 		y += DG_EXPORT_LINE_PX;
 	}
 }
@@ -228,7 +245,7 @@ static void draw_frame(cairo_t *cr, int w, int h, const struct dg_export_picture
 	} else if (p->note) {
 		cairo_set_source_rgb(cr, 1, 1, 1);
 		cairo_move_to(cr, 16, h / 2.0);
-		cairo_show_text(cr, p->note);
+		show_fitted(cr, p->note, w - 32);
 	}
 }
 

@@ -61,7 +61,7 @@ struct ectx {
 	struct shot pending;
 	bool has_pending;
 	int64_t cum_ms;
-	char banner[DG_ERR_MAX + 32];
+	char banner[DG_EXPORT_TEXT_MAX];
 	struct dg_rec_export_result *res;
 };
 
@@ -300,8 +300,12 @@ static void set_banner(struct ectx *c)
 {
 	const struct dg_rec_verify_result *v = &c->res->verify;
 	c->res->verified = v->status == DG_REC_SEALED || v->status == DG_REC_SEALED_CRASH;
-	snprintf(c->banner, sizeof(c->banner), "%s%s: %s", c->res->verified ? "" : "unverified: ",
-		 dg_rec_status_name(v->status), v->msg);
+	/* The message may quote a path given on the command line: bytes that
+	 * are not ASCII would put cairo's text in an error state. */
+	char msg[DG_EXPORT_TEXT_MAX * 4 + 4];
+	dg_show_str(v->msg, DG_EXPORT_TEXT_MAX, false, msg, sizeof(msg));
+	dg_export_textf(c->banner, sizeof(c->banner), "%s%s: %s",
+			c->res->verified ? "" : "unverified: ", dg_rec_status_name(v->status), msg);
 }
 
 static int open_canvas(struct ectx *c, struct dg_err *err)
