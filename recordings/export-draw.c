@@ -96,8 +96,10 @@ static void describe_action(const json_t *a, uint64_t seq, struct dg_export_over
 	} else {
 		dg_export_textf(d, sizeof(d), "%s", type);
 	}
-	ov->pts[0][0] = x;
-	ov->pts[0][1] = y;
+	if (ov->mark != DG_EXPORT_MARK_PATH) {
+		ov->pts[0][0] = x;
+		ov->pts[0][1] = y;
+	}
 	dg_export_textf(ov->what, sizeof(ov->what), "#%llu %s", (unsigned long long)seq, d);
 }
 

@@ -26,6 +26,7 @@
 #define H 240
 #define CLICK_X 160
 #define CLICK_Y 120
+#define DRAG_Y 70
 #define RUN_S 120.0
 
 static char base[64], root[96], state[96];
@@ -118,8 +119,8 @@ static void action(struct dg_rec *r, json_t *a, const char *verdict, const char 
 
 enum hostile { NORMAL, HUGE_FRAME };
 
-/* Records id: a click (allow), a typed text, a denied key chord, with
- * pauses of 300, 3500 (over the bound) and 200 ms; with HUGE_FRAME the key
+/* Records id: a click (allow), a typed text, a denied key chord, a denied
+ * drag, with pauses of 300, 3500 (over the bound), 200 and 100 ms; with HUGE_FRAME the key
  * chord's after frame is the 100000 x 100000 PNG. Returns its directory. */
 static char *record(const char *id, enum hostile h, bool seal)
 {
@@ -151,6 +152,9 @@ static char *record(const char *id, enum hostile h, bool seal)
 	action(r, json_pack("{s:s, s:s}", "type", "key", "keys", "ctrl+alt+Delete"), "deny", f[2],
 	       f[3]);
 	sleep_ms(200);
+	action(r, json_pack("{s:s, s:[[i,i],[i,i],[i,i]], s:s}", "type", "drag", "path", 40, DRAG_Y,
+			    160, DRAG_Y, 280, DRAG_Y, "button", "left"), "deny", f[0], f[0]);
+	sleep_ms(100);
 	ev = json_pack("{s:s, s:s}", "type", "lifecycle", "state", "ended");
 	cr_assert_eq(dg_rec_event(r, ev, &err), 0, "%s", err.msg);
 	json_decref(ev);
@@ -164,8 +168,9 @@ static char *record(const char *id, enum hostile h, bool seal)
 /* The video's length the events imply (docs/recordings.md, "Export as
  * video"): per action DG_REC_EXPORT_BEFORE_MS, then its time to the next
  * (bounded by DG_REC_EXPORT_GAP_MAX_MS, none when negative), the last one
- * DG_REC_EXPORT_TAIL_MS. */
-static long long expected_ms(const char *dir)
+ * DG_REC_EXPORT_TAIL_MS. With upto >= 0: when action number upto (from 0)
+ * starts instead. */
+static long long timeline_ms(const char *dir, int upto)
 {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/events.jsonl", dir);
@@ -183,6 +188,11 @@ static long long expected_ms(const char *dir)
 				total += gap < 0 ? 0 : gap > DG_REC_EXPORT_GAP_MAX_MS ? DG_REC_EXPORT_GAP_MAX_MS
 											 : gap;
 			}
+			if (upto-- == 0) {
+				json_decref(j);
+				fclose(f);
+				return total;
+			}
 			total += DG_REC_EXPORT_BEFORE_MS;
 			prev = t;
 		}
@@ -190,6 +200,11 @@ static long long expected_ms(const char *dir)
 	}
 	fclose(f);
 	return total + DG_REC_EXPORT_TAIL_MS;
+}
+
+static long long expected_ms(const char *dir)
+{
+	return timeline_ms(dir, -1);
 }
 
 /* ---- running the tools ---------------------------------------------------------- */
@@ -316,6 +331,13 @@ static void check_video(const char *dir, const char *format, const char *codec)
 	c = px(rgb, CLICK_X, CLICK_Y);
 	cr_assert(abs(c[0] - 40) < 20 && abs(c[1] - 40) < 20 && abs(c[2] - 40) < 20,
 		  "after the click %d,%d,%d", c[0], c[1], c[2]);
+	free(rgb);
+	/* The denied drag's path, red, on its blue before frame. */
+	rgb = frame_at(out, timeline_ms(dir, 3) / 1000.0 + 0.3);
+	c = px(rgb, 100, DRAG_Y);
+	cr_assert(c[0] > 150 && c[1] < 90 && c[2] < 90, "drag path %d,%d,%d", c[0], c[1], c[2]);
+	c = px(rgb, 100, DRAG_Y + 20);
+	cr_assert(c[2] > 150 && c[0] < 60, "beside the path %d,%d,%d", c[0], c[1], c[2]);
 	free(rgb);
 	dg_run_free(&run);
 }
