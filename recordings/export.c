@@ -184,10 +184,10 @@ static int show(struct ectx *c, const char *hash, const struct dg_export_overlay
 		target = DG_REC_EXPORT_FRAMES_MAX;
 		c->res->truncated = true;
 	}
-	if (target <= c->res->frames)
-		return 0;
 	if (hash[0])
 		snprintf(c->last, sizeof(c->last), "%s", hash);
+	if (target <= c->res->frames)
+		return 0;
 	struct cached *f = NULL;
 	int rc = c->last[0] ? get_frame(c, c->last, &f, err) : 0;
 	if (rc)
@@ -291,6 +291,10 @@ static int video_size(struct ectx *c, const json_t *session, struct dg_err *err)
 		c->w -= 2;
 	if (c->h > DG_REC_EXPORT_SIZE_MAX)
 		c->h -= 2;
+	if (c->w < 2)
+		c->w = 2; /* a 16384x1 screen scaled down */
+	if (c->h < 2)
+		c->h = 2;
 	c->res->width = c->w;
 	c->res->height = c->h;
 	return 0;
