@@ -10,6 +10,10 @@ DG_PACKAGES=(
   cmake make gcc pkg-config
   libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
   libcriterion-dev libssl-dev libidn2-dev x11proto-dev libcurl4-openssl-dev
+  # `deskgate export`: codecs and containers, the overlay; ffmpeg (ffprobe)
+  # for its test
+  libavcodec-dev libavformat-dev libswscale-dev libavutil-dev libcairo2-dev
+  libfontconfig-dev ffmpeg
   tigervnc-standalone-server x11-xkb-utils xkb-data xfonts-base fonts-dejavu-core
   # CJK glyphs in the desktops (Chinese, Japanese, Korean; 1.6 MB, against
   # 56 MB for fonts-noto-cjk)

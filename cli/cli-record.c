@@ -1,4 +1,4 @@
-/* `deskgate verify`, `replay`, `test` and `key`: the recordings module on
+/* `deskgate verify`, `export`, `replay`, `test` and `key`: the recordings module on
  * the command line, with exactly the code the gateway uses. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +14,32 @@
 
 static const char *const profiles[] = { "xterm", "browser", NULL };
 
+/* The key to check a seal with: the public key at key_path, or the one in
+ * state_dir, or none (NULL) when neither is given. A key that does not
+ * load is reported naming cmd. */
+static int load_key(const char *cmd, const char *key_path, const char *state_dir,
+		    struct dg_rec_key **key)
+{
+	struct dg_err err = { { 0 } };
+	int rc = 0;
+	*key = NULL;
+	if (key_path)
+		rc = dg_rec_key_load_public(key_path, key, &err);
+	else if (state_dir)
+		rc = dg_rec_key_load(state_dir, key, &err);
+	if (rc)
+		fprintf(stderr, "deskgate %s: %s\n", cmd, err.msg);
+	return rc;
+}
+
+/* --key and --state-dir, the seal's key, of verify and export (fields key
+ * and state_dir of T). */
+#define DG_REC_KEY_OPTS(T)                                                                \
+	DG_OPT_VALUE_(T, key, "--key", "PUBKEY.pem", 0,                                   \
+		      "the public key to check the seal with (from deskgate key)"),       \
+	DG_OPT_VALUE_(T, state_dir, "--state-dir", "DIR", 0,                              \
+		      "or the key in DIR/recording-key.pem (the gateway's state directory)")
+
 /* ---- verify ---------------------------------------------------------------- */
 
 struct verify_args {
@@ -22,10 +48,7 @@ struct verify_args {
 };
 
 static const struct dg_opt verify_opts[] = {
-	DG_OPT_VALUE_(struct verify_args, key, "--key", "PUBKEY.pem", 0,
-		      "the public key to check the seal with (from deskgate key)"),
-	DG_OPT_VALUE_(struct verify_args, state_dir, "--state-dir", "DIR", 0,
-		      "or the key in DIR/recording-key.pem (the gateway's state directory)"),
+	DG_REC_KEY_OPTS(struct verify_args),
 	DG_OPT_SWITCH_(struct verify_args, json, "--json", "print one JSON object instead of a line"),
 	DG_OPT_END,
 };
@@ -53,19 +76,12 @@ int dg_cmd_verify(int argc, char **argv)
 		return rc;
 	if (a.key && a.state_dir)
 		return dg_opt_usage_error(&dg_verify_cmd, "--key and --state-dir are alternatives");
-	const char *key_path = a.key, *state_dir = a.state_dir, *dir = a.dir;
+	const char *dir = a.dir;
 	bool json = a.json;
-	rc = 0;
 	struct dg_err err = { { 0 } };
 	struct dg_rec_key *key = NULL;
-	if (key_path)
-		rc = dg_rec_key_load_public(key_path, &key, &err);
-	else if (state_dir)
-		rc = dg_rec_key_load(state_dir, &key, &err);
-	if (rc) {
-		fprintf(stderr, "deskgate verify: %s\n", err.msg);
+	if (load_key("verify", a.key, a.state_dir, &key) != 0)
 		return DG_EXIT_USAGE;
-	}
 	struct dg_rec_verify_result res;
 	rc = dg_rec_verify(dir, key, &res, &err);
 	dg_rec_key_free(key);
@@ -91,6 +107,87 @@ int dg_cmd_verify(int argc, char **argv)
 		printf("%s: %s: %s\n", dir, dg_rec_status_name(res.status), res.msg);
 	}
 	return fflush(stdout) == 0 && ok ? 0 : 1;
+}
+
+/* ---- export ------------------------------------------------------------------ */
+
+static const char *const export_formats[] = { "webm", "mp4", NULL };
+
+struct export_args {
+	const char *format, *out, *key, *state_dir, *dir;
+};
+
+static const struct dg_opt export_opts[] = {
+	DG_OPT_CHOICE_(struct export_args, format, "--format", "webm|mp4", export_formats,
+		       DG_OPT_REQUIRED, "the container: WebM (VP8) or MP4 (H.264)"),
+	DG_OPT_VALUE_(struct export_args, out, "-o", "FILE", DG_OPT_REQUIRED,
+		      "the video to write (replaced when complete)"),
+	DG_REC_KEY_OPTS(struct export_args),
+	DG_OPT_END,
+};
+
+const struct dg_opt_cmd dg_export_cmd = {
+	.name = "export",
+	.summary = "Render a recording as a video: its screens at their recorded times, each "
+		   "action and its verdict drawn on them.",
+	.details = "Verifies the recording first and prints verify's line; a recording that is\n"
+		   "not verified is still rendered, with \"unverified: <reason>\" on every frame.\n"
+		   "exit status: 0 the video was written; 1 it could not be; 2 on a usage error\n"
+		   "or a key that does not load.\n",
+	.doc = "docs/recordings.md",
+	.pos = DG_POS_ONE,
+	.pos_name = "RECORDING_DIR",
+	.pos_what = "recording directory",
+	.pos_offset = offsetof(struct export_args, dir),
+	.opts = export_opts,
+};
+
+static void print_export(const char *out, const char *format, const struct dg_rec_export_result *r)
+{
+	printf("%s: %s (%s), %dx%d, %llu frames at %d fps, %lld.%01lld s, %llu screens", out, format,
+	       r->codec, r->width, r->height, (unsigned long long)r->frames, DG_REC_EXPORT_FPS,
+	       (long long)(r->duration_ms / 1000), (long long)(r->duration_ms % 1000 / 100),
+	       (unsigned long long)r->screens);
+	if (r->frames_bad)
+		printf(", %llu frames missing or refused (a note on the screen)",
+		       (unsigned long long)r->frames_bad);
+	if (r->out_of_order)
+		printf(", %llu events out of time order (shown without a pause)",
+		       (unsigned long long)r->out_of_order);
+	if (r->truncated)
+		printf(", cut at %d s", DG_REC_EXPORT_DURATION_MAX_S);
+	if (!r->verified)
+		printf(", marked unverified");
+	putchar('\n');
+}
+
+int dg_cmd_export(int argc, char **argv)
+{
+	struct export_args a = { 0 };
+	int rc = dg_opt_handle(&dg_export_cmd, argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	if (a.key && a.state_dir)
+		return dg_opt_usage_error(&dg_export_cmd, "--key and --state-dir are alternatives");
+	struct dg_rec_key *key = NULL;
+	if (load_key("export", a.key, a.state_dir, &key) != 0)
+		return DG_EXIT_USAGE;
+	enum dg_rec_export_format f = strcmp(a.format, "mp4") == 0 ? DG_REC_EXPORT_MP4
+								    : DG_REC_EXPORT_WEBM;
+	struct dg_err err = { { 0 } };
+	struct dg_rec_export_result res;
+	rc = dg_rec_export(a.dir, key, f, a.out, &res, &err);
+	dg_rec_key_free(key);
+	dg_rec_export_teardown();
+	if (res.verify.msg[0])
+		printf("%s: %s: %s\n", a.dir, dg_rec_status_name(res.verify.status), res.verify.msg);
+	if (rc) {
+		fflush(stdout);
+		fprintf(stderr, "deskgate export: %s\n", err.msg);
+		return 1;
+	}
+	print_export(a.out, a.format, &res);
+	return fflush(stdout) == 0 ? 0 : 1;
 }
 
 /* ---- replay ------------------------------------------------------------------ */

@@ -138,12 +138,13 @@ extern const struct dg_opt_cmd dg_mcp_cmd;
 
 int dg_cmd_mcp(int argc, char **argv);
 
-/* ---- the recording tools: verify, replay, test, key (cli-record.c) -------
+/* ---- the recording tools: verify, export, replay, test, key (cli-record.c) -------
  *
  * Issue #6. Each parses its own flags strictly and returns the exit status. */
 
 /* Their options and help (cli/opt.h). */
-extern const struct dg_opt_cmd dg_verify_cmd, dg_replay_cmd, dg_test_cmd, dg_key_cmd;
+extern const struct dg_opt_cmd dg_verify_cmd, dg_export_cmd, dg_replay_cmd, dg_test_cmd,
+	dg_key_cmd;
 
 /* deskgate verify [--key PUBKEY.pem | --state-dir DIR] [--json] RECORDING_DIR
  * 0: sealed (normally, or after a crash by the next gateway) and every
@@ -151,6 +152,12 @@ extern const struct dg_opt_cmd dg_verify_cmd, dg_replay_cmd, dg_test_cmd, dg_key
  * "not sealed", or no key to check the seal with); 2: usage, or the key
  * does not load. */
 int dg_cmd_verify(int argc, char **argv);
+
+/* deskgate export --format webm|mp4 -o FILE [--key PUBKEY.pem | --state-dir DIR]
+ * RECORDING_DIR: the recording as a video (dg_rec_export). Prints verify's
+ * line, then what was written. 0: written (verified or not: the line and
+ * the video say which); 1: not written; 2: usage, or the key does not load. */
+int dg_cmd_export(int argc, char **argv);
 
 /* deskgate replay --policy FILE [--json] RECORDING_DIR
  * 0: no verdict changes; 1: some did; 2: usage, the policy does not load,

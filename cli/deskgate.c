@@ -115,6 +115,7 @@ static const struct command commands[] = {
 	{"shot", &dg_shot_cmd, dg_cmd_shot},
 	{"desktop", &dg_desktop_cmd, dg_cmd_desktop},
 	{"verify", &dg_verify_cmd, dg_cmd_verify},
+	{"export", &dg_export_cmd, dg_cmd_export},
 	{"replay", &dg_replay_cmd, dg_cmd_replay},
 	{"test", &dg_test_cmd, dg_cmd_test},
 	{"audit", &dg_audit_cmd, dg_cmd_audit},

@@ -463,4 +463,63 @@ struct dg_rec_test_summary {
 int dg_rec_test_script(const struct dg_policy *p, FILE *script, const struct dg_rec_live *live,
 		       FILE *out, struct dg_rec_test_summary *sum, struct dg_err *err);
 
+/* ---- export as video (`deskgate export`; the dg_export library) ------------
+ *
+ * Declared here, defined in the separate library dg_export (recordings/
+ * export*.c), which links libavformat, libavcodec, libswscale and cairo:
+ * only the cli links it, so the gateway and the tests of everything else
+ * do not carry the codecs. Every bound of a video is one of these: */
+#define DG_REC_EXPORT_FPS 10                  /* output frames per second */
+#define DG_REC_EXPORT_BEFORE_MS 600           /* the frame before an action, with its
+						 overlay, before the frame after */
+#define DG_REC_EXPORT_GAP_MAX_MS 3000         /* a longer pause between two screens is
+						 shown this long */
+#define DG_REC_EXPORT_TAIL_MS 1000            /* the last screen */
+#define DG_REC_EXPORT_SIZE_MAX 3840           /* output width or height; a larger screen
+						 is scaled down to fit */
+#define DG_REC_EXPORT_FRAME_DIM_MAX DG_ACTION_SCREEN_MAX /* a frame PNG's width or height */
+#define DG_REC_EXPORT_FRAME_PIXELS_MAX (32ll * 1024 * 1024) /* a frame PNG's pixels
+						 (128 MiB decoded) */
+#define DG_REC_EXPORT_DURATION_MAX_S (4 * 3600) /* the video stops there */
+#define DG_REC_EXPORT_FRAMES_MAX (DG_REC_EXPORT_DURATION_MAX_S * DG_REC_EXPORT_FPS)
+
+enum dg_rec_export_format {
+	DG_REC_EXPORT_WEBM, /* VP8 (libvpx; VP9 when VP8 is missing) in WebM */
+	DG_REC_EXPORT_MP4,  /* H.264 (libx264; MPEG-4 part 2 when missing) in MP4 */
+};
+
+struct dg_rec_export_result {
+	struct dg_rec_verify_result verify; /* what dg_rec_verify said first */
+	bool verified;             /* sealed or sealed-after-crash */
+	const char *codec;         /* the encoder used ("libvpx", "libx264", ...) */
+	int width, height;         /* of the video */
+	uint64_t screens;          /* events shown (action, cdp, cdp_frame) */
+	uint64_t frames;           /* video frames written */
+	int64_t duration_ms;       /* frames / DG_REC_EXPORT_FPS */
+	uint64_t frames_bad;       /* frame PNGs missing or refused (shown as a note) */
+	uint64_t out_of_order;     /* events whose mono_ms went backwards (no pause) */
+	uint64_t last_seq;         /* the last event read (a broken chain ends there) */
+	bool truncated;            /* stopped at DG_REC_EXPORT_FRAMES_MAX */
+};
+
+/* Renders the recording in dir as a video at out_path: verifies it first
+ * (dg_rec_verify with key, which may be NULL), then shows each screen event
+ * ("action": frame_before with the action's overlay for
+ * DG_REC_EXPORT_BEFORE_MS, then frame_after; "cdp": frame_before; "cdp_frame":
+ * frame) from its mono_ms until the next one's, pauses over
+ * DG_REC_EXPORT_GAP_MAX_MS shortened to it, the last for
+ * DG_REC_EXPORT_TAIL_MS, at DG_REC_EXPORT_FPS. A recording that is not
+ * verified is still rendered (up to a broken event) with "unverified:
+ * <reason>" on every frame. A missing or refused frame is a note on the
+ * screen, never an allocation its header asks for. The video is written
+ * to a temporary file beside out_path and renamed over it when complete.
+ * Returns 0 or a negative errno with err naming the file and the step. */
+int dg_rec_export(const char *dir, const struct dg_rec_key *key, enum dg_rec_export_format fmt,
+		  const char *out_path, struct dg_rec_export_result *res, struct dg_err *err);
+
+/* Frees what cairo and fontconfig keep for the life of the process (font
+ * caches), so a leak checker sees only real leaks: call it once at exit,
+ * when no other thread draws. A later dg_rec_export starts them again. */
+void dg_rec_export_teardown(void);
+
 #endif

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -349,6 +350,20 @@ int dg_test_finish(struct dg_proc *p, double timeout_s, struct dg_run *r)
 	*r = p->r;
 	memset(&p->r, 0, sizeof(p->r));
 	return 0;
+}
+
+static int rm_tree_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	remove(p);
+	return 0;
+}
+
+void dg_test_rm_tree(const char *path)
+{
+	nftw(path, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void dg_test_rm_tmp(char *path)

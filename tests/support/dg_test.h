@@ -111,6 +111,8 @@ int dg_test_finish(struct dg_proc *p, double timeout_s, struct dg_run *r);
 /* Removes a file made by dg_test_write_tmp/dg_test_policy and its temp
  * directory; frees path. */
 void dg_test_rm_tmp(char *path);
+/* Removes the tree at path (no symlink followed); ignores what fails. */
+void dg_test_rm_tree(const char *path);
 
 
 /* ---- The gateway: `deskgate serve` and clients for it ----
