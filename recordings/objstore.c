@@ -331,9 +331,9 @@ static int set_common(struct s3_req *q, struct curl_slist *hdrs, char *errbuf, c
 		SET(CURLOPT_NOBODY, 1L);
 	} else if (strcmp(q->op, "DELETE") == 0) {
 		SET(CURLOPT_CUSTOMREQUEST, "DELETE");
-	} else if (q->out_fd >= 0) {
-		SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)q->max);
 	}
+	/* No CURLOPT_MAXFILESIZE: it would cut an error answer's body too;
+	 * on_body counts what a 2xx brings instead. */
 #undef SET
 	return c == CURLE_OK ? 0 : -EINVAL;
 }
@@ -372,7 +372,7 @@ static int attempt(struct s3_req *q, const char *errbuf, int n, struct dg_err *e
 		return dg_err_set(err, rc, "%s s3://%s/%s: rewinding the file: %s", q->op, b, key, strerror(-rc));
 	CURLcode c = curl_easy_perform(q->h);
 	curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &q->status);
-	if (q->over || c == CURLE_FILESIZE_EXCEEDED)
+	if (q->over)
 		return dg_err_set(err, -EFBIG, "%s s3://%s/%s: the answer is longer than %lld bytes", q->op, b,
 				  key, (long long)(q->out_fd >= 0 ? q->max : (int64_t)q->mem_max));
 	if (q->write_errno)
@@ -524,6 +524,21 @@ int dg_rec_s3_delete(const struct dg_rec_s3 *s, const char *key, struct dg_err *
 	return rc ? rc : s3_perform(&q, err);
 }
 
+/* "", or a valid key, or one followed by '/'. */
+static bool prefix_valid(const char *prefix)
+{
+	char k[DG_REC_S3_KEY_MAX + 1];
+	size_t n = strnlen(prefix, sizeof(k));
+	if (n == 0)
+		return true;
+	if (n == sizeof(k))
+		return false;
+	memcpy(k, prefix, n + 1);
+	if (k[n - 1] == '/')
+		k[n - 1] = '\0';
+	return dg_rec_s3_key_valid(k);
+}
+
 /* One page of a listing into q->mem (malloc'd by the caller). */
 static int list_page(const struct dg_rec_s3 *s, const char *prefix, const char *token, char *buf,
 		     size_t *len, struct dg_err *err)
@@ -543,7 +558,7 @@ int dg_rec_s3_list(const struct dg_rec_s3 *s, const char *prefix,
 	int rc = dg_rec_s3_check(s, err);
 	if (rc)
 		return rc;
-	if (prefix[0] && !dg_rec_s3_key_valid(prefix)) {
+	if (!prefix_valid(prefix)) {
 		char k[DG_SHOW_BUF];
 		show_key(prefix, k);
 		return dg_err_set(err, -EINVAL, "LIST s3://%s/%s: not a valid prefix", s->bucket, k);

@@ -546,8 +546,8 @@ int dg_rec_s3_delete(const struct dg_rec_s3 *s, const char *key, struct dg_err *
  * each (a non-zero return stops and is returned). Each answer is at most
  * DG_REC_S3_LIST_XML_MAX bytes, at most DG_REC_S3_LIST_KEYS_MAX keys in
  * all; a key that is not dg_rec_s3_key_valid or not under prefix, or an
- * answer that is not a ListBucketResult, is -EBADMSG. prefix: "" or a
- * valid key. */
+ * answer that is not a ListBucketResult, is -EBADMSG. prefix: "", or a
+ * valid key, or one with a '/' after it. */
 int dg_rec_s3_list(const struct dg_rec_s3 *s, const char *prefix,
 		   int (*fn)(void *arg, const char *key), void *arg, struct dg_err *err);
 
