@@ -437,21 +437,29 @@ static int s3_perform(struct s3_req *q, struct dg_err *err)
 	return rc;
 }
 
+/* The config, then a key or prefix (valid: its check's verdict), before
+ * any request. */
+static int check_args(const struct dg_rec_s3 *s, const char *op, const char *what, bool valid,
+		      const char *name, struct dg_err *err)
+{
+	int rc = dg_rec_s3_check(s, err);
+	if (rc || valid)
+		return rc;
+	char k[DG_SHOW_BUF];
+	show_key(name, k);
+	return dg_err_set(err, -EINVAL,
+			  "%s s3://%s/%s: not a valid %s (1..%d bytes of printable ASCII, no leading '/', "
+			  "no empty, '.' or '..' segment)",
+			  op, s->bucket, k, what, DG_REC_S3_KEY_MAX);
+}
+
 static int s3_begin(struct s3_req *q, const struct dg_rec_s3 *s, const char *op, const char *key,
 		    struct dg_err *err)
 {
 	*q = (struct s3_req){ .s = s, .op = op, .key = key, .in_fd = -1, .out_fd = -1 };
-	int rc = dg_rec_s3_check(s, err);
+	int rc = check_args(s, op, "key", dg_rec_s3_key_valid(key), key, err);
 	if (rc)
 		return rc;
-	if (!dg_rec_s3_key_valid(key)) {
-		char k[DG_SHOW_BUF];
-		show_key(key, k);
-		return dg_err_set(err, -EINVAL,
-				  "%s s3://%s/%s: not a valid key (1..%d bytes of printable ASCII, no leading '/', "
-				  "no empty, '.' or '..' segment)",
-				  op, s->bucket, k, DG_REC_S3_KEY_MAX);
-	}
 	if (url_object(q, key))
 		return dg_err_set(err, -ENAMETOOLONG, "%s s3://%s/%s: the URL is too long", op, s->bucket, key);
 	return 0;
@@ -555,14 +563,9 @@ static int list_page(const struct dg_rec_s3 *s, const char *prefix, const char *
 int dg_rec_s3_list(const struct dg_rec_s3 *s, const char *prefix,
 		   int (*fn)(void *arg, const char *key), void *arg, struct dg_err *err)
 {
-	int rc = dg_rec_s3_check(s, err);
+	int rc = check_args(s, "LIST", "prefix", prefix_valid(prefix), prefix, err);
 	if (rc)
 		return rc;
-	if (!prefix_valid(prefix)) {
-		char k[DG_SHOW_BUF];
-		show_key(prefix, k);
-		return dg_err_set(err, -EINVAL, "LIST s3://%s/%s: not a valid prefix", s->bucket, k);
-	}
 	char *buf = malloc(DG_REC_S3_LIST_XML_MAX);
 	struct dg_rec_s3_page *pg = malloc(sizeof(*pg));
 	char *token = malloc(DG_REC_S3_TOKEN_MAX + 1);

@@ -20,7 +20,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -59,14 +58,6 @@ static void no_secret(void)
 		no_secret(); \
 	} while (0)
 
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
 static void setup(void)
 {
 	snprintf(base, sizeof(base), "/tmp/dgs3-XXXXXX");
@@ -84,7 +75,7 @@ static void setup(void)
 static void teardown(void)
 {
 	dg_rec_key_free(key);
-	nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	dg_rec_rm_tree(AT_FDCWD, base, 0, &dg_rec_limits_default);
 }
 
 /* A recording written by the library: `frames` distinct frames, an event
@@ -765,5 +756,65 @@ Test(fake, listing_scanner_under_damage)
 		cr_assert(rc == 0 || rc == -EBADMSG, "rc %d", rc);
 		free(exact);
 		free(buf);
+	}
+}
+
+/* The limits of recordings.h not reached above, each at its value and one
+ * past it. */
+Test(fake, limits_at_their_values)
+{
+	struct dg_rec_s3_page pg;
+	/* Keys of one listing. */
+	const char *two = LIST_HEAD "<Contents><Key>p/a</Key></Contents><Contents><Key>p/b</Key></Contents>";
+	cr_assert_eq(dg_rec_s3_list_parse(two, strlen(two), "p/", 2, check_key, NULL, &pg, &err), 0, "%s",
+		     err.msg);
+	ERR_IS(dg_rec_s3_list_parse(two, strlen(two), "p/", 1, check_key, NULL, &pg, &err), -EBADMSG,
+	       "more than 1 keys");
+	/* The continuation token. */
+	static char doc[4096];
+	for (int extra = 0; extra < 2; extra++) {
+		int n = snprintf(doc, sizeof(doc),
+				 LIST_HEAD "<IsTruncated>true</IsTruncated><NextContinuationToken>%0*d"
+					   "</NextContinuationToken><Contents><Key>p/a</Key></Contents>",
+				 DG_REC_S3_TOKEN_MAX + extra, 7);
+		int rc = dg_rec_s3_list_parse(doc, (size_t)n, "p/", 10, check_key, NULL, &pg, &err);
+		if (extra == 0) {
+			cr_assert_eq(rc, 0, "%s", err.msg);
+			cr_assert_eq(strlen(pg.token), DG_REC_S3_TOKEN_MAX);
+		} else {
+			ERR_IS(rc, -EBADMSG, "NextContinuationToken");
+		}
+	}
+	/* Endpoint, region, access key, secret key. */
+	char url[DG_REC_S3_URL_MAX + 2], field[DG_REC_S3_FIELD_MAX + 2];
+	struct dg_rec_s3 s = { .endpoint = url, .region = "r", .bucket = "abc", .access_key = "AK",
+			       .secret_key = SECRET };
+	for (int extra = 0; extra < 2; extra++) {
+		size_t n = DG_REC_S3_URL_MAX + (size_t)extra;
+		memcpy(url, "http://", 7);
+		memset(url + 7, 'h', n - 7);
+		url[n] = '\0';
+		int rc = dg_rec_s3_check(&s, &err);
+		if (extra == 0)
+			cr_assert_eq(rc, 0, "%s", err.msg);
+		else
+			ERR_IS(rc, -EINVAL, "endpoint");
+	}
+	url[DG_REC_S3_URL_MAX] = '\0';
+	const char **fields[] = { &s.region, &s.access_key, &s.secret_key };
+	const char *names[] = { "region", "access key", "secret key" };
+	for (size_t i = 0; i < 3; i++) {
+		const char *keep = *fields[i];
+		*fields[i] = field;
+		for (int extra = 0; extra < 2; extra++) {
+			memset(field, 'k', DG_REC_S3_FIELD_MAX + (size_t)extra);
+			field[DG_REC_S3_FIELD_MAX + extra] = '\0';
+			int rc = dg_rec_s3_check(&s, &err);
+			if (extra == 0)
+				cr_assert_eq(rc, 0, "%s: %s", names[i], err.msg);
+			else
+				ERR_IS(rc, -EINVAL, names[i]);
+		}
+		*fields[i] = keep;
 	}
 }
