@@ -40,6 +40,7 @@ struct s3_req {
 	int64_t max, got;        /* bound of a 2xx body, bytes of it so far */
 	bool over;               /* the body went past its bound */
 	int write_errno;         /* writing out_fd failed */
+	int retry_rc;            /* the error of a try worth another */
 	long status;
 };
 
@@ -382,6 +383,7 @@ static int attempt(struct s3_req *q, const char *errbuf, int n, struct dg_err *e
 		rc = dg_err_set(err, c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
 				"%s s3://%s/%s: %s (try %d of %d)", q->op, b, key,
 				errbuf[0] ? errbuf : curl_easy_strerror(c), n, DG_REC_S3_ATTEMPTS);
+		q->retry_rc = rc;
 		return transient(c) ? 1 : rc;
 	}
 	if (status_ok(q->status)) {
@@ -394,8 +396,8 @@ static int attempt(struct s3_req *q, const char *errbuf, int n, struct dg_err *e
 	char code[DG_SHOW_BUF + 3];
 	s3_code(q, code);
 	int e = q->status == 404 ? -ENOENT : q->status == 401 || q->status == 403 ? -EACCES : -EIO;
-	dg_err_set(err, e, "%s s3://%s/%s: HTTP %ld%s (try %d of %d)", q->op, b, key, q->status, code, n,
-		   DG_REC_S3_ATTEMPTS);
+	q->retry_rc = dg_err_set(err, e, "%s s3://%s/%s: HTTP %ld%s (try %d of %d)", q->op, b, key,
+				 q->status, code, n, DG_REC_S3_ATTEMPTS);
 	return q->status >= 500 ? 1 : e;
 }
 
@@ -422,7 +424,7 @@ static int s3_perform(struct s3_req *q, struct dg_err *err)
 			if (rc != 1)
 				break;
 			if (n == DG_REC_S3_ATTEMPTS) {
-				rc = q->status >= 500 ? -EIO : -EHOSTUNREACH;
+				rc = q->retry_rc; /* -EIO (5xx), -ETIMEDOUT, -EIO (connection) */
 				break;
 			}
 			sleep_ms(delay);
