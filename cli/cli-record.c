@@ -16,6 +16,17 @@ static const char *const profiles[] = { "xterm", "browser", NULL };
 
 /* ---- verify ---------------------------------------------------------------- */
 
+int dg_cli_load_key(const char *key_path, const char *state_dir, struct dg_rec_key **key,
+		    struct dg_err *err)
+{
+	*key = NULL;
+	if (key_path)
+		return dg_rec_key_load_public(key_path, key, err);
+	if (state_dir)
+		return dg_rec_key_load(state_dir, key, err);
+	return 0;
+}
+
 struct verify_args {
 	const char *key, *state_dir, *dir;
 	bool json;
@@ -53,15 +64,11 @@ int dg_cmd_verify(int argc, char **argv)
 		return rc;
 	if (a.key && a.state_dir)
 		return dg_opt_usage_error(&dg_verify_cmd, "--key and --state-dir are alternatives");
-	const char *key_path = a.key, *state_dir = a.state_dir, *dir = a.dir;
+	const char *dir = a.dir;
 	bool json = a.json;
-	rc = 0;
 	struct dg_err err = { { 0 } };
 	struct dg_rec_key *key = NULL;
-	if (key_path)
-		rc = dg_rec_key_load_public(key_path, &key, &err);
-	else if (state_dir)
-		rc = dg_rec_key_load(state_dir, &key, &err);
+	rc = dg_cli_load_key(a.key, a.state_dir, &key, &err);
 	if (rc) {
 		fprintf(stderr, "deskgate verify: %s\n", err.msg);
 		return DG_EXIT_USAGE;

@@ -23,11 +23,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -324,6 +326,81 @@ Test(s3, fetch_bounds_at_their_values)
 	lim.bytes_max = total;
 	cr_assert_eq(dg_rec_fetch_lim(&s, "bound-1", dest, &lim, &err), 0, "%s", err.msg);
 	same_recording("bound-1");
+}
+
+/* ---- deskgate recordings (the CLI) ---- */
+
+/* Runs deskgate with args; its stdout and stderr together into *out
+ * (malloc'd). Returns the exit code. */
+static int run_cli(const char *const *args, char **out)
+{
+	char log[256];
+	snprintf(log, sizeof(log), "%s/cli.log", base);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	const char *argv[16] = { DG_BIN };
+	for (int i = 0; args[i]; i++)
+		argv[i + 1] = args[i];
+	extern char **environ;
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, DG_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	size_t len;
+	*out = slurp(log, &len);
+	cr_assert_null(strstr(*out, SECRET), "the secret is in the output: %s", *out);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static const char *store_file(const struct dg_rec_s3 *s, int mode)
+{
+	static char path[256];
+	snprintf(path, sizeof(path), "%s/store.json", base);
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "endpoint", s->endpoint, "region", s->region,
+			      "bucket", s->bucket, "access_key", s->access_key, "secret_key", s->secret_key);
+	cr_assert_eq(json_dump_file(j, path, 0), 0);
+	json_decref(j);
+	chmod(path, (mode_t)mode);
+	return path;
+}
+
+Test(s3, cli_upload_and_fetch)
+{
+	struct dg_rec_s3 s = real();
+	make_rec("cli-1", 2, true);
+	char *out;
+	const char *store = store_file(&s, 0600);
+	const char *up[] = { "recordings", "--store", store, "--root", root, "--state-dir", state, "upload",
+			     "cli-1", NULL };
+	cr_assert_eq(run_cli(up, &out), 0, "%s", out);
+	cr_assert_not_null(strstr(out, "uploaded cli-1 to s3://deskgate-test/recordings/cli-1/"), "%s", out);
+	free(out);
+	const char *fetch[] = { "recordings", "--store", store, "--root", dest, "fetch", "cli-1", NULL };
+	cr_assert_eq(run_cli(fetch, &out), 0, "%s", out);
+	free(out);
+	same_recording("cli-1");
+	/* A store file others may read; a fetch given a key. */
+	store_file(&s, 0644);
+	cr_assert_eq(run_cli(up, &out), 2, "%s", out);
+	cr_assert_not_null(strstr(out, "chmod 600"), "%s", out);
+	free(out);
+	const char *fetch_key[] = { "recordings", "--store", store, "--root", dest, "--state-dir", state,
+				    "fetch", "cli-1", NULL };
+	cr_assert_eq(run_cli(fetch_key, &out), 2, "%s", out);
+	free(out);
+	/* Wrong credentials: exit 1, the bucket and the status named, no
+	 * secret printed. */
+	s.access_key = "NOT-A-KEY";
+	s.secret_key = SECRET;
+	store_file(&s, 0600);
+	cr_assert_eq(run_cli(up, &out), 1, "%s", out);
+	cr_assert_not_null(strstr(out, "deskgate-test"), "%s", out);
+	cr_assert_not_null(strstr(out, "HTTP 403"), "%s", out);
+	free(out);
 }
 
 /* ======================= against a fake store ================================ */
