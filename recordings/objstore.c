@@ -410,8 +410,10 @@ static int s3_perform(struct s3_req *q, struct dg_err *err)
 		q->mem = err_body;
 		q->mem_max = sizeof(err_body);
 	}
-	struct curl_slist *h1 = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	struct curl_slist *hdrs = h1 ? curl_slist_append(h1, "Expect:") : NULL;
+	/* Only this header of ours: libcurl 7.x signs every header given
+	 * here, even one given empty to remove it ("Expect:"), which then
+	 * goes unsent and breaks the signature. */
+	struct curl_slist *hdrs = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	q->h = hdrs ? curl_easy_init() : NULL;
 	int rc = q->h ? set_common(q, hdrs, errbuf, sigv4) : -ENOMEM;
 	if (rc) {
@@ -433,7 +435,7 @@ static int s3_perform(struct s3_req *q, struct dg_err *err)
 	}
 	if (q->h)
 		curl_easy_cleanup(q->h);
-	curl_slist_free_all(hdrs ? hdrs : h1);
+	curl_slist_free_all(hdrs);
 	if (q->mem == err_body)
 		q->mem = NULL;
 	return rc;

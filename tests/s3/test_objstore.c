@@ -10,7 +10,8 @@
  * Suite fake: against a small HTTP server of this file's own on loopback,
  * for what a real store does not do on demand: 5xx answers (retried), 4xx
  * (never retried), bodies past their bound, hostile ListObjectsV2 answers
- * (malformed, huge, "..", foreign prefixes, endless pages); and the key,
+ * (malformed, huge, "..", foreign prefixes, endless pages), SigV4
+ * signatures checked as S3 does (s3rver does not); and the key,
  * config and listing checks, the listing scanner under random damage.
  *
  * Every error message any test sees is checked not to hold the secret. */
@@ -27,11 +28,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 #include "recordings-priv.h"
 
@@ -419,6 +424,10 @@ struct fake {
 	struct answer a[FAKE_MAX];
 	int n, served;
 	char req[FAKE_MAX][1024];   /* each request's first line */
+	char head[FAKE_MAX][8192];  /* and its whole head */
+	const char *secret;         /* set: check each request's SigV4 signature
+				       with it, 403 SignatureDoesNotMatch when wrong */
+	bool sig_ok[FAKE_MAX];
 };
 
 static void send_all(int fd, const char *p, size_t n)
@@ -433,7 +442,7 @@ static void send_all(int fd, const char *p, size_t n)
 }
 
 /* Reads a request: headers, then Content-Length bytes of body. */
-static void read_request(int fd, char *line, size_t cap)
+static void read_request(int fd, char *line, size_t cap, char *head, size_t head_cap)
 {
 	char buf[65536];
 	size_t got = 0;
@@ -449,6 +458,9 @@ static void read_request(int fd, char *line, size_t cap)
 	if (!end)
 		return;
 	snprintf(line, cap, "%.*s", (int)strcspn(buf, "\r"), buf);
+	snprintf(head, head_cap, "%.*s", (int)(end + 2 - buf), buf);
+	if (strcasestr(buf, "\nexpect: 100-continue"))
+		send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	const char *cl = strcasestr(buf, "\ncontent-length:");
 	long body = cl && cl < end ? atol(cl + 16) : 0;
 	long have = (long)(got - (size_t)(end + 4 - buf));
@@ -481,6 +493,108 @@ static void answer(int fd, const struct answer *a)
 	}
 }
 
+#define A(st, b) { .status = (st), .body = (b), .len = sizeof(b) - 1 }
+
+/* ---- SigV4, checked as S3 does (for the fake store) ---- */
+
+static void hmac(const void *key, size_t klen, const char *msg, uint8_t out[32])
+{
+	unsigned len = 32;
+	HMAC(EVP_sha256(), key, (int)klen, (const uint8_t *)msg, strlen(msg), out, &len);
+}
+
+/* The value of header name (lowercase) in head, trimmed, into out. */
+static bool header(const char *head, const char *name, char *out, size_t cap)
+{
+	size_t nl = strlen(name);
+	for (const char *l = strstr(head, "\r\n"); l && l[2]; l = strstr(l + 2, "\r\n")) {
+		const char *h = l + 2;
+		if (strncasecmp(h, name, nl) == 0 && h[nl] == ':') {
+			const char *v = h + nl + 1;
+			while (*v == ' ')
+				v++;
+			size_t vl = strcspn(v, "\r");
+			while (vl && v[vl - 1] == ' ')
+				vl--;
+			snprintf(out, cap, "%.*s", (int)vl, v);
+			return true;
+		}
+	}
+	return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The canonical request of a head (S3: the path and query as sent, the
+ * query's parameters sorted; every signed header; the payload hash as
+ * x-amz-content-sha256 says). */
+static void canonical_request(const char *head, const char *signed_hdrs, char *out, size_t cap)
+{
+	char method[16], target[2048];
+	sscanf(head, "%15s %2047s", method, target);
+	char *q = strchr(target, '?');
+	if (q)
+		*q++ = '\0';
+	char *params[32];
+	int np = 0;
+	for (char *t = q ? strtok(q, "&") : NULL; t && np < 32; t = strtok(NULL, "&"))
+		params[np++] = t;
+	qsort(params, (size_t)np, sizeof(params[0]), cmp_str);
+	size_t at = (size_t)snprintf(out, cap, "%s\n%s\n", method, target);
+	for (int i = 0; i < np; i++)
+		at += (size_t)snprintf(out + at, cap - at, "%s%s%s", i ? "&" : "", params[i],
+				       strchr(params[i], '=') ? "" : "=");
+	at += (size_t)snprintf(out + at, cap - at, "\n");
+	char names[512], v[1024];
+	snprintf(names, sizeof(names), "%s", signed_hdrs);
+	for (char *n = strtok(names, ";"); n; n = strtok(NULL, ";")) {
+		cr_assert(header(head, n, v, sizeof(v)), "signed header %s is not in the request", n);
+		at += (size_t)snprintf(out + at, cap - at, "%s:%s\n", n, v);
+	}
+	cr_assert(header(head, "x-amz-content-sha256", v, sizeof(v)), "no x-amz-content-sha256");
+	snprintf(out + at, cap - at, "\n%s\n%s", signed_hdrs, v);
+}
+
+static bool sigv4_ok(const char *head, const char *secret)
+{
+	char auth[1024], cred[256], signed_hdrs[512], sig[80], date[32];
+	if (!header(head, "authorization", auth, sizeof(auth)) || !header(head, "x-amz-date", date, sizeof(date)))
+		return false;
+	if (sscanf(auth, "AWS4-HMAC-SHA256 Credential=%255[^,], SignedHeaders=%511[^,], Signature=%79s", cred,
+		   signed_hdrs, sig) != 3)
+		return false;
+	/* S3 wants every x-amz-* header signed. */
+	if (!strstr(signed_hdrs, "x-amz-content-sha256") || !strstr(signed_hdrs, "x-amz-date"))
+		return false;
+	char *scope = strchr(cred, '/'); /* AK/<day>/<region>/s3/aws4_request */
+	if (!scope)
+		return false;
+	scope++;
+	char day[16], region[64];
+	if (sscanf(scope, "%15[^/]/%63[^/]/s3/aws4_request", day, region) != 2)
+		return false;
+	static char creq[16384];
+	canonical_request(head, signed_hdrs, creq, sizeof(creq));
+	uint8_t h[32];
+	char hex[65], sts[512];
+	SHA256((const uint8_t *)creq, strlen(creq), h);
+	dg_hex_encode(h, 32, hex);
+	snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s\n%s", date, scope, hex);
+	char k0[256];
+	uint8_t k[32];
+	snprintf(k0, sizeof(k0), "AWS4%s", secret);
+	hmac(k0, strlen(k0), day, k);
+	hmac(k, 32, region, k);
+	hmac(k, 32, "s3", k);
+	hmac(k, 32, "aws4_request", k);
+	hmac(k, 32, sts, h);
+	dg_hex_encode(h, 32, hex);
+	return strcmp(hex, sig) == 0;
+}
+
 static void *fake_run(void *arg)
 {
 	struct fake *f = arg;
@@ -491,8 +605,10 @@ static void *fake_run(void *arg)
 		int c = accept(f->lfd, NULL, NULL);
 		if (c < 0)
 			break;
-		read_request(c, f->req[i], sizeof(f->req[i]));
-		answer(c, &f->a[i]);
+		read_request(c, f->req[i], sizeof(f->req[i]), f->head[i], sizeof(f->head[i]));
+		static const struct answer denied = A(403, "<Error><Code>SignatureDoesNotMatch</Code></Error>");
+		f->sig_ok[i] = f->secret && sigv4_ok(f->head[i], f->secret);
+		answer(c, f->secret && !f->sig_ok[i] ? &denied : &f->a[i]);
 		shutdown(c, SHUT_WR);
 		close(c);
 		f->served++;
@@ -529,7 +645,6 @@ static struct dg_rec_s3 fake_cfg(const struct fake *f)
 				   .connect_timeout_ms = 2000 };
 }
 
-#define A(st, b) { .status = (st), .body = (b), .len = sizeof(b) - 1 }
 
 TestSuite(fake, .init = setup, .fini = teardown);
 
@@ -896,4 +1011,41 @@ Test(fake, limits_at_their_values)
 		}
 		*fields[i] = keep;
 	}
+}
+
+/* libcurl's signatures as S3 computes them (checked by the fake store: a
+ * PUT with a body, a GET, a listing with an encoded, sorted query, a HEAD),
+ * and a wrong secret refused with the bucket and the status named. */
+Test(fake, sigv4_signatures_hold)
+{
+	struct fake f = { .n = 5, .secret = SECRET,
+			  .a = { A(200, ""), A(200, "abc"),
+				 A(200, LIST_HEAD "<IsTruncated>true</IsTruncated><NextContinuationToken>a/b=c"
+						  "</NextContinuationToken><Contents><Key>p/q+r!/a</Key></Contents>"),
+				 A(200, LIST_HEAD "<Contents><Key>p/q+r!/b</Key></Contents>"), A(200, "") } };
+	fake_start(&f);
+	struct dg_rec_s3 s = fake_cfg(&f);
+	s.region = "eu-central-1";
+	char p[256], back[256];
+	snprintf(p, sizeof(p), "%s/obj", base);
+	snprintf(back, sizeof(back), "%s/back", base);
+	FILE *fp = fopen(p, "w");
+	fputs("some bytes", fp);
+	fclose(fp);
+	cr_assert_eq(dg_rec_s3_put(&s, "recordings/a-1/frames/x~y_z.png", p, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_rec_s3_get(&s, "recordings/a-1/session.json", back, 10, NULL, &err), 0, "%s", err.msg);
+	json_t *keys = json_array();
+	cr_assert_eq(dg_rec_s3_list(&s, "p/q+r!/", collect, keys, &err), 0, "%s", err.msg);
+	json_decref(keys);
+	bool exists;
+	s.secret_key = "not-the-secret";
+	ERR_IS(dg_rec_s3_head(&s, "recordings/a-1/events.jsonl", &exists, NULL, &err), -EACCES, "HEAD",
+	       "fake-bucket", "HTTP 403");
+	fake_stop(&f);
+	for (int i = 0; i < 4; i++)
+		cr_assert(f.sig_ok[i], "request %d (%s) is not signed as S3 wants: %s", i, f.req[i], f.head[i]);
+	cr_assert_not(f.sig_ok[4]);
+	cr_assert_str_eq(f.req[2], "GET /fake-bucket?list-type=2&prefix=p%2Fq%2Br%21%2F HTTP/1.1");
+	cr_assert_str_eq(f.req[3],
+			 "GET /fake-bucket?continuation-token=a%2Fb%3Dc&list-type=2&prefix=p%2Fq%2Br%21%2F HTTP/1.1");
 }
