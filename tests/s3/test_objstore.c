@@ -415,6 +415,7 @@ struct answer {
 	const char *body;       /* or NULL: fill bytes of 'x' */
 	size_t len;             /* of the body (fill: how many) */
 	bool no_length;         /* no Content-Length: the body ends at close */
+	int delay_ms;           /* wait this long before answering */
 };
 
 #define FAKE_MAX 8
@@ -608,6 +609,8 @@ static void *fake_run(void *arg)
 		read_request(c, f->req[i], sizeof(f->req[i]), f->head[i], sizeof(f->head[i]));
 		static const struct answer denied = A(403, "<Error><Code>SignatureDoesNotMatch</Code></Error>");
 		f->sig_ok[i] = f->secret && sigv4_ok(f->head[i], f->secret);
+		if (f->a[i].delay_ms)
+			usleep((useconds_t)f->a[i].delay_ms * 1000);
 		answer(c, f->secret && !f->sig_ok[i] ? &denied : &f->a[i]);
 		shutdown(c, SHUT_WR);
 		close(c);
@@ -721,6 +724,23 @@ Test(fake, connection_refused_is_retried_then_an_error)
 	fake_stop(&f); /* the port is closed now */
 	bool exists;
 	ERR_IS(dg_rec_s3_head(&s, "a", &exists, NULL, &err), -EIO, "HEAD", "fake-bucket", "try 4 of 4");
+}
+
+Test(fake, a_store_that_does_not_answer_times_out)
+{
+	struct fake f = { .n = DG_REC_S3_ATTEMPTS };
+	for (int i = 0; i < DG_REC_S3_ATTEMPTS; i++)
+		f.a[i] = (struct answer){ .status = 200, .delay_ms = 1000 };
+	fake_start(&f);
+	struct dg_rec_s3 s = fake_cfg(&f);
+	s.timeout_ms = 300;
+	bool exists;
+	double t0 = now_s();
+	ERR_IS(dg_rec_s3_head(&s, "slow", &exists, NULL, &err), -ETIMEDOUT, "HEAD", "fake-bucket", "slow",
+	       "try 4 of 4");
+	double took = now_s() - t0;
+	fake_stop(&f);
+	cr_assert(took < 10, "took %.1f s", took);
 }
 
 Test(fake, get_bound_at_its_value)
