@@ -321,6 +321,9 @@ static int set_common(struct s3_req *q, struct curl_slist *hdrs, char *errbuf, c
 	SET(CURLOPT_TIMEOUT_MS, (long)(s->timeout_ms ? s->timeout_ms : DG_REC_S3_TIMEOUT_MS_DEFAULT));
 	SET(CURLOPT_CONNECTTIMEOUT_MS,
 	    (long)(s->connect_timeout_ms ? s->connect_timeout_ms : DG_REC_S3_CONNECT_TIMEOUT_MS_DEFAULT));
+	/* A stalled transfer ends long before the whole timeout. */
+	SET(CURLOPT_LOW_SPEED_LIMIT, (long)DG_REC_S3_STALL_BYTES_PER_S);
+	SET(CURLOPT_LOW_SPEED_TIME, (long)DG_REC_S3_STALL_S);
 	SET(CURLOPT_WRITEFUNCTION, on_body);
 	SET(CURLOPT_WRITEDATA, q);
 	if (strcmp(q->op, "PUT") == 0) {

@@ -493,8 +493,11 @@ int dg_rec_test_script(const struct dg_policy *p, FILE *script, const struct dg_
 #define DG_REC_S3_ERR_BODY_MAX (64 * 1024)    /* bytes of an error answer read for <Code> */
 #define DG_REC_S3_ATTEMPTS 4                  /* tries of one request (5xx, connection) */
 #define DG_REC_S3_RETRY_DELAY_MS 200          /* before the 2nd try; doubled each time */
-#define DG_REC_S3_TIMEOUT_MS_DEFAULT 60000    /* one request, whole (0 in the config) */
+#define DG_REC_S3_TIMEOUT_MS_DEFAULT (15 * 60 * 1000) /* one request, whole (0 in the
+						config): events.jsonl may be 1 GiB */
 #define DG_REC_S3_CONNECT_TIMEOUT_MS_DEFAULT 10000
+#define DG_REC_S3_STALL_BYTES_PER_S 1024      /* slower than this for DG_REC_S3_STALL_S */
+#define DG_REC_S3_STALL_S 30                  /* seconds: the try is given up (and retried) */
 /* dg_rec_fetch: what one recording may bring in. */
 #define DG_REC_FETCH_FILES_MAX (DG_REC_FRAMES_MAX + 2) /* files (frames, session, events) */
 #define DG_REC_FETCH_BYTES_MAX (8ll * 1024 * 1024 * 1024) /* bytes, all files */
