@@ -21,12 +21,7 @@ static int load_key(const char *cmd, const char *key_path, const char *state_dir
 		    struct dg_rec_key **key)
 {
 	struct dg_err err = { { 0 } };
-	int rc = 0;
-	*key = NULL;
-	if (key_path)
-		rc = dg_rec_key_load_public(key_path, key, &err);
-	else if (state_dir)
-		rc = dg_rec_key_load(state_dir, key, &err);
+	int rc = dg_cli_load_key(key_path, state_dir, key, &err);
 	if (rc)
 		fprintf(stderr, "deskgate %s: %s\n", cmd, err.msg);
 	return rc;
@@ -41,6 +36,17 @@ static int load_key(const char *cmd, const char *key_path, const char *state_dir
 		      "or the key in DIR/recording-key.pem (the gateway's state directory)")
 
 /* ---- verify ---------------------------------------------------------------- */
+
+int dg_cli_load_key(const char *key_path, const char *state_dir, struct dg_rec_key **key,
+		    struct dg_err *err)
+{
+	*key = NULL;
+	if (key_path)
+		return dg_rec_key_load_public(key_path, key, err);
+	if (state_dir)
+		return dg_rec_key_load(state_dir, key, err);
+	return 0;
+}
 
 struct verify_args {
 	const char *key, *state_dir, *dir;

@@ -176,4 +176,20 @@ int dg_cmd_test(int argc, char **argv);
  * or it does not load), 2 usage. */
 int dg_cmd_key(int argc, char **argv);
 
+/* The key a recording is checked with: the public key at key_path, or the
+ * gateway's in state_dir (whichever is not NULL), or none (*key NULL, 0). */
+int dg_cli_load_key(const char *key_path, const char *state_dir, struct dg_rec_key **key,
+		    struct dg_err *err);
+
+/* ---- recordings in object storage (cli-recordings.c) --------------------- */
+
+extern const struct dg_opt_cmd dg_recordings_cmd;
+
+/* deskgate recordings --store FILE --root DIR [--key PUBKEY.pem | --state-dir DIR]
+ *                     upload|fetch ID
+ * upload: dg_rec_upload of ROOT/ID (a key required); fetch: dg_rec_fetch
+ * into ROOT/ID. 0 done, 1 failed, 2 usage, or the store file or key does
+ * not load. */
+int dg_cmd_recordings(int argc, char **argv);
+
 #endif

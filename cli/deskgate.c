@@ -120,6 +120,7 @@ static const struct command commands[] = {
 	{"test", &dg_test_cmd, dg_cmd_test},
 	{"audit", &dg_audit_cmd, dg_cmd_audit},
 	{"key", &dg_key_cmd, dg_cmd_key},
+	{"recordings", &dg_recordings_cmd, dg_cmd_recordings},
 	{"mcp", &dg_mcp_cmd, dg_cmd_mcp},
 	{"worker", NULL, cmd_worker}, /* started by the gateway, not by people */
 };

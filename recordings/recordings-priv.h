@@ -86,6 +86,11 @@ int dg_rec_write_at(int dirfd, const char *name, const void *data, size_t len, i
 int dg_rec_open_reg(int dirfd, const char *name, int flags, const char *what, int *fd, int64_t *size,
 		    struct dg_err *err);
 
+/* Removes name under dirfd and everything below it, to DG_REC_RM_DEPTH_MAX
+ * levels and lim->dir_entries_max entries a directory, without following
+ * symlinks. 0 or a negative errno (the first failure; it goes on past it). */
+int dg_rec_rm_tree(int dirfd, const char *name, int depth, const struct dg_rec_limits *lim);
+
 /* Counts code points of valid UTF-8 (jansson strings are). */
 size_t dg_rec_utf8_len(const char *s, size_t len);
 
@@ -160,5 +165,37 @@ void dg_rec_scan_free(struct dg_rec_scan *s);
 /* Quick look at a recording's state without reading it all: whether its
  * last complete line is a seal. 1 sealed, 0 not, negative on error. */
 int dg_rec_quick_sealed(int dirfd, const struct dg_rec_limits *lim);
+
+/* ---- objstore.c, objstore-list.c, upload.c ---------------------------------------- */
+
+/* What one ListObjectsV2 answer said beyond its keys. */
+struct dg_rec_s3_page {
+	bool truncated;                          /* <IsTruncated>true</IsTruncated> */
+	char token[DG_REC_S3_TOKEN_MAX + 1];     /* <NextContinuationToken>, when truncated */
+	size_t keys;                             /* keys passed to fn */
+	bool stopped;                            /* fn returned non-zero (its own message) */
+};
+
+/* Scans one ListObjectsV2 answer (xml: len bytes, not NUL-terminated, at
+ * most DG_REC_S3_LIST_XML_MAX): its root must be a ListBucketResult; each
+ * <Key> (the five XML entities and &#N; / &#xN; of printable ASCII decoded)
+ * must be dg_rec_s3_key_valid and start with prefix, and is passed to fn
+ * (a non-zero return stops and is returned); more than keys_max keys,
+ * an unterminated element, an <IsTruncated> other than true/false, or a
+ * truncated answer without a valid token (printable, at most
+ * DG_REC_S3_TOKEN_MAX bytes) is -EBADMSG. Messages say what in the
+ * answer is wrong, never quoting more than DG_SHOW_MAX bytes of it. */
+int dg_rec_s3_list_parse(const char *xml, size_t len, const char *prefix, size_t keys_max,
+			 int (*fn)(void *arg, const char *key), void *arg, struct dg_rec_s3_page *pg,
+			 struct dg_err *err);
+
+/* dg_rec_fetch's bounds (DG_REC_FETCH_*_MAX); tests lower them. */
+struct dg_rec_fetch_limits {
+	uint64_t files_max;
+	int64_t bytes_max;
+};
+extern const struct dg_rec_fetch_limits dg_rec_fetch_limits_default;
+int dg_rec_fetch_lim(const struct dg_rec_s3 *s, const char *id, const char *dest_root,
+		     const struct dg_rec_fetch_limits *lim, struct dg_err *err);
 
 #endif

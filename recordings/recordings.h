@@ -521,5 +521,118 @@ int dg_rec_export(const char *dir, const struct dg_rec_key *key, enum dg_rec_exp
  * caches), so a leak checker sees only real leaks: call it once at exit,
  * when no other thread draws. A later dg_rec_export starts them again. */
 void dg_rec_export_teardown(void);
+/* ---- object storage: an S3 client, recordings upload and fetch (issue #20) ----
+ *
+ * A small client for S3-compatible stores (objstore.c) on libcurl's easy
+ * API: it blocks, so run it in a process (or thread) of its own, never in
+ * the gateway's event loop. Requests are signed by libcurl
+ * (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3", with x-amz-content-sha256
+ * UNSIGNED-PAYLOAD so a file streams from disk); URLs are path-style,
+ * <endpoint>/<bucket>/<key>. Redirects are not followed; only http and
+ * https are spoken. Every status other than 2xx is an error naming the
+ * operation, the bucket, the key, the status and S3's <Code> when the body
+ * has one. 5xx answers and connection failures are tried again, up to
+ * DG_REC_S3_ATTEMPTS in all, after DG_REC_S3_RETRY_DELAY_MS, then twice
+ * that, and so on; 4xx answers never are. The secret key never appears in
+ * a message.
+ *
+ * Layout under the bucket: recordings/<id>/session.json,
+ * recordings/<id>/events.jsonl (the seal is its last line) and
+ * recordings/<id>/frames/<sha256>.png. */
+
+#define DG_REC_S3_URL_MAX 512                 /* bytes of the endpoint URL */
+#define DG_REC_S3_FIELD_MAX 128               /* bytes of region, access key, secret key */
+#define DG_REC_S3_BUCKET_MIN 3                /* bytes of a bucket name ([a-z0-9.-]) */
+#define DG_REC_S3_BUCKET_MAX 63
+#define DG_REC_S3_KEY_MAX 1024                /* bytes of an object key */
+#define DG_REC_S3_LIST_XML_MAX (1024 * 1024)  /* bytes of one ListObjectsV2 answer */
+#define DG_REC_S3_TOKEN_MAX 1024              /* bytes of a continuation token */
+#define DG_REC_S3_LIST_KEYS_MAX (DG_REC_FRAMES_MAX + 16) /* keys one listing returns */
+#define DG_REC_S3_ERR_BODY_MAX (64 * 1024)    /* bytes of an error answer read for <Code> */
+#define DG_REC_S3_ATTEMPTS 4                  /* tries of one request (5xx, connection) */
+#define DG_REC_S3_RETRY_DELAY_MS 200          /* before the 2nd try; doubled each time */
+#define DG_REC_S3_TIMEOUT_MS_DEFAULT (15 * 60 * 1000) /* one request, whole (0 in the
+						config): events.jsonl may be 1 GiB */
+#define DG_REC_S3_CONNECT_TIMEOUT_MS_DEFAULT 10000
+#define DG_REC_S3_STALL_BYTES_PER_S 1024      /* slower than this for DG_REC_S3_STALL_S */
+#define DG_REC_S3_STALL_S 30                  /* seconds: the try is given up (and retried) */
+/* dg_rec_fetch: what one recording may bring in. */
+#define DG_REC_FETCH_FILES_MAX (DG_REC_FRAMES_MAX + 2) /* files (frames, session, events) */
+#define DG_REC_FETCH_BYTES_MAX (8ll * 1024 * 1024 * 1024) /* bytes, all files */
+#define DG_REC_S3_PREFIX "recordings/"        /* recordings/<id>/ under the bucket */
+#define DG_REC_UPLOADED_FILE "uploaded"       /* ROOT/ID/uploaded: the upload was confirmed */
+
+/* Where and as whom. Strings are borrowed; all are required but the
+ * timeouts (0: the defaults). endpoint: "http://host:port" or "https://...",
+ * printable ASCII without userinfo, query or fragment, at most
+ * DG_REC_S3_URL_MAX bytes (a trailing '/' is ignored). */
+struct dg_rec_s3 {
+	const char *endpoint;
+	const char *region;          /* [a-z0-9-] */
+	const char *bucket;          /* [a-z0-9.-], DG_REC_S3_BUCKET_MIN..MAX bytes */
+	const char *access_key;      /* printable ASCII, no ':' */
+	const char *secret_key;      /* printable ASCII; never printed */
+	unsigned timeout_ms;         /* one request, whole: 0 default */
+	unsigned connect_timeout_ms; /* 0: default */
+};
+
+/* 0 when every field of s is as above, else -EINVAL naming the field (never
+ * quoting the secret). Every operation checks it first. */
+int dg_rec_s3_check(const struct dg_rec_s3 *s, struct dg_err *err);
+
+/* Whether key is an acceptable object key: 1..DG_REC_S3_KEY_MAX bytes of
+ * printable ASCII (0x21..0x7e), not starting with '/', no empty, "." or ".."
+ * segment. Checked before any request; keys a listing returns too. */
+bool dg_rec_s3_key_valid(const char *key);
+
+/* PUTs the regular file at path (no symlink followed) as key, streamed from
+ * disk. */
+int dg_rec_s3_put(const struct dg_rec_s3 *s, const char *key, const char *path, struct dg_err *err);
+
+/* GETs key into a new file at path (O_EXCL, mode 0640, no symlink): at most
+ * max bytes, or -EFBIG (a longer answer is cut off and the file removed).
+ * On any error the file is removed. *size (may be NULL) gets its length. */
+int dg_rec_s3_get(const struct dg_rec_s3 *s, const char *key, const char *path, int64_t max,
+		  int64_t *size, struct dg_err *err);
+
+/* HEADs key: *exists, and *size when it does (both may be NULL but exists).
+ * 404 is not an error here. */
+int dg_rec_s3_head(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
+		   struct dg_err *err);
+
+/* DELETEs key (S3 answers 204 whether or not it existed). */
+int dg_rec_s3_delete(const struct dg_rec_s3 *s, const char *key, struct dg_err *err);
+
+/* Lists the keys under prefix (ListObjectsV2, every page), calling fn with
+ * each (a non-zero return stops and is returned). Each answer is at most
+ * DG_REC_S3_LIST_XML_MAX bytes, at most DG_REC_S3_LIST_KEYS_MAX keys in
+ * all; a key that is not dg_rec_s3_key_valid or not under prefix, or an
+ * answer that is not a ListBucketResult, is -EBADMSG. prefix: "", or a
+ * valid key, or one with a '/' after it. */
+int dg_rec_s3_list(const struct dg_rec_s3 *s, const char *prefix,
+		   int (*fn)(void *arg, const char *key), void *arg, struct dg_err *err);
+
+/* Uploads the sealed recording ROOT/ID to recordings/ID/: it must verify as
+ * sealed (or sealed after a crash) with key, else -EBADMSG saying its
+ * status. Frames go first (one the bucket holds at the same size is not
+ * sent again), then session.json, then events.jsonl (its seal) last, so a
+ * listing that shows events.jsonl shows a whole recording. Then it is
+ * confirmed: fetched back (dg_rec_fetch) into ROOT/.s3check-ID-XXXXXX and
+ * verified with key, which must give the same status, last seq and key id;
+ * only then is ROOT/ID/uploaded written (the wall time and the bucket), so
+ * the caller may delete the local copy. Uploading again is harmless. */
+int dg_rec_upload(const struct dg_rec_s3 *s, const char *root, const char *id,
+		  const struct dg_rec_key *key, struct dg_err *err);
+
+/* Downloads recordings/ID/ into DEST_ROOT/ID (which must not exist): every
+ * name must be the recording's layout (session.json, events.jsonl,
+ * frames/<64 hex>.png), else -EBADMSG naming the key; at most
+ * DG_REC_FETCH_FILES_MAX files and DG_REC_FETCH_BYTES_MAX bytes in all
+ * (-EFBIG), each file within its own limit (DG_REC_SESSION_MAX,
+ * DG_REC_EVENTS_FILE_MAX, DG_REC_FRAME_MAX). Nothing in the bucket is
+ * -ENOENT. Atomic: into DEST_ROOT/.s3fetch-ID-XXXXXX, renamed when whole
+ * (removed on failure). It does not verify: the caller does
+ * (dg_rec_verify), as dg_rec_upload does. */
+int dg_rec_fetch(const struct dg_rec_s3 *s, const char *id, const char *dest_root, struct dg_err *err);
 
 #endif

@@ -52,44 +52,6 @@ static int dir_bytes(int dirfd, const char *name, const struct dg_rec_limits *li
 	return rc;
 }
 
-/* Removes name under dirfd and everything below it, to DG_REC_RM_DEPTH_MAX
- * levels, without following symlinks. */
-static int rm_tree(int dirfd, const char *name, int depth, const struct dg_rec_limits *lim)
-{
-	if (depth > DG_REC_RM_DEPTH_MAX)
-		return -ELOOP;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	int rc = 0;
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (++n > lim->dir_entries_max) {
-			rc = -E2BIG;
-			break;
-		}
-		struct stat st;
-		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			continue;
-		int r = S_ISDIR(st.st_mode) ? rm_tree(fd, de->d_name, depth + 1, lim)
-					    : (unlinkat(fd, de->d_name, 0) == 0 ? 0 : -errno);
-		if (r && !rc)
-			rc = r;
-	}
-	closedir(d);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && !rc)
-		rc = -errno;
-	return rc;
-}
-
 /* Whether a writer holds the recording's lock (alive, in this process or
  * another). */
 static bool locked(int dfd)
@@ -123,7 +85,7 @@ static int delete_one(int rootfd, struct entry *e, const struct dg_rec_retention
 	snprintf(tmp, sizeof(tmp), "%s%s", DG_REC_DELETING_PREFIX, e->id);
 	int rc = renameat(rootfd, e->id, rootfd, tmp) == 0 ? 0 : -errno;
 	if (rc == 0)
-		rc = rm_tree(rootfd, tmp, 0, lim);
+		rc = dg_rec_rm_tree(rootfd, tmp, 0, lim);
 	char msg[DG_ERR_MAX];
 	if (rc)
 		snprintf(msg, sizeof(msg), "deleting (%s) failed: %s", why, strerror(-rc));
@@ -168,7 +130,7 @@ int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o
 			continue;
 		if (strncmp(name, DG_REC_DELETING_PREFIX, strlen(DG_REC_DELETING_PREFIX)) == 0 &&
 		    dg_rec_id_valid(name + strlen(DG_REC_DELETING_PREFIX))) {
-			rm_tree(rootfd, name, 0, lim); /* an interrupted pass's */
+			dg_rec_rm_tree(rootfd, name, 0, lim); /* an interrupted pass's */
 			continue;
 		}
 		if (!dg_rec_id_valid(name))

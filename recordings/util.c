@@ -1,5 +1,6 @@
 /* recordings: hashing, hash names, wall-clock text and careful file access
  * shared by the writer and the readers. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -199,6 +200,44 @@ int dg_rec_write_at(int dirfd, const char *name, const void *data, size_t len, i
 	if (sync && fsync(dirfd) != 0)
 		return dg_err_set(err, -errno, "%s: syncing its directory: %s", name, strerror(errno));
 	return 0;
+}
+
+/* Removes name under dirfd and everything below it, to DG_REC_RM_DEPTH_MAX
+ * levels, without following symlinks. */
+int dg_rec_rm_tree(int dirfd, const char *name, int depth, const struct dg_rec_limits *lim)
+{
+	if (depth > DG_REC_RM_DEPTH_MAX)
+		return -ELOOP;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (++n > lim->dir_entries_max) {
+			rc = -E2BIG;
+			break;
+		}
+		struct stat st;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		int r = S_ISDIR(st.st_mode) ? dg_rec_rm_tree(fd, de->d_name, depth + 1, lim)
+					    : (unlinkat(fd, de->d_name, 0) == 0 ? 0 : -errno);
+		if (r && !rc)
+			rc = r;
+	}
+	closedir(d);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && !rc)
+		rc = -errno;
+	return rc;
 }
 
 size_t dg_rec_utf8_len(const char *s, size_t len)

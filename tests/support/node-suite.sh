@@ -1,5 +1,5 @@
 #!/bin/bash
-# The node suites (ctest: mcp/*, cdp/*): each is PACKAGE_DIR/SUITE.js, run
+# The node suites (ctest: mcp/*, cdp/*, s3/*): each is PACKAGE_DIR/SUITE.js, run
 # with node against the deskgate binary under test, driven by clients
 # nobody here wrote (the official MCP TypeScript SDK, Playwright, Puppeteer,
 # playwright-mcp: the package.json of PACKAGE_DIR).
