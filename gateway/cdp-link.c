@@ -280,16 +280,11 @@ static int frame(struct gw_session *s, const uint8_t *data, size_t len, struct d
 	if (!copy)
 		return 0; /* this frame is not recorded; the next one may be */
 	memcpy(copy, png, n);
-	free(s->png);
-	s->png = copy;
-	s->png_len = n;
-	if (dg_gw_rec_frame(s, copy, n, s->frame_hash) == 0)
+	if (dg_gw_set_screen(s, copy, n) == 0)
 		dg_gw_note(s, json_pack("{s:s, s:s, s:o, s:o}", "type", "cdp_frame", "frame",
 					s->frame_hash,
 					"first_req", first ? json_integer((json_int_t)first) : json_null(),
 					"last_req", last ? json_integer((json_int_t)last) : json_null()));
-	for (struct conn *o = s->observers; o; o = o->next_observer)
-		dg_gw_ws_send_frame(o, s->png, s->png_len);
 	return 0;
 }
 

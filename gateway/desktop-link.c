@@ -161,12 +161,7 @@ int dg_gw_worker_readable(struct gw_session *s)
 				s->cur->zoom_len = s->rd.len;
 				dg_gw_rec_frame(s, png, s->rd.len, s->cur->zoom_frame);
 			} else {
-				free(s->png);
-				s->png = png;
-				s->png_len = s->rd.len;
-				dg_gw_rec_frame(s, png, s->rd.len, s->frame_hash);
-				for (struct conn *o = s->observers; o; o = o->next_observer)
-					dg_gw_ws_send_frame(o, s->png, s->png_len);
+				dg_gw_set_screen(s, png, s->rd.len);
 			}
 			json_t *res = s->pending_result;
 			s->pending_result = NULL;
@@ -191,6 +186,17 @@ int dg_gw_worker_readable(struct gw_session *s)
 		if (!s->used)
 			return -1;
 	}
+}
+
+int dg_gw_set_screen(struct gw_session *s, unsigned char *png, size_t len)
+{
+	free(s->png);
+	s->png = png;
+	s->png_len = len;
+	int r = dg_gw_rec_frame(s, png, len, s->frame_hash);
+	for (struct conn *o = s->observers; o; o = o->next_observer)
+		dg_gw_ws_send_frame(o, s->png, s->png_len);
+	return r;
 }
 
 void dg_gw_worker_closed(struct gw_session *s)

@@ -433,6 +433,10 @@ void dg_gw_upload_checked(struct gw_session *s, const struct dg_upload_check *an
 /* Sends an action to s's worker: action is its canonical text (len bytes,
  * dg_adapted.text or a constant), sent as it is. 0 or a negative errno. */
 int dg_gw_send_to_worker(struct gw_session *s, const char *action, size_t len);
+/* png (malloc'd, len bytes, taken) is s's screen now: kept as its current
+ * one, stored in its recording (s->frame_hash names it then, "" when it
+ * could not be), sent to its observers. 0, or dg_gw_rec_frame's error. */
+int dg_gw_set_screen(struct gw_session *s, unsigned char *png, size_t len);
 /* The page, title and cursor a worker's message reports (borrowed). */
 void dg_gw_set_page(struct gw_session *s, json_t *res);
 /* s is ending (reason): the request in progress is recorded and answered,

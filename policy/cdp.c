@@ -411,13 +411,8 @@ bool dg_policy_cdp_cacheable(const struct dg_policy *p, const struct dg_cdp_comm
 		return false;
 	if (!cmd->code)
 		return true;
-	/* The script is decided as a javascript action: budgets count the
-	 * session's actions, and a region that names javascript is hit where
-	 * the pointer is. */
-	if (r->apm >= 0 || r->max_actions >= 0)
-		return false;
-	for (int i = 0; i < r->n_regions; i++)
-		if (r->regions[i].types & 1u << DG_ACTION_JAVASCRIPT)
-			return false;
-	return true;
+	/* The script is decided as a javascript action, which the action
+	 * budgets count; regions never apply to it (javascript has no
+	 * position, and a region cannot name it: rules.c refuses that). */
+	return r->apm < 0 && r->max_actions < 0;
 }

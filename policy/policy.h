@@ -217,7 +217,7 @@ int dg_policy_decide_cdp_command(const struct dg_policy *p, const struct dg_cdp_
  * same every time in any context: no canonical action (regions, the
  * pointer, the page and the action budgets come in), no download behavior,
  * proxy or files (checked in the jail), no CDP budget, and a script only
- * where no action budget and no region can apply to javascript. The
+ * where no action budget applies. The
  * worker may then apply an allow again to the same command without asking
  * (docs/cdp.md, "The verdict cache"). */
 bool dg_policy_cdp_cacheable(const struct dg_policy *p, const struct dg_cdp_command *cmd);
