@@ -722,8 +722,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		ws_receive(c, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi),
 			   lws_frame_is_binary(wsi));
 		return 0;
-	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return dg_gw_ws_writable(c);
+	case LWS_CALLBACK_SERVER_WRITEABLE: {
+		int r = dg_gw_ws_writable(c);
+		/* A reply is out: the session's cached commands are recorded now,
+		 * off its round trip (cdp-link.c). */
+		if (c->kind == CONN_CDP && c->s && c->s->n_notes && !c->head)
+			dg_gw_cdp_notes_run(c->s);
+		return r;
+	}
 	case LWS_CALLBACK_CLOSED:
 		if (c->s && c->kind == CONN_AGENT)
 			dg_gw_session_agent_detach(c->s, c);
