@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1069,6 +1070,11 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
+	/* Inherited by the spawner, the egress proxy and the workers; each jail
+	 * sets its own, lower (DG_JAIL_NICE). */
+	if (setpriority(PRIO_PROCESS, 0, DG_CONTROL_NICE) != 0)
+		fprintf(stderr, "deskgate serve: setpriority %d: %s (the control plane runs at "
+				"the desktops' priority)\n", DG_CONTROL_NICE, strerror(errno));
 	if (root->spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
