@@ -92,6 +92,7 @@ int dg_gw_worker_readable(struct gw_session *s)
 	if (!s)
 		return -1;
 	int fd = lws_get_socket_fd(s->worker);
+	dg_ipc_read_begin(&s->rd); /* read until 0, below */
 	for (;;) {
 		struct dg_err err = {{0}};
 		int r = dg_ipc_read(fd, &s->rd, &err);

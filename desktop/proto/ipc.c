@@ -88,22 +88,70 @@ int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len)
 	return dg_ipc_send_prefixed(fd, type, NULL, 0, data, len);
 }
 
-static int fill(int fd, void *p, size_t want, size_t *got)
+/* Moves what was read ahead into p (up to want, counting in *got). */
+static void take(struct dg_ipc_reader *r, void *p, size_t want, size_t *got)
 {
-	while (*got < want) {
-		ssize_t k = read(fd, (char *)p + *got, want - *got);
+	size_t have = r->ahead_len - r->ahead_pos, n = want - *got;
+	if (n > have)
+		n = have;
+	if (n == 0)
+		return;
+	memcpy((char *)p + *got, r->ahead + r->ahead_pos, n);
+	r->ahead_pos += n;
+	*got += n;
+	if (r->ahead_pos == r->ahead_len)
+		r->ahead_pos = r->ahead_len = 0;
+}
+
+/* Fills p[*got..want) from what was read ahead, then from fd: into the
+ * read-ahead buffer, or straight into p when at least DG_IPC_READAHEAD
+ * bytes are missing. 1 when complete, 0 when fd has no more for now, or
+ * a negative errno (-EPIPE at end of stream). */
+static int fill(int fd, struct dg_ipc_reader *r, void *p, size_t want, size_t *got)
+{
+	for (;;) {
+		take(r, p, want, got);
+		if (*got == want)
+			return 1;
+		if (r->batch && r->drained) {
+			r->batch = r->drained = false;
+			return 0;
+		}
+		bool direct = want - *got >= DG_IPC_READAHEAD;
+		if (!direct && !r->ahead && !(r->ahead = malloc(DG_IPC_READAHEAD)))
+			return -ENOMEM;
+		void *dst = direct ? (void *)((char *)p + *got) : (void *)r->ahead;
+		size_t ask = direct ? want - *got : DG_IPC_READAHEAD;
+		ssize_t k = read(fd, dst, ask);
 		if (k == 0)
 			return -EPIPE;
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN)
+			if (errno == EAGAIN) {
+				r->batch = r->drained = false;
 				return 0;
+			}
 			return -errno;
 		}
-		*got += (size_t)k;
+		if ((size_t)k < ask)
+			r->drained = r->batch;
+		if (direct)
+			*got += (size_t)k;
+		else
+			r->ahead_len = (size_t)k;
 	}
-	return 1;
+}
+
+void dg_ipc_read_begin(struct dg_ipc_reader *r)
+{
+	r->batch = true;
+	r->drained = false;
+}
+
+bool dg_ipc_pending(const struct dg_ipc_reader *r)
+{
+	return r->ahead_len > r->ahead_pos;
 }
 
 /* A failed read, as the caller's error. A peer that dies with bytes of ours
@@ -121,7 +169,7 @@ static int read_error(int k, const char *closed, struct dg_err *err)
 int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err)
 {
 	if (r->hdr_got < DG_IPC_HEADER) {
-		int k = fill(fd, r->hdr, DG_IPC_HEADER, &r->hdr_got);
+		int k = fill(fd, r, r->hdr, DG_IPC_HEADER, &r->hdr_got);
 		if (k < 0)
 			return read_error(k, "ipc: peer closed the channel", err);
 		if (k == 0)
@@ -146,7 +194,7 @@ int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err)
 			r->cap = r->len + 1;
 		}
 	}
-	int k = fill(fd, r->buf, r->len, &r->got);
+	int k = fill(fd, r, r->buf, r->len, &r->got);
 	if (k < 0)
 		return read_error(k, "ipc: peer closed mid-message", err);
 	if (k == 0)
@@ -159,6 +207,7 @@ int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err)
 void dg_ipc_reader_free(struct dg_ipc_reader *r)
 {
 	free(r->buf);
+	free(r->ahead);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -178,6 +178,12 @@ int dg_ipc_send(int fd, uint32_t type, const void *data, size_t len);
 int dg_ipc_send_prefixed(int fd, uint32_t type, const void *pre, size_t pre_len, const void *data,
 			 size_t len);
 
+/* Bytes the reader asks the descriptor for at once: small messages (a CDP
+ * command, its reply, a verdict) then cost one read() for header and
+ * payload, and several that came together one read() in all. A payload
+ * at least this long is read straight into its buffer. */
+#define DG_IPC_READAHEAD (16 * 1024)
+
 /* Incremental reader for a non-blocking descriptor. */
 struct dg_ipc_reader {
 	uint8_t hdr[DG_IPC_HEADER];
@@ -185,14 +191,33 @@ struct dg_ipc_reader {
 	uint32_t type;
 	uint8_t *buf;      /* owned; capacity grows up to the type's cap */
 	size_t cap, len, got;
+	uint8_t *ahead;    /* owned; DG_IPC_READAHEAD bytes, allocated on first use */
+	size_t ahead_pos, ahead_len; /* read from the descriptor, not taken yet */
+	bool batch;        /* dg_ipc_read_begin was called: see there */
+	bool drained;      /* in a batch, a read() returned less than it asked for */
 };
 
 /* Reads what is available. Returns 1 when a whole message is ready (type in
  * r->type, payload in r->buf[0..r->len), valid until the next call), 0 when
  * more bytes are needed, -EPIPE at end of stream or when the peer is gone
  * (ECONNRESET), -EPROTO for an unknown type or an oversized message, or
- * another negative errno; err says which whenever the result is negative. */
+ * another negative errno; err says which whenever the result is negative.
+ * Bytes may be read ahead of the message returned: a caller that polls
+ * the descriptor between calls must first call until 0 is returned, or
+ * check dg_ipc_pending (poll does not see bytes already read). */
 int dg_ipc_read(int fd, struct dg_ipc_reader *r, struct dg_err *err);
+
+/* For a caller that poll() just told the descriptor is readable and that
+ * will call dg_ipc_read until it returns 0: within that batch, once a
+ * read() returned less than it asked for (the stream was empty then), the
+ * call that needs more bytes returns 0 without another read() that would
+ * find nothing. Each such read costs a system call, which on a
+ * paravirtualised machine is several microseconds of a CDP round trip. */
+void dg_ipc_read_begin(struct dg_ipc_reader *r);
+
+/* True when bytes were read ahead and not returned yet: dg_ipc_read may
+ * return a message without the descriptor being readable. */
+bool dg_ipc_pending(const struct dg_ipc_reader *r);
 
 void dg_ipc_reader_free(struct dg_ipc_reader *r);
 

@@ -1813,10 +1813,12 @@ static void loop(struct worker *w)
 		};
 		if (w->cdp)
 			dg_cdp_pollfds(w->cdp, &p[2]);
-		int n = poll(p, 4, timeout);
+		/* Messages read ahead of the last one are not seen by poll. */
+		bool ahead = dg_ipc_pending(&w->rd);
+		int n = poll(p, 4, ahead ? 0 : timeout);
 		if (n < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));
-		if (n <= 0)
+		if (n <= 0 && !ahead)
 			continue;
 		if (p[1].revents)
 			pump_rfb(w);
@@ -1825,7 +1827,9 @@ static void loop(struct worker *w)
 			if (w->phase == PHASE_IDLE)
 				report_page(w);
 		}
-		if (p[0].revents) {
+		if (p[0].revents || ahead) {
+			/* One message an iteration: an action changes the phase that
+			 * the next one is read in. */
 			int r = dg_ipc_read(w->ctl, &w->rd, &err);
 			if (r == -EPIPE)
 				_exit(0); /* the owner closed the channel: the session is over */
