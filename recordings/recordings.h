@@ -364,6 +364,11 @@ struct dg_rec_retention_result {
 int dg_rec_retention(const char *root, const struct dg_rec_retention_opts *o,
 		     struct dg_rec_retention_result *res, struct dg_err *err);
 
+/* Removes ROOT/ID (a valid id) as retention does: renamed to
+ * ROOT/.deleting-ID first, so a half-removed recording is never seen as
+ * one (the next retention pass finishes it). -ENOENT when absent. */
+int dg_rec_remove(const char *root, const char *id, struct dg_err *err);
+
 /* ---- replay: re-deciding a recording under another policy --------------------- */
 
 struct dg_rec_redecision {
@@ -561,6 +566,7 @@ void dg_rec_export_teardown(void);
 #define DG_REC_FETCH_BYTES_MAX (8ll * 1024 * 1024 * 1024) /* bytes, all files */
 #define DG_REC_S3_PREFIX "recordings/"        /* recordings/<id>/ under the bucket */
 #define DG_REC_UPLOADED_FILE "uploaded"       /* ROOT/ID/uploaded: the upload was confirmed */
+#define DG_REC_S3_STORE_FILE_MAX (16 * 1024)  /* bytes of a store file (dg_rec_s3_load) */
 
 /* Where and as whom. Strings are borrowed; all are required but the
  * timeouts (0: the defaults). endpoint: "http://host:port" or "https://...",
@@ -579,6 +585,14 @@ struct dg_rec_s3 {
 /* 0 when every field of s is as above, else -EINVAL naming the field (never
  * quoting the secret). Every operation checks it first. */
 int dg_rec_s3_check(const struct dg_rec_s3 *s, struct dg_err *err);
+
+/* Loads a store file: one JSON object with endpoint, region, bucket,
+ * access_key, secret_key (strings) and optionally timeout_ms (1..3600000);
+ * nothing else. The file must be a regular file (no symlink) of at most
+ * DG_REC_S3_STORE_FILE_MAX bytes that group and others cannot read (-EPERM).
+ * s's strings point into *doc (json_decref it when done, also on error).
+ * Then dg_rec_s3_check. Messages name the file, never the secret. */
+int dg_rec_s3_load(const char *path, struct dg_rec_s3 *s, json_t **doc, struct dg_err *err);
 
 /* Whether key is an acceptable object key: 1..DG_REC_S3_KEY_MAX bytes of
  * printable ASCII (0x21..0x7e), not starting with '/', no empty, "." or ".."
