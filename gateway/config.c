@@ -779,7 +779,8 @@ static int sec_object_store(const struct dg_jctx *c, json_t *v, struct dg_config
 	int rc = dg_rec_s3_load(o.store, &s3, &doc, &e);
 	json_decref(doc);
 	if (rc)
-		return dg_err_set(c->err, rc, "%s %s: object_store.store: %s", c->what, c->origin, e.msg);
+		return dg_err_set(c->err, rc == -ENOMEM ? rc : -EINVAL, "%s %s: object_store.store: %s",
+				  c->what, c->origin, e.msg);
 	cfg->object_store = o;
 	return 0;
 }
