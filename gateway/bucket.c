@@ -44,6 +44,8 @@
 
 #include "gateway/server-priv.h"
 
+enum job { JOB_UPLOAD, JOB_FETCH, JOB_RETENTION };
+
 #define CHILD_OK 0
 #define CHILD_FAILED 1
 #define CHILD_NOT_FOUND 2  /* fetch: the bucket has no such recording */
@@ -75,7 +77,8 @@ struct gw_bucket {
 	char cache[DG_CONFIG_PATH_MAX + sizeof(DG_GW_BUCKET_CACHE_DIR) + 1];
 	struct upload *up;       /* pending uploads, at most DG_GW_UPLOADS_MAX */
 	int n_up;
-	struct child upc, fetchc;
+	struct child upc, fetchc, retc;
+	bool retention_due;      /* a retention pass in the bucket is asked for */
 	char fetchq[DG_GW_FETCHES_MAX][DG_REC_ID_MAX + 1]; /* waiting for a fetch child */
 	int n_fetchq;
 	struct conn *waiters[DG_GW_FETCH_WAITERS_MAX];
@@ -141,7 +144,27 @@ static int child_fetch(struct gw *gw, const char *id, struct dg_err *err)
 	return CHILD_OK;
 }
 
-static int child_start(struct gw *gw, struct child *c, const char *id, bool upload)
+static void report(const char *id, int rc, const char *msg, void *arg)
+{
+	(void)rc;
+	(void)arg;
+	fprintf(stderr, "deskgate: recording %s: %s\n", id, msg);
+}
+
+/* retention_days applies to the bucket as to the disk (retention_mb does
+ * not: a bucket is priced by the byte, its owner sets its bound). */
+static int child_retention(struct gw *gw, struct dg_err *err)
+{
+	unsigned n = 0, del = 0, failed = 0;
+	struct dg_rec_pass pass = {NULL, report, NULL};
+	int rc = dg_rec_s3_retention(&gw->bucket->s3, (int64_t)gw->cfg.limits.retention_days * 86400, 0,
+				     &pass, &n, &del, &failed, err);
+	fprintf(stderr, "deskgate: retention in bucket %s: %u of %u recordings deleted, %u failed\n",
+		gw->bucket->s3.bucket, del, n, failed);
+	return rc || failed ? CHILD_FAILED : CHILD_OK;
+}
+
+static int child_start(struct gw *gw, struct child *c, const char *id, enum job job)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
@@ -164,7 +187,8 @@ static int child_start(struct gw *gw, struct child *c, const char *id, bool uplo
 			_exit(CHILD_FAILED);
 		close_range(4, ~0U, 0);
 		struct dg_err err = {{0}};
-		child_exit(upload ? child_upload(gw, id, &err) : child_fetch(gw, id, &err), &err);
+		child_exit(job == JOB_UPLOAD ? child_upload(gw, id, &err) :
+			   job == JOB_FETCH ? child_fetch(gw, id, &err) : child_retention(gw, &err), &err);
 	}
 	close(p[1]);
 	c->pid = pid;
@@ -252,7 +276,7 @@ static void upload_next(struct gw *gw)
 		struct upload *u = &b->up[i];
 		if (u->next_ms > now || dg_gw_session_find(gw, u->id))
 			continue;
-		int rc = child_start(gw, &b->upc, u->id, true);
+		int rc = child_start(gw, &b->upc, u->id, JOB_UPLOAD);
 		if (rc) {
 			u->next_ms = now + DG_GW_UPLOAD_RETRY_MS;
 			fprintf(stderr, "deskgate: recording %s: cannot start its upload: %s\n", u->id,
@@ -341,7 +365,7 @@ static void fetch_next(struct gw *gw)
 		char id[DG_REC_ID_MAX + 1];
 		snprintf(id, sizeof(id), "%s", b->fetchq[0]);
 		memmove(b->fetchq[0], b->fetchq[1], (size_t)(--b->n_fetchq) * sizeof(b->fetchq[0]));
-		int rc = child_start(gw, &b->fetchc, id, false);
+		int rc = child_start(gw, &b->fetchc, id, JOB_FETCH);
 		if (rc) {
 			snprintf(b->fetchc.id, sizeof(b->fetchc.id), "%s", id);
 			char msg[128];
@@ -417,9 +441,18 @@ static void on_tick(lws_sorted_usec_list_t *sul)
 		upload_done(gw, code, msg);
 	if (b->fetchc.pid && child_done(&b->fetchc, &code, msg, sizeof(msg)))
 		fetch_done(gw, code, msg);
+	if (b->retc.pid && child_done(&b->retc, &code, msg, sizeof(msg)) && code != CHILD_OK)
+		fprintf(stderr, "deskgate: retention in bucket %s: %s\n", b->s3.bucket, msg);
 	if (!gw->stopping) {
 		upload_next(gw);
 		fetch_next(gw);
+		if (b->retention_due && !b->retc.pid) {
+			b->retention_due = false;
+			int rc = child_start(gw, &b->retc, "", JOB_RETENTION);
+			if (rc)
+				fprintf(stderr, "deskgate: retention in bucket %s: cannot start it: %s\n",
+					b->s3.bucket, strerror(-rc));
+		}
 	}
 	lws_sul_schedule(gw->ctx, 0, &b->sul, on_tick, (lws_usec_t)DG_GW_BUCKET_TICK_MS * 1000);
 }
@@ -436,7 +469,8 @@ int dg_gw_bucket_start(struct gw *gw, struct dg_err *err)
 		return dg_err_set(err, -ENOMEM, "object store: out of memory");
 	}
 	b->gw = gw;
-	b->upc.fd = b->fetchc.fd = -1;
+	b->upc.fd = b->fetchc.fd = b->retc.fd = -1;
+	b->retention_due = gw->cfg.limits.retention_days != 0; /* a first pass at start */
 	int rc = dg_rec_s3_load(gw->cfg.object_store.store, &b->s3, &b->doc, err);
 	if (rc) {
 		json_decref(b->doc);
@@ -470,6 +504,12 @@ void dg_gw_bucket_timers(struct gw *gw)
 				 (lws_usec_t)DG_GW_BUCKET_TICK_MS * 1000);
 }
 
+void dg_gw_bucket_retention(struct gw *gw)
+{
+	if (gw->bucket && gw->cfg.limits.retention_days)
+		gw->bucket->retention_due = true;
+}
+
 int dg_gw_bucket_pending(struct gw *gw)
 {
 	return gw->bucket ? gw->bucket->n_up : 0;
@@ -483,8 +523,8 @@ void dg_gw_bucket_stop(struct gw *gw)
 	lws_sul_cancel(&b->sul);
 	/* A transfer cut here is redone at the next start: nothing counts as
 	 * uploaded before its marker, and a fetch appears whole or not at all. */
-	struct child *cs[2] = {&b->upc, &b->fetchc};
-	for (int i = 0; i < 2; i++) {
+	struct child *cs[3] = {&b->upc, &b->fetchc, &b->retc};
+	for (int i = 0; i < 3; i++) {
 		if (!cs[i]->pid)
 			continue;
 		kill(cs[i]->pid, SIGKILL);

@@ -63,6 +63,7 @@ static void retention_pass(struct gw *gw)
 	};
 	struct dg_rec_retention_result res;
 	struct dg_err err = {{0}};
+	dg_gw_bucket_retention(gw);
 	if (dg_rec_retention(gw->cfg.recordings, &o, &res, &err) != 0)
 		fprintf(stderr, "deskgate: retention: %s\n", err.msg);
 	else if (res.deleted || res.failed || res.over_budget)

@@ -416,6 +416,7 @@ int dg_gw_bucket_start(struct gw *gw, struct dg_err *err); /* as root, after orp
 void dg_gw_bucket_timers(struct gw *gw);
 void dg_gw_bucket_stop(struct gw *gw);
 void dg_gw_bucket_sealed(struct gw *gw, const char *id);   /* queue its upload */
+void dg_gw_bucket_retention(struct gw *gw);                /* ask for a pass in the bucket */
 int dg_gw_bucket_pending(struct gw *gw);
 const char *dg_gw_bucket_cache(struct gw *gw);             /* NULL: no object store */
 /* c's GET of recording id, which is not on this host: 0 when c now waits

@@ -614,6 +614,11 @@ int dg_rec_s3_get(const struct dg_rec_s3 *s, const char *key, const char *path, 
 int dg_rec_s3_head(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
 		   struct dg_err *err);
 
+/* dg_rec_s3_head, and *mtime_s (may be NULL): the object's Last-Modified
+ * in seconds since the epoch, -1 when the answer has none. */
+int dg_rec_s3_stat(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
+		   int64_t *mtime_s, struct dg_err *err);
+
 /* DELETEs key (S3 answers 204 whether or not it existed). */
 int dg_rec_s3_delete(const struct dg_rec_s3 *s, const char *key, struct dg_err *err);
 
@@ -637,6 +642,22 @@ int dg_rec_s3_list(const struct dg_rec_s3 *s, const char *prefix,
  * the caller may delete the local copy. Uploading again is harmless. */
 int dg_rec_upload(const struct dg_rec_s3 *s, const char *root, const char *id,
 		  const struct dg_rec_key *key, struct dg_err *err);
+
+/* Retention in the bucket: every recording under recordings/ whose
+ * events.jsonl was last modified more than max_age_s (> 0) seconds before
+ * now_s (0: now) is deleted, events.jsonl first (a listing without it
+ * shows no recording), then its other objects. A recording without
+ * events.jsonl (an upload under way, or one that failed and is tried
+ * again) is left alone. One pass lists at most DG_REC_S3_LIST_KEYS_MAX
+ * keys (in key order): a listing that fails part way (past that bound, or
+ * a bad page) still has the recordings seen before it acted on, and its
+ * error is returned. pass.report is told
+ * about each deletion (rc 0) or failure; *deleted and *failed (may be
+ * NULL) count them, *recordings (may be NULL) the recordings seen.
+ * Blocking, like every call here. */
+int dg_rec_s3_retention(const struct dg_rec_s3 *s, int64_t max_age_s, int64_t now_s,
+			const struct dg_rec_pass *pass, unsigned *recordings, unsigned *deleted,
+			unsigned *failed, struct dg_err *err);
 
 /* Downloads recordings/ID/ into DEST_ROOT/ID (which must not exist): every
  * name must be the recording's layout (session.json, events.jsonl,

@@ -291,7 +291,18 @@ Test(gateway_bucket, a_sealed_recording_goes_to_the_bucket_and_is_served_back)
 	free(body);
 	cr_assert_eq(metric(&b, "deskgate_recording_fetches_total{result=\"ok\"} "), 1);
 
-	/* Unknown: a 404 naming it, from both. */
+	/* The gateway's retention looked at the bucket at start. */
+	char *log = NULL;
+	for (double end = dg_test_now() + 20; dg_test_now() < end; usleep(200000)) {
+		free(log);
+		log = dg_test_serve_log(&b);
+		if (strstr(log, "retention in bucket deskgate-test: 0 of "))
+			break;
+	}
+	cr_assert(strstr(log, "retention in bucket deskgate-test: 0 of "), "%s", log);
+	free(log);
+
+	/* Unknown: a 404 naming it. */
 	cr_assert_eq(get(&b, "/v1/recordings/no-such-recording-1", &body, NULL), 404);
 	cr_assert(strstr(body, "no-such-recording-1"), "%s", body);
 	free(body);
@@ -339,11 +350,10 @@ Test(gateway_bucket, a_gateway_killed_mid_session_uploads_the_orphan_at_its_next
 
 /* A recording of the test's own, sealed with A's key, uploaded by the
  * library; then damaged in the bucket by put. */
-static void plant(const struct dg_server *s, const char *id, const char *damage_key,
-		  const char *damage_path)
+static void plant_with(const char *state, const char *id, const char *damage_key,
+		       const char *damage_path)
 {
-	char state[256], root[128];
-	snprintf(state, sizeof(state), "%s/state", s->dir);
+	char root[128];
 	snprintf(root, sizeof(root), "%s/plant-XXXXXX", tmp);
 	cr_assert_not_null(mkdtemp(root));
 	struct dg_rec_key *key;
@@ -363,6 +373,14 @@ static void plant(const struct dg_server *s, const char *id, const char *damage_
 	dg_rec_key_free(key);
 	if (damage_key)
 		cr_assert_eq(dg_rec_s3_put(&s3, damage_key, damage_path, &err), 0, "%s", err.msg);
+}
+
+static void plant(const struct dg_server *s, const char *id, const char *damage_key,
+		  const char *damage_path)
+{
+	char state[256];
+	snprintf(state, sizeof(state), "%s/state", s->dir);
+	plant_with(state, id, damage_key, damage_path);
 }
 
 Test(gateway_bucket, a_bucket_copy_that_does_not_verify_or_is_too_big_is_not_served)
@@ -419,4 +437,77 @@ Test(gateway_bucket, a_bucket_copy_that_does_not_verify_or_is_too_big_is_not_ser
 	cr_assert(strstr(log, "hostile-big"), "%s", log);
 	free(log);
 	cr_assert_geq(metric(&a, "deskgate_recording_fetches_total{result=\"failed\"} "), 2);
+}
+
+static int count_key(void *arg, const char *key)
+{
+	(void)key;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static int keys_under(const char *prefix)
+{
+	int n = 0;
+	struct dg_err err = {{0}};
+	cr_assert_eq(dg_rec_s3_list(&s3, prefix, count_key, &n, &err), 0, "%s", err.msg);
+	return n;
+}
+
+static void note_deleted(const char *id, int rc, const char *msg, void *arg)
+{
+	(void)msg;
+	if (rc == 0 && strcmp(id, "old-1") == 0)
+		*(bool *)arg = true;
+}
+
+/* dg_rec_s3_retention, which the gateway runs in a child at start and
+ * every DG_GW_RETENTION_PERIOD_S, at its boundary: a recording exactly
+ * max_age old stays, one second older goes, every object of it; foreign
+ * keys and a recording without events.jsonl stay. */
+Test(gateway_bucket, retention_deletes_from_the_bucket_at_its_bound)
+{
+	char state[128];
+	snprintf(state, sizeof(state), "%s/state", tmp);
+	cr_assert_eq(mkdir(state, 0700), 0);
+	struct dg_rec_key *k;
+	struct dg_err err = {{0}};
+	cr_assert_eq(dg_rec_key_load_or_create(state, &k, &err), 0, "%s", err.msg);
+	dg_rec_key_free(k);
+	plant_with(state, "old-1", NULL, NULL);
+	/* A partial upload: a frame, no events.jsonl. */
+	char f[256];
+	snprintf(f, sizeof(f), "%s/frame.png", tmp);
+	FILE *fp = fopen(f, "w");
+	fputs("\x89PNG\r\n\x1a\nxx", fp);
+	fclose(fp);
+	cr_assert_eq(dg_rec_s3_put(&s3, DG_REC_S3_PREFIX "partial-1/frames/"
+				   "0000000000000000000000000000000000000000000000000000000000000000.png",
+				   f, &err), 0, "%s", err.msg);
+	cr_assert_eq(dg_rec_s3_put(&s3, DG_REC_S3_PREFIX "NotAnId/events.jsonl", f, &err), 0, "%s",
+		     err.msg);
+	bool e;
+	int64_t t = -1;
+	cr_assert_eq(dg_rec_s3_stat(&s3, DG_REC_S3_PREFIX "old-1/events.jsonl", &e, NULL, &t, &err), 0,
+		     "%s", err.msg);
+	cr_assert(e && t > 0, "no Last-Modified: %lld", (long long)t);
+	cr_assert_geq(keys_under(DG_REC_S3_PREFIX "old-1/"), 2);
+	const int64_t day = 86400;
+	unsigned n, del, failed;
+	/* The suite's other recordings in the bucket are older: they may go. */
+	bool gone = false;
+	struct dg_rec_pass pass = {NULL, note_deleted, &gone};
+	cr_assert_eq(dg_rec_s3_retention(&s3, day, t + day, &pass, &n, &del, &failed, &err), 0, "%s",
+		     err.msg);
+	cr_assert(!gone, "deleted at exactly max_age");
+	cr_assert_geq(n, 1);
+	cr_assert_eq(keys_under(DG_REC_S3_PREFIX "old-1/"), 2);
+	cr_assert_eq(dg_rec_s3_retention(&s3, day, t + day + 1, &pass, &n, &del, &failed, &err), 0, "%s",
+		     err.msg);
+	cr_assert(gone, "not deleted one second past max_age");
+	cr_assert_eq(failed, 0);
+	cr_assert_eq(keys_under(DG_REC_S3_PREFIX "old-1/"), 0, "objects of a deleted recording remain");
+	cr_assert_eq(keys_under(DG_REC_S3_PREFIX "partial-1/"), 1);
+	cr_assert_eq(keys_under(DG_REC_S3_PREFIX "NotAnId/"), 1);
+	cr_assert_eq(dg_rec_s3_retention(&s3, 0, 0, NULL, &n, &del, &failed, &err), -EINVAL);
 }
