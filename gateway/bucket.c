@@ -409,6 +409,8 @@ int dg_gw_bucket_wait(struct gw *gw, struct conn *c, const char *id, int *status
 	b->waiters[slot] = c;
 	snprintf(b->waiter_id[slot], sizeof(b->waiter_id[slot]), "%s", id);
 	c->fetch_wait = true;
+	/* A fetch may take longer than an idle request may; bounded still. */
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_HTTP_CONTENT, DG_GW_FETCH_WAIT_S);
 	fetch_next(gw);
 	return 0;
 }

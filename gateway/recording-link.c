@@ -336,16 +336,16 @@ static json_t *verify_json(struct gw *gw, const char *id)
 	return out;
 }
 
-json_t *dg_gw_rec_list(struct gw *gw)
+/* The recordings of one root into list (at most DG_GW_RECORDINGS_LIST_MAX
+ * in all); the cache's skip those the recordings directory has. */
+static void list_root(struct gw *gw, const char *root, bool cache, json_t *list)
 {
-	json_t *list = json_array();
-	DIR *d = opendir(gw->cfg.recordings);
+	DIR *d = opendir(root);
 	if (!d)
-		return list;
+		return;
 	struct dirent *e;
-	int n = 0;
-	while ((e = readdir(d)) && n < DG_GW_RECORDINGS_LIST_MAX) {
-		if (!dg_rec_id_valid(e->d_name))
+	while ((e = readdir(d)) && json_array_size(list) < DG_GW_RECORDINGS_LIST_MAX) {
+		if (!dg_rec_id_valid(e->d_name) || (cache && dg_gw_rec_root(gw, e->d_name) != root))
 			continue;
 		json_t *j = session_json(gw, e->d_name, true);
 		if (!j)
@@ -353,10 +353,19 @@ json_t *dg_gw_rec_list(struct gw *gw)
 		struct gw_session *s = dg_gw_session_find(gw, e->d_name);
 		json_object_set_new(j, "live", json_boolean(s != NULL));
 		json_object_set_new(j, "verify", verify_json(gw, e->d_name));
+		if (cache)
+			json_object_set_new(j, "from_bucket", json_true());
 		json_array_append_new(list, j);
-		n++;
 	}
 	closedir(d);
+}
+
+json_t *dg_gw_rec_list(struct gw *gw)
+{
+	json_t *list = json_array();
+	list_root(gw, gw->cfg.recordings, false, list);
+	if (dg_gw_bucket_cache(gw))
+		list_root(gw, dg_gw_bucket_cache(gw), true, list);
 	return list;
 }
 
@@ -369,6 +378,8 @@ json_t *dg_gw_rec_info(struct gw *gw, const char *id)
 		return NULL;
 	json_object_set_new(j, "live", json_boolean(dg_gw_session_find(gw, id) != NULL));
 	json_object_set_new(j, "verify", verify_json(gw, id));
+	if (dg_gw_bucket_cache(gw) && dg_gw_rec_root(gw, id) == dg_gw_bucket_cache(gw))
+		json_object_set_new(j, "from_bucket", json_true());
 	return j;
 }
 

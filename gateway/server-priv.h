@@ -57,6 +57,7 @@
 #define DG_GW_UPLOAD_RETRY_MAX_MS (5 * 60 * 1000) /* doubled each time up to this */
 #define DG_GW_FETCHES_MAX 16            /* recordings waiting for a fetch */
 #define DG_GW_FETCH_WAITERS_MAX 64      /* HTTP requests waiting for fetches */
+#define DG_GW_FETCH_WAIT_S 600          /* one waits at most this long (then it is closed) */
 #define DG_GW_FETCH_FAILS 64            /* failed fetches remembered, */
 #define DG_GW_FETCH_FAIL_MS 10000       /* for this long */
 #define DG_GW_BUCKET_CACHE_DIR "bucket-cache" /* under the state dir */

@@ -681,8 +681,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (c->mcp_call)
 			return dg_gw_mcp_writable(c);
-		if (c->fetch_done && !c->reply)
-			return route_recordings(c, c->path); /* its fetch ended */
+		if (c->fetch_done && !c->reply) {
+			/* Its fetch ended: the wait's timeout no longer applies. */
+			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+			return route_recordings(c, c->path);
+		}
 		if (c->reply) {
 			/* Completing the transaction may free c (lws reuses the
 			 * connection for the next request): take what is needed first. */

@@ -273,6 +273,16 @@ Test(gateway_bucket, a_sealed_recording_goes_to_the_bucket_and_is_served_back)
 	cr_assert_str_eq(str(info, "id"), x.id);
 	cr_assert_str_eq(str(json_object_get(info, "verify"), "status"), "sealed", "%s",
 			 str(json_object_get(info, "verify"), "message"));
+	cr_assert(json_is_true(json_object_get(info, "from_bucket")));
+	json_decref(info);
+	/* Listed once fetched, as from the bucket. */
+	cr_assert_eq(get(&b, "/v1/recordings", &body, NULL), 200);
+	info = json_loads(body, 0, NULL);
+	free(body);
+	json_t *first = json_array_get(json_object_get(info, "recordings"), 0);
+	cr_assert_eq(json_array_size(json_object_get(info, "recordings")), 1);
+	cr_assert_str_eq(str(first, "id"), x.id);
+	cr_assert(json_is_true(json_object_get(first, "from_bucket")));
 	json_decref(info);
 	/* What the player asks next: the events, and the frames they name. */
 	snprintf(path, sizeof(path), "/v1/recordings/%s/events", x.id);
