@@ -257,6 +257,13 @@ static void upload_done(struct gw *gw, int code, const char *msg)
 	if (i == b->n_up)
 		return;
 	struct upload *u = &b->up[i];
+	if (!dg_gw_rec_root(gw, u->id) || strcmp(dg_gw_rec_root(gw, u->id), gw->cfg.recordings) != 0) {
+		/* Gone meanwhile (retention, an operator): nothing left to send. */
+		fprintf(stderr, "deskgate: recording %s: upload failed and the recording is gone from %s: "
+				"not tried again: %s\n", u->id, gw->cfg.recordings, msg);
+		b->up[i] = b->up[--b->n_up];
+		return;
+	}
 	long long delay = DG_GW_UPLOAD_RETRY_MS;
 	for (unsigned k = 0; k < u->tries && delay < DG_GW_UPLOAD_RETRY_MAX_MS; k++)
 		delay *= 2;

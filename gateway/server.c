@@ -1084,6 +1084,10 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		fprintf(stderr, "deskgate serve: recordings: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
+	/* The store's credentials, when they came from the environment, are
+	 * in memory now (bucket.c); nothing started later inherits them. */
+	unsetenv(DG_REC_S3_ENV_ACCESS_KEY);
+	unsetenv(DG_REC_S3_ENV_SECRET_KEY);
 	dg_worker_set_binary("/proc/self/exe");
 	/* The spawner starts every egress proxy with these options (it inherits
 	 * them); each session's add carries its own egress list. */

@@ -56,6 +56,22 @@ int dg_rec_s3_load(const char *path, struct dg_rec_s3 *s, json_t **doc, struct d
 					  "access_key, secret_key (strings), timeout_ms (1..3600000)",
 					  path, k);
 	}
+	/* The credentials may come from the environment instead; copied into
+	 * *doc, so they outlive an unsetenv. */
+	const char *envs[] = { DG_REC_S3_ENV_ACCESS_KEY, DG_REC_S3_ENV_SECRET_KEY };
+	for (int i = 0; i < 2; i++) {
+		const char *e = getenv(envs[i]);
+		if (*fields[3 + i] || !e)
+			continue;
+		json_t *str = json_string(e);
+		if (!str || json_object_set_new(*doc, names[3 + i], str))
+			return dg_err_set(err, -ENOMEM, "store file %s: out of memory", path);
+		*fields[3 + i] = json_string_value(json_object_get(*doc, names[3 + i]));
+	}
+	if (!s->access_key || !s->secret_key)
+		return dg_err_set(err, -EINVAL, "store file %s: no %s: give it in the file or in %s", path,
+				  s->access_key ? "secret_key" : "access_key",
+				  s->access_key ? DG_REC_S3_ENV_SECRET_KEY : DG_REC_S3_ENV_ACCESS_KEY);
 	rc = dg_rec_s3_check(s, err);
 	if (rc) {
 		/* Name the file: the check's message names only the field. */

@@ -567,6 +567,8 @@ void dg_rec_export_teardown(void);
 #define DG_REC_S3_PREFIX "recordings/"        /* recordings/<id>/ under the bucket */
 #define DG_REC_UPLOADED_FILE "uploaded"       /* ROOT/ID/uploaded: the upload was confirmed */
 #define DG_REC_S3_STORE_FILE_MAX (16 * 1024)  /* bytes of a store file (dg_rec_s3_load) */
+#define DG_REC_S3_ENV_ACCESS_KEY "DESKGATE_S3_ACCESS_KEY" /* the credentials a store file */
+#define DG_REC_S3_ENV_SECRET_KEY "DESKGATE_S3_SECRET_KEY" /* leaves out */
 
 /* Where and as whom. Strings are borrowed; all are required but the
  * timeouts (0: the defaults). endpoint: "http://host:port" or "https://...",
@@ -588,7 +590,9 @@ int dg_rec_s3_check(const struct dg_rec_s3 *s, struct dg_err *err);
 
 /* Loads a store file: one JSON object with endpoint, region, bucket,
  * access_key, secret_key (strings) and optionally timeout_ms (1..3600000);
- * nothing else. The file must be a regular file (no symlink) of at most
+ * nothing else. access_key and secret_key may be left out of the file and
+ * given in DG_REC_S3_ENV_ACCESS_KEY and DG_REC_S3_ENV_SECRET_KEY instead
+ * (the file's win). The file must be a regular file (no symlink) of at most
  * DG_REC_S3_STORE_FILE_MAX bytes that group and others cannot read (-EPERM).
  * s's strings point into *doc (json_decref it when done, also on error).
  * Then dg_rec_s3_check. Messages name the file, never the secret. */

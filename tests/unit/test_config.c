@@ -1036,3 +1036,27 @@ Test(config, object_store_loaded_and_checked)
 	for (int i = 0; i < 4; i++)
 		dg_test_rm_tmp(paths[i]);
 }
+
+Test(config, object_store_credentials_from_the_environment)
+{
+	char *nokeys = store_file("{\"endpoint\":\"http://127.0.0.1:9\",\"region\":\"us-east-1\","
+				  "\"bucket\":\"b-1\"}", 0600);
+	unsetenv("DESKGATE_S3_ACCESS_KEY");
+	unsetenv("DESKGATE_S3_SECRET_KEY");
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys));
+	assert_msg_has("no access_key: give it in the file or in DESKGATE_S3_ACCESS_KEY");
+	setenv("DESKGATE_S3_ACCESS_KEY", "AK", 1);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys));
+	assert_msg_has("no secret_key: give it in the file or in DESKGATE_S3_SECRET_KEY");
+	setenv("DESKGATE_S3_SECRET_KEY", "s3cr3t-shown-never", 1);
+	cr_assert_eq(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys), 0, "%s", err.msg);
+	dg_config_free(&cfg);
+	/* Checked like the file's: a ':' in the access key is refused. */
+	setenv("DESKGATE_S3_ACCESS_KEY", "A:K", 1);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys));
+	assert_msg_has("access key");
+	cr_assert_null(strstr(err.msg, "s3cr3t-shown-never"));
+	unsetenv("DESKGATE_S3_ACCESS_KEY");
+	unsetenv("DESKGATE_S3_SECRET_KEY");
+	dg_test_rm_tmp(nokeys);
+}
