@@ -441,7 +441,9 @@ Test(gateway_bucket, a_bucket_copy_that_does_not_verify_or_is_too_big_is_not_ser
 	snprintf(key, sizeof(key), "%shostile-big/frames/%064d.png", DG_REC_S3_PREFIX, 0);
 	plant(&a, "hostile-big", key, big);
 	cr_assert_eq(get(&a, "/v1/recordings/hostile-big", &body, NULL), 502, "%s", body);
-	cr_assert(strstr(body, "hostile-big"), "%s", body);
+	char bound[64];
+	snprintf(bound, sizeof(bound), "longer than %d bytes", DG_REC_FRAME_MAX);
+	cr_assert(strstr(body, "hostile-big") && strstr(body, bound), "%s", body);
 	free(body);
 	char *log = dg_test_serve_log(&a);
 	cr_assert(strstr(log, "hostile-big"), "%s", log);
