@@ -748,9 +748,10 @@ static int sec_object_store(const struct dg_jctx *c, json_t *v, struct dg_config
 	const char *key;
 	json_t *item;
 	json_object_foreach(v, key, item) {
-		int rc = 0;
 		if (strcmp(key, "store") == 0) {
-			rc = parse_path(c, "object_store.store", item, o.store);
+			int rc = parse_path(c, "object_store.store", item, o.store);
+			if (rc)
+				return rc;
 		} else if (strcmp(key, "keep_local") == 0) {
 			if (!json_is_boolean(item))
 				return not_a(c, "object_store.keep_local", item, "true or false");
@@ -767,8 +768,6 @@ static int sec_object_store(const struct dg_jctx *c, json_t *v, struct dg_config
 		} else {
 			return unknown_key(c, "object_store.", key, "");
 		}
-		if (rc)
-			return rc;
 	}
 	if (!o.store[0])
 		return dg_jfail(c, "object_store: \"store\" is required: the path of a store file "
