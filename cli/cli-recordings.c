@@ -16,8 +16,6 @@
 #include "cli/cli-priv.h"
 #include "recordings/recordings.h"
 
-#define STORE_FILE_MAX (16 * 1024) /* bytes of a --store file */
-
 struct recordings_args {
 	const char *store, *root, *key, *state_dir;
 	char **pos;
@@ -54,51 +52,6 @@ const struct dg_opt_cmd dg_recordings_cmd = {
 	.opts = recordings_opts,
 };
 
-/* The --store file into s (its strings point into *doc, which the caller
- * frees with json_decref). Unknown members are refused: a typo must not
- * silently fall back to a default. */
-static int load_store(const char *path, struct dg_rec_s3 *s, json_t **doc, struct dg_err *err)
-{
-	char *buf = NULL;
-	size_t len;
-	struct stat st;
-	int rc = dg_read_file("store file", path, STORE_FILE_MAX, true, &buf, &len, &st, err);
-	if (rc)
-		return rc;
-	if (st.st_mode & 077) {
-		free(buf);
-		return dg_err_set(err, -EPERM, "store file %s: group or others may read it (it holds a "
-					       "secret: chmod 600)", path);
-	}
-	json_error_t je;
-	*doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-	memset(buf, 0, len);
-	free(buf);
-	if (!*doc || !json_is_object(*doc))
-		return dg_err_set(err, -EINVAL, "store file %s: not a JSON object (line %d)", path,
-				  *doc ? 1 : je.line);
-	const char *names[] = { "endpoint", "region", "bucket", "access_key", "secret_key" };
-	const char **fields[] = { &s->endpoint, &s->region, &s->bucket, &s->access_key, &s->secret_key };
-	const char *k;
-	json_t *v;
-	json_object_foreach(*doc, k, v) {
-		size_t i = 0;
-		while (i < 5 && strcmp(k, names[i]) != 0)
-			i++;
-		if (i < 5 && json_is_string(v))
-			*fields[i] = json_string_value(v);
-		else if (strcmp(k, "timeout_ms") == 0 && json_is_integer(v) && json_integer_value(v) > 0 &&
-			 json_integer_value(v) <= 3600000)
-			s->timeout_ms = (unsigned)json_integer_value(v);
-		else
-			return dg_err_set(err, -EINVAL,
-					  "store file %s: member \"%.64s\": want endpoint, region, bucket, "
-					  "access_key, secret_key (strings), timeout_ms (1..3600000)",
-					  path, k);
-	}
-	return dg_rec_s3_check(s, err);
-}
-
 int dg_cmd_recordings(int argc, char **argv)
 {
 	struct recordings_args a = { 0 };
@@ -115,7 +68,7 @@ int dg_cmd_recordings(int argc, char **argv)
 	struct dg_rec_s3 s = { 0 };
 	json_t *doc = NULL;
 	struct dg_rec_key *key = NULL;
-	rc = load_store(a.store, &s, &doc, &err);
+	rc = dg_rec_s3_load(a.store, &s, &doc, &err);
 	if (!rc && upload)
 		rc = dg_cli_load_key(a.key, a.state_dir, &key, &err);
 	if (rc) {

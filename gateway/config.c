@@ -24,6 +24,7 @@
 
 #include "desktop/proto/proto.h"
 #include "gateway/gateway-priv.h"
+#include "recordings/recordings.h"
 
 /* ---- shared helpers ----------------------------------------------------- */
 
@@ -734,6 +735,55 @@ static int sec_instance(const struct dg_jctx *c, json_t *v, struct dg_config *cf
 	return 0;
 }
 
+/* ---- object storage ------------------------------------------------------------ */
+
+/* The store file is loaded and checked now (as the gateway starts, still
+ * root: the file is root's, mode 0600), so a bad one stops the start with
+ * its own message; the gateway loads it again to use it. */
+static int sec_object_store(const struct dg_jctx *c, json_t *v, struct dg_config *cfg)
+{
+	if (!json_is_object(v))
+		return not_a(c, "object_store", v, "an object (store, keep_local, cache_mb)");
+	struct dg_config_store o = { .cache_mb = DG_CONFIG_CACHE_MB_DEFAULT };
+	const char *key;
+	json_t *item;
+	json_object_foreach(v, key, item) {
+		if (strcmp(key, "store") == 0) {
+			int rc = parse_path(c, "object_store.store", item, o.store);
+			if (rc)
+				return rc;
+		} else if (strcmp(key, "keep_local") == 0) {
+			if (!json_is_boolean(item))
+				return not_a(c, "object_store.keep_local", item, "true or false");
+			o.keep_local = json_is_true(item);
+		} else if (strcmp(key, "cache_mb") == 0) {
+			char val[DG_SHOW_VALUE_MAX];
+			dg_show_value(item, val, sizeof(val));
+			if (!json_is_integer(item) || json_integer_value(item) < DG_CONFIG_CACHE_MB_MIN ||
+			    json_integer_value(item) > DG_CONFIG_CACHE_MB_MAX)
+				return dg_jfail(c, "object_store.cache_mb: %s: want an integer in "
+						   "[%d, %d]", val, DG_CONFIG_CACHE_MB_MIN,
+						DG_CONFIG_CACHE_MB_MAX);
+			o.cache_mb = (uint32_t)json_integer_value(item);
+		} else {
+			return unknown_key(c, "object_store.", key, "");
+		}
+	}
+	if (!o.store[0])
+		return dg_jfail(c, "object_store: \"store\" is required: the path of a store file "
+				   "(endpoint, region, bucket, access_key, secret_key; mode 0600)");
+	struct dg_rec_s3 s3;
+	json_t *doc = NULL;
+	struct dg_err e = {{0}};
+	int rc = dg_rec_s3_load(o.store, &s3, &doc, &e);
+	json_decref(doc);
+	if (rc)
+		return dg_err_set(c->err, rc == -ENOMEM ? rc : -EINVAL, "%s %s: object_store.store: %s",
+				  c->what, c->origin, e.msg);
+	cfg->object_store = o;
+	return 0;
+}
+
 /* ---- limits -------------------------------------------------------------------- */
 
 /* The bounds come from gateway.h, the single statement of what may be set. */
@@ -812,6 +862,7 @@ static const struct section sections[] = {
 	{ "policy", sec_policy },         { "policies", sec_policies },
 	{ "recordings", sec_recordings }, { "state_dir", sec_state_dir },
 	{ "instance", sec_instance },     { "limits", sec_limits },
+	{ "object_store", sec_object_store },
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 
@@ -825,6 +876,7 @@ void dg_config_default(struct dg_config *cfg)
 		apply_listen(cfg, &l);
 	snprintf(cfg->recordings, sizeof(cfg->recordings), "%s", DG_CONFIG_DEFAULT_RECORDINGS);
 	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", DG_CONFIG_DEFAULT_STATE_DIR);
+	cfg->object_store.cache_mb = DG_CONFIG_CACHE_MB_DEFAULT;
 	cfg->limits = (struct dg_gw_limits){
 		.max_sessions = DG_GW_MAX_SESSIONS_DEFAULT,
 		.max_message_bytes = DG_GW_MAX_MESSAGE_BYTES_DEFAULT,

@@ -275,6 +275,18 @@ struct dg_config_policy {
 /* The effective configuration. Strings are always NUL-terminated; an empty
  * string means "not set" where a field is optional (public_url, tls_cert,
  * tls_key, policy). tokens and policies are owned (dg_config_free). */
+/* "object_store": recordings uploaded to an S3-compatible bucket once
+ * sealed, and served from it when not on this host (docs/recordings.md). */
+#define DG_CONFIG_CACHE_MB_DEFAULT 1024  /* object_store.cache_mb */
+#define DG_CONFIG_CACHE_MB_MIN 1
+#define DG_CONFIG_CACHE_MB_MAX (1024 * 1024)
+struct dg_config_store {
+	char store[DG_CONFIG_PATH_MAX];   /* the store file (recordings.h, dg_rec_s3_load);
+					     "": no object store */
+	bool keep_local;                  /* keep the local copy once the upload is confirmed */
+	uint32_t cache_mb;                /* bound of STATE_DIR/bucket-cache */
+};
+
 struct dg_config {
 	char listen[DG_LISTEN_MAX];       /* canonical "A.B.C.D:PORT" or "[ADDR]:PORT" */
 	char listen_addr[DG_LISTEN_MAX];  /* canonical address without brackets */
@@ -288,6 +300,7 @@ struct dg_config {
 	char state_dir[DG_CONFIG_PATH_MAX];
 	char instance[DG_CONFIG_INSTANCE_MAX + 1]; /* "": not set */
 	struct dg_gw_limits limits;
+	struct dg_config_store object_store;
 	struct dg_config_token *tokens;
 	size_t n_tokens;
 	struct dg_config_policy *policies;

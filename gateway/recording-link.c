@@ -63,6 +63,7 @@ static void retention_pass(struct gw *gw)
 	};
 	struct dg_rec_retention_result res;
 	struct dg_err err = {{0}};
+	dg_gw_bucket_retention(gw);
 	if (dg_rec_retention(gw->cfg.recordings, &o, &res, &err) != 0)
 		fprintf(stderr, "deskgate: retention: %s\n", err.msg);
 	else if (res.deleted || res.failed || res.over_budget)
@@ -85,7 +86,7 @@ int dg_gw_rec_start(struct gw *gw, struct dg_err *err)
 		fprintf(stderr, "deskgate: %u recordings of a previous run sealed after its crash, "
 				"%u could not be\n", sealed, failed);
 	retention_pass(gw);
-	return 0;
+	return dg_gw_bucket_start(gw, err);
 }
 
 static void on_retention(lws_sorted_usec_list_t *sul)
@@ -113,6 +114,7 @@ void dg_gw_rec_timers(struct gw *gw)
 {
 	lws_sul_schedule(gw->ctx, 0, &gw->sul_retention, on_retention,
 			 (lws_usec_t)DG_GW_RETENTION_PERIOD_S * US);
+	dg_gw_bucket_timers(gw);
 	if (gw->cfg.limits.recording_fsync_ms)
 		lws_sul_schedule(gw->ctx, 0, &gw->sul_flush, on_flush,
 				 (lws_usec_t)gw->cfg.limits.recording_fsync_ms * 1000);
@@ -120,6 +122,7 @@ void dg_gw_rec_timers(struct gw *gw)
 
 void dg_gw_rec_stop(struct gw *gw)
 {
+	dg_gw_bucket_stop(gw);
 	dg_gw_rec_cache_free(gw);
 	lws_sul_cancel(&gw->sul_retention);
 	lws_sul_cancel(&gw->sul_flush);
@@ -219,6 +222,7 @@ int dg_gw_rec_frame(struct gw_session *s, const unsigned char *png, size_t len,
 
 void dg_gw_rec_close(struct gw_session *s, const char *reason)
 {
+	bool sealed = false;
 	lws_sul_cancel(&s->sul_rec);
 	if (!s->rec)
 		return;
@@ -232,10 +236,16 @@ void dg_gw_rec_close(struct gw_session *s, const char *reason)
 		struct dg_err err = {{0}};
 		if (dg_rec_event(s->rec, ev, &err) != 0 || dg_rec_seal(s->rec, s->gw->rec_key, &err) != 0)
 			lwsl_err("deskgate: session %s: sealing its recording: %s\n", s->id, err.msg);
+		else
+			sealed = true;
 		json_decref(ev);
 	}
 	dg_rec_close(s->rec);
 	s->rec = NULL;
+	/* Queued even when the session is still in the table: the upload
+	 * waits until it is gone (bucket.c). */
+	if (sealed)
+		dg_gw_bucket_sealed(s->gw, s->id);
 }
 
 /* ---- reading recordings over HTTP ----------------------------------------------- */
@@ -243,10 +253,26 @@ void dg_gw_rec_close(struct gw_session *s, const char *reason)
 /* session.json of ROOT/ID without what viewers must not get (the redaction
  * salt would let them test guesses against hashed text) or, with brief,
  * without the policy's text. NULL when it cannot be read. */
+const char *dg_gw_rec_root(struct gw *gw, const char *id)
+{
+	const char *roots[2] = {gw->cfg.recordings, dg_gw_bucket_cache(gw)};
+	for (int i = 0; i < 2; i++) {
+		char p[DG_CONFIG_PATH_MAX + DG_REC_ID_MAX + 2];
+		struct stat st;
+		if (roots[i] && (size_t)snprintf(p, sizeof(p), "%s/%s", roots[i], id) < sizeof(p) &&
+		    lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			return roots[i];
+	}
+	return NULL;
+}
+
 static json_t *session_json(struct gw *gw, const char *id, bool brief)
 {
 	char path[DG_CONFIG_PATH_MAX + DG_REC_ID_MAX + 32];
-	snprintf(path, sizeof(path), "%s/%s/session.json", gw->cfg.recordings, id);
+	const char *root = dg_gw_rec_root(gw, id);
+	if (!root)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/%s/session.json", root, id);
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
@@ -273,7 +299,8 @@ static json_t *verify_json(struct gw *gw, const char *id)
 		return json_pack("{s:s, s:s}", "status", "live", "message",
 				 "the session is running; its recording is sealed when it ends");
 	char dir[DG_CONFIG_PATH_MAX + DG_REC_ID_MAX + 8], ev[sizeof(dir) + 16];
-	snprintf(dir, sizeof(dir), "%s/%s", gw->cfg.recordings, id);
+	const char *root = dg_gw_rec_root(gw, id);
+	snprintf(dir, sizeof(dir), "%s/%s", root ? root : gw->cfg.recordings, id);
 	snprintf(ev, sizeof(ev), "%s/events.jsonl", dir);
 	struct stat st;
 	bool have = stat(ev, &st) == 0;
@@ -309,16 +336,16 @@ static json_t *verify_json(struct gw *gw, const char *id)
 	return out;
 }
 
-json_t *dg_gw_rec_list(struct gw *gw)
+/* The recordings of one root into list (at most DG_GW_RECORDINGS_LIST_MAX
+ * in all); the cache's skip those the recordings directory has. */
+static void list_root(struct gw *gw, const char *root, bool cache, json_t *list)
 {
-	json_t *list = json_array();
-	DIR *d = opendir(gw->cfg.recordings);
+	DIR *d = opendir(root);
 	if (!d)
-		return list;
+		return;
 	struct dirent *e;
-	int n = 0;
-	while ((e = readdir(d)) && n < DG_GW_RECORDINGS_LIST_MAX) {
-		if (!dg_rec_id_valid(e->d_name))
+	while ((e = readdir(d)) && json_array_size(list) < DG_GW_RECORDINGS_LIST_MAX) {
+		if (!dg_rec_id_valid(e->d_name) || (cache && dg_gw_rec_root(gw, e->d_name) != root))
 			continue;
 		json_t *j = session_json(gw, e->d_name, true);
 		if (!j)
@@ -326,10 +353,19 @@ json_t *dg_gw_rec_list(struct gw *gw)
 		struct gw_session *s = dg_gw_session_find(gw, e->d_name);
 		json_object_set_new(j, "live", json_boolean(s != NULL));
 		json_object_set_new(j, "verify", verify_json(gw, e->d_name));
+		if (cache)
+			json_object_set_new(j, "from_bucket", json_true());
 		json_array_append_new(list, j);
-		n++;
 	}
 	closedir(d);
+}
+
+json_t *dg_gw_rec_list(struct gw *gw)
+{
+	json_t *list = json_array();
+	list_root(gw, gw->cfg.recordings, false, list);
+	if (dg_gw_bucket_cache(gw))
+		list_root(gw, dg_gw_bucket_cache(gw), true, list);
 	return list;
 }
 
@@ -342,6 +378,8 @@ json_t *dg_gw_rec_info(struct gw *gw, const char *id)
 		return NULL;
 	json_object_set_new(j, "live", json_boolean(dg_gw_session_find(gw, id) != NULL));
 	json_object_set_new(j, "verify", verify_json(gw, id));
+	if (dg_gw_bucket_cache(gw) && dg_gw_rec_root(gw, id) == dg_gw_bucket_cache(gw))
+		json_object_set_new(j, "from_bucket", json_true());
 	return j;
 }
 

@@ -54,8 +54,22 @@
  * keeps open with an "egress" event. */
 #define DG_GW_EGRESS_OPEN_MAX (DG_EGRESS_SESSION_CONNS_MAX + DG_EGRESS_SESSION_REFUSING_MAX)
 
+/* The object store (bucket.c). */
+#define DG_GW_BUCKET_TICK_MS 200        /* the transfer children are polled this often */
+#define DG_GW_UPLOADS_MAX 4096          /* recordings waiting for their upload (more:
+					 * the next start queues them) */
+#define DG_GW_UPLOAD_RETRY_MS 1000      /* a failed upload is tried again after this, */
+#define DG_GW_UPLOAD_RETRY_MAX_MS (5 * 60 * 1000) /* doubled each time up to this */
+#define DG_GW_FETCHES_MAX 16            /* recordings waiting for a fetch */
+#define DG_GW_FETCH_WAITERS_MAX 64      /* HTTP requests waiting for fetches */
+#define DG_GW_FETCH_WAIT_S 600          /* one waits at most this long (then it is closed) */
+#define DG_GW_FETCH_FAILS 64            /* failed fetches remembered, */
+#define DG_GW_FETCH_FAIL_MS 10000       /* for this long */
+#define DG_GW_BUCKET_CACHE_DIR "bucket-cache" /* under the state dir */
+
 struct gw;
 struct gw_session;
+struct gw_bucket;
 struct mcp_call;
 struct mcp_session;
 
@@ -86,6 +100,8 @@ struct conn {
 	size_t reply_len;
 	int reply_status;
 	bool waiting;         /* the create request waits for its session */
+	bool fetch_wait;      /* a GET of a recording waits for its fetch (bucket.c) */
+	bool fetch_done;      /* ... which ended: route it again, once */
 	bool body_ignored;    /* unauthenticated: its body is read, not kept */
 	struct mcp_call *mcp_call; /* POST /mcp: the tool call this connection answers (mcp.c) */
 	/* A connection that is not a socket (mcp.c: an MCP session's agent, a
@@ -278,6 +294,7 @@ struct gw_metrics {
 	unsigned long egress_restarts; /* proxies started after the first */
 	struct gw_cdp_methods cdp;   /* CDP clients' commands */
 	unsigned long rec_events, rec_us; /* recording writes and their cost */
+	unsigned long uploads_ok, uploads_failed, fetches_ok, fetches_failed; /* bucket.c */
 	double action_ms_sum;
 	unsigned long action_ms_count;
 	unsigned long action_ms_buckets[12];
@@ -303,6 +320,7 @@ struct gw {
 	char *policy_text;            /* the gateway policy's text (owned) */
 	size_t policy_len;
 	struct dg_rec_key *rec_key;   /* signs every recording's seal */
+	struct gw_bucket *bucket;     /* the object store; NULL: none configured */
 	lws_sorted_usec_list_t sul_retention, sul_flush;
 	struct gw_verify_cache verify_cache[DG_GW_VERIFY_CACHE];
 	unsigned verify_next;
@@ -408,6 +426,25 @@ void dg_gw_rec_close(struct gw_session *s, const char *reason);
 json_t *dg_gw_rec_list(struct gw *gw);
 json_t *dg_gw_rec_info(struct gw *gw, const char *id); /* NULL: no such recording */
 void dg_gw_rec_cache_free(struct gw *gw);
+/* The root holding recording id on this host: the recordings directory,
+ * else the bucket's cache, else NULL. */
+const char *dg_gw_rec_root(struct gw *gw, const char *id);
+
+/* bucket.c: see there. */
+int dg_gw_bucket_start(struct gw *gw, struct dg_err *err); /* as root, after orphans */
+void dg_gw_bucket_timers(struct gw *gw);
+void dg_gw_bucket_stop(struct gw *gw);
+void dg_gw_bucket_sealed(struct gw *gw, const char *id);   /* queue its upload */
+void dg_gw_bucket_retention(struct gw *gw);                /* ask for a pass in the bucket */
+int dg_gw_bucket_pending(struct gw *gw);
+const char *dg_gw_bucket_cache(struct gw *gw);             /* NULL: no object store */
+/* c's GET of recording id, which is not on this host: 0 when c now waits
+ * for its fetch (c->fetch_done and a writable callback when it ended: route
+ * it again); else the answer to give, *status (404, 502, 503) and msg. */
+int dg_gw_bucket_wait(struct gw *gw, struct conn *c, const char *id, int *status, char *msg,
+		      size_t cap);
+void dg_gw_bucket_conn_closed(struct gw *gw, struct conn *c);
+
 /* GET /v1/policies: the gateway's policies (default first) as their JSON. */
 json_t *dg_gw_policies_json(struct gw *gw);
 /* An event for the recording and the observers alike (ev stolen). */

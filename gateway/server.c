@@ -170,6 +170,18 @@ static int metrics_reply(struct conn *c)
 	    "# HELP deskgate_recording_seconds_total Time spent writing recordings (events and frames).\n"
 	    "# TYPE deskgate_recording_seconds_total counter\ndeskgate_recording_seconds_total %.6f\n",
 	    G->m.rec_events, (double)G->m.rec_us / 1e6);
+	OUT("# HELP deskgate_recording_uploads_total Uploads of sealed recordings to the object "
+	    "store, by result (each try counts).\n# TYPE deskgate_recording_uploads_total counter\n"
+	    "deskgate_recording_uploads_total{result=\"ok\"} %lu\n"
+	    "deskgate_recording_uploads_total{result=\"failed\"} %lu\n"
+	    "# HELP deskgate_recording_uploads_pending Recordings waiting for a confirmed upload.\n"
+	    "# TYPE deskgate_recording_uploads_pending gauge\ndeskgate_recording_uploads_pending %d\n"
+	    "# HELP deskgate_recording_fetches_total Recordings fetched from the object store to be "
+	    "served, by result.\n# TYPE deskgate_recording_fetches_total counter\n"
+	    "deskgate_recording_fetches_total{result=\"ok\"} %lu\n"
+	    "deskgate_recording_fetches_total{result=\"failed\"} %lu\n",
+	    G->m.uploads_ok, G->m.uploads_failed, dg_gw_bucket_pending(G), G->m.fetches_ok,
+	    G->m.fetches_failed);
 	OUT("# HELP deskgate_egress_total Connections through the egress proxy, decided.\n"
 	    "# TYPE deskgate_egress_total counter\n"
 	    "deskgate_egress_total{verdict=\"allow\"} %lu\ndeskgate_egress_total{verdict=\"deny\"} %lu\n",
@@ -293,6 +305,19 @@ static int route_recordings(struct conn *c, const char *path)
 		return reply_error(c, 404, "not_found", "no such recording");
 	const char *tail = rest + n;
 	char file[DG_CONFIG_PATH_MAX + 256];
+	if (*tail && strcmp(tail, "/events") != 0 && strncmp(tail, "/frames/", 8) != 0)
+		return reply_error(c, 404, "not_found", "no such resource");
+	/* Not on this host: fetched from the bucket first (the request waits,
+	 * the loop does not), then routed again. */
+	const char *root = dg_gw_rec_root(G, id);
+	if (!root) {
+		int status;
+		char msg[DG_ERR_MAX];
+		if (dg_gw_bucket_wait(G, c, id, &status, msg, sizeof(msg)) == 0)
+			return 0;
+		return reply_error(c, status, status == 404 ? "not_found" : status == 502 ? "bad_gateway"
+				   : "unavailable", "%s", msg);
+	}
 	if (!*tail) {
 		json_t *j = dg_gw_rec_info(G, id);
 		if (!j)
@@ -300,7 +325,7 @@ static int route_recordings(struct conn *c, const char *path)
 		return reply_json(c, 200, j);
 	}
 	if (strcmp(tail, "/events") == 0) {
-		snprintf(file, sizeof(file), "%s/%s/events.jsonl", G->cfg.recordings, id);
+		snprintf(file, sizeof(file), "%s/%s/events.jsonl", root, id);
 		struct stat st;
 		if (lstat(file, &st) != 0 || !S_ISREG(st.st_mode))
 			return reply_error(c, 404, "not_found", "no such recording");
@@ -315,12 +340,10 @@ static int route_recordings(struct conn *c, const char *path)
 		size_t size;
 		struct dg_err err = {{0}};
 		if (!dg_rec_hash_valid(hash) ||
-		    dg_rec_frame_open(G->cfg.recordings, id, hash, &fd, &size, &err) != 0)
+		    dg_rec_frame_open(root, id, hash, &fd, &size, &err) != 0)
 			return reply_error(c, 404, "not_found", "no such frame");
 		close(fd);
-		snprintf(file, sizeof(file), "%s/%s/frames/%s.png", G->cfg.recordings, id, hash);
-	} else {
-		return reply_error(c, 404, "not_found", "no such resource");
+		snprintf(file, sizeof(file), "%s/%s/frames/%s.png", root, id, hash);
 	}
 	static const char nostore[] = "cache-control: no-store\r\n";
 	bool frame = tail[1] == 'f';
@@ -659,6 +682,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (c->mcp_call)
 			return dg_gw_mcp_writable(c);
+		if (c->fetch_done && !c->reply) {
+			/* Its fetch ended: the wait's timeout no longer applies. */
+			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+			return route_recordings(c, c->path);
+		}
 		if (c->reply) {
 			/* Completing the transaction may free c (lws reuses the
 			 * connection for the next request): take what is needed first. */
@@ -672,6 +700,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (c && c->kind == CONN_HTTP) {
 			dg_gw_mcp_http_closed(c);
+			dg_gw_bucket_conn_closed(G, c);
 			for (int i = 0; i < G->n_sessions; i++) {
 				if (G->sessions[i].creator == c)
 					G->sessions[i].creator = NULL;
@@ -1062,6 +1091,10 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		fprintf(stderr, "deskgate serve: recordings: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
+	/* The store's credentials, when they came from the environment, are
+	 * in memory now (bucket.c); nothing started later inherits them. */
+	unsetenv(DG_REC_S3_ENV_ACCESS_KEY);
+	unsetenv(DG_REC_S3_ENV_SECRET_KEY);
 	dg_worker_set_binary("/proc/self/exe");
 	/* The spawner starts every egress proxy with these options (it inherits
 	 * them); each session's add carries its own egress list. */

@@ -38,6 +38,7 @@ struct s3_req {
 	size_t mem_len, mem_max;
 	bool mem_whole;          /* the 2xx body must fit in mem (LIST) */
 	int64_t max, got;        /* bound of a 2xx body, bytes of it so far */
+	int64_t mtime;           /* HEAD: Last-Modified, seconds since the epoch (-1: none) */
 	bool over;               /* the body went past its bound */
 	int write_errno;         /* writing out_fd failed */
 	int retry_rc;            /* the error of a try worth another */
@@ -333,6 +334,7 @@ static int set_common(struct s3_req *q, struct curl_slist *hdrs, char *errbuf, c
 		SET(CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->in_size);
 	} else if (strcmp(q->op, "HEAD") == 0) {
 		SET(CURLOPT_NOBODY, 1L);
+		SET(CURLOPT_FILETIME, 1L);
 	} else if (strcmp(q->op, "DELETE") == 0) {
 		SET(CURLOPT_CUSTOMREQUEST, "DELETE");
 	}
@@ -391,9 +393,12 @@ static int attempt(struct s3_req *q, const char *errbuf, int n, struct dg_err *e
 	}
 	if (status_ok(q->status)) {
 		curl_off_t len = -1;
+		curl_off_t t = -1;
 		if (strcmp(q->op, "HEAD") == 0 &&
 		    curl_easy_getinfo(q->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len) == CURLE_OK)
 			q->got = len;
+		if (strcmp(q->op, "HEAD") == 0 && curl_easy_getinfo(q->h, CURLINFO_FILETIME_T, &t) == CURLE_OK)
+			q->mtime = t;
 		return 0;
 	}
 	char code[DG_SHOW_BUF + 3];
@@ -516,12 +521,21 @@ int dg_rec_s3_get(const struct dg_rec_s3 *s, const char *key, const char *path, 
 int dg_rec_s3_head(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
 		   struct dg_err *err)
 {
+	return dg_rec_s3_stat(s, key, exists, size, NULL, err);
+}
+
+int dg_rec_s3_stat(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
+		   int64_t *mtime_s, struct dg_err *err)
+{
 	struct s3_req q;
 	*exists = false;
 	int rc = s3_begin(&q, s, "HEAD", key, err);
 	if (rc)
 		return rc;
+	q.mtime = -1;
 	rc = s3_perform(&q, err);
+	if (mtime_s)
+		*mtime_s = q.mtime;
 	if (rc == -ENOENT)
 		return 0;
 	if (rc)

@@ -364,6 +364,11 @@ struct dg_rec_retention_result {
 int dg_rec_retention(const char *root, const struct dg_rec_retention_opts *o,
 		     struct dg_rec_retention_result *res, struct dg_err *err);
 
+/* Removes ROOT/ID (a valid id) as retention does: renamed to
+ * ROOT/.deleting-ID first, so a half-removed recording is never seen as
+ * one (the next retention pass finishes it). -ENOENT when absent. */
+int dg_rec_remove(const char *root, const char *id, struct dg_err *err);
+
 /* ---- replay: re-deciding a recording under another policy --------------------- */
 
 struct dg_rec_redecision {
@@ -561,6 +566,9 @@ void dg_rec_export_teardown(void);
 #define DG_REC_FETCH_BYTES_MAX (8ll * 1024 * 1024 * 1024) /* bytes, all files */
 #define DG_REC_S3_PREFIX "recordings/"        /* recordings/<id>/ under the bucket */
 #define DG_REC_UPLOADED_FILE "uploaded"       /* ROOT/ID/uploaded: the upload was confirmed */
+#define DG_REC_S3_STORE_FILE_MAX (16 * 1024)  /* bytes of a store file (dg_rec_s3_load) */
+#define DG_REC_S3_ENV_ACCESS_KEY "DESKGATE_S3_ACCESS_KEY" /* the credentials a store file */
+#define DG_REC_S3_ENV_SECRET_KEY "DESKGATE_S3_SECRET_KEY" /* leaves out */
 
 /* Where and as whom. Strings are borrowed; all are required but the
  * timeouts (0: the defaults). endpoint: "http://host:port" or "https://...",
@@ -579,6 +587,16 @@ struct dg_rec_s3 {
 /* 0 when every field of s is as above, else -EINVAL naming the field (never
  * quoting the secret). Every operation checks it first. */
 int dg_rec_s3_check(const struct dg_rec_s3 *s, struct dg_err *err);
+
+/* Loads a store file: one JSON object with endpoint, region, bucket,
+ * access_key, secret_key (strings) and optionally timeout_ms (1..3600000);
+ * nothing else. access_key and secret_key may be left out of the file and
+ * given in DG_REC_S3_ENV_ACCESS_KEY and DG_REC_S3_ENV_SECRET_KEY instead
+ * (the file's win). The file must be a regular file (no symlink) of at most
+ * DG_REC_S3_STORE_FILE_MAX bytes that group and others cannot read (-EPERM).
+ * s's strings point into *doc (json_decref it when done, also on error).
+ * Then dg_rec_s3_check. Messages name the file, never the secret. */
+int dg_rec_s3_load(const char *path, struct dg_rec_s3 *s, json_t **doc, struct dg_err *err);
 
 /* Whether key is an acceptable object key: 1..DG_REC_S3_KEY_MAX bytes of
  * printable ASCII (0x21..0x7e), not starting with '/', no empty, "." or ".."
@@ -599,6 +617,11 @@ int dg_rec_s3_get(const struct dg_rec_s3 *s, const char *key, const char *path, 
  * 404 is not an error here. */
 int dg_rec_s3_head(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
 		   struct dg_err *err);
+
+/* dg_rec_s3_head, and *mtime_s (may be NULL): the object's Last-Modified
+ * in seconds since the epoch, -1 when the answer has none. */
+int dg_rec_s3_stat(const struct dg_rec_s3 *s, const char *key, bool *exists, int64_t *size,
+		   int64_t *mtime_s, struct dg_err *err);
 
 /* DELETEs key (S3 answers 204 whether or not it existed). */
 int dg_rec_s3_delete(const struct dg_rec_s3 *s, const char *key, struct dg_err *err);
@@ -623,6 +646,22 @@ int dg_rec_s3_list(const struct dg_rec_s3 *s, const char *prefix,
  * the caller may delete the local copy. Uploading again is harmless. */
 int dg_rec_upload(const struct dg_rec_s3 *s, const char *root, const char *id,
 		  const struct dg_rec_key *key, struct dg_err *err);
+
+/* Retention in the bucket: every recording under recordings/ whose
+ * events.jsonl was last modified more than max_age_s (> 0) seconds before
+ * now_s (0: now) is deleted, events.jsonl first (a listing without it
+ * shows no recording), then its other objects. A recording without
+ * events.jsonl (an upload under way, or one that failed and is tried
+ * again) is left alone. One pass lists at most DG_REC_S3_LIST_KEYS_MAX
+ * keys (in key order): a listing that fails part way (past that bound, or
+ * a bad page) still has the recordings seen before it acted on, and its
+ * error is returned. pass.report is told
+ * about each deletion (rc 0) or failure; *deleted and *failed (may be
+ * NULL) count them, *recordings (may be NULL) the recordings seen.
+ * Blocking, like every call here. */
+int dg_rec_s3_retention(const struct dg_rec_s3 *s, int64_t max_age_s, int64_t now_s,
+			const struct dg_rec_pass *pass, unsigned *recordings, unsigned *deleted,
+			unsigned *failed, struct dg_err *err);
 
 /* Downloads recordings/ID/ into DEST_ROOT/ID (which must not exist): every
  * name must be the recording's layout (session.json, events.jsonl,

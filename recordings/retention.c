@@ -97,6 +97,22 @@ static int delete_one(int rootfd, struct entry *e, const struct dg_rec_retention
 	return rc && !faccessat(rootfd, e->id, F_OK, AT_SYMLINK_NOFOLLOW) ? rc : 0;
 }
 
+int dg_rec_remove(const char *root, const char *id, struct dg_err *err)
+{
+	if (!dg_rec_id_valid(id))
+		return dg_err_set(err, -EINVAL, "removing a recording: not a session id");
+	char tmp[sizeof(DG_REC_DELETING_PREFIX) + DG_REC_ID_MAX];
+	snprintf(tmp, sizeof(tmp), "%s%s", DG_REC_DELETING_PREFIX, id);
+	int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return dg_err_set(err, -errno, "recordings root %s: %s", root, strerror(errno));
+	int rc = renameat(rootfd, id, rootfd, tmp) == 0 ? 0 : -errno;
+	if (rc == 0)
+		rc = dg_rec_rm_tree(rootfd, tmp, 0, &dg_rec_limits_default);
+	close(rootfd);
+	return rc ? dg_err_set(err, rc, "removing recording %s/%s: %s", root, id, strerror(-rc)) : 0;
+}
+
 int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o,
 			 const struct dg_rec_limits *lim, struct dg_rec_retention_result *res,
 			 struct dg_err *err)

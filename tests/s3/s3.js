@@ -7,6 +7,11 @@
 //
 //   node s3.js TEST_BINARY WORK_DIR        (tests/support/node-suite.sh)
 //
+// The test may take the store down and bring it back (tests/s3/
+// test_gateway_bucket.c: uploads retried while it is away): SIGUSR1 stops
+// the server, SIGUSR2 starts it again on the same port over the same
+// directory (the objects stay). DG_TEST_S3_PID is this process's pid.
+//
 // s3rver's credentials are its built-in account: access key S3RVER, secret
 // S3RVER. Note (read in node_modules/s3rver/lib/middleware/authentication.js):
 // s3rver 3.7.1 checks a SigV4 request's access key id and its
@@ -30,32 +35,56 @@ async function main() {
     process.exit(2);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dg-s3rver-'));
-  const server = new S3rver({
+  const make = (port, buckets) => new S3rver({
     address: '127.0.0.1',
-    port: 0,
+    port,
     directory: dir,
     silent: true,
     vhostBuckets: false,
-    configureBuckets: [{ name: BUCKET }],
+    configureBuckets: buckets,
   });
+  let server = make(0, [{ name: BUCKET }]);
   const addr = await server.run();
   const url = `http://127.0.0.1:${addr.port}`;
+  // Stop and start are queued one after the other, never overlapping.
+  let chain = Promise.resolve();
+  process.on('SIGUSR1', () => {
+    chain = chain.then(async () => {
+      if (server) {
+        await server.close();
+        server = null;
+        console.log('s3 suite: s3rver stopped (SIGUSR1)');
+      }
+    });
+  });
+  process.on('SIGUSR2', () => {
+    chain = chain.then(async () => {
+      if (!server) {
+        server = make(addr.port, []);
+        await server.run();
+        console.log('s3 suite: s3rver started again (SIGUSR2)');
+      }
+    });
+  });
   console.log(`s3 suite: s3rver at ${url}, bucket ${BUCKET}, data in ${dir}`);
   const code = await new Promise((resolve) => {
     const child = spawn(bin, ['--jobs', '1'], {
       stdio: 'inherit',
       cwd: work,
-      env: { ...process.env, DG_TEST_S3_URL: url, DG_TEST_S3_BUCKET: BUCKET },
+      env: { ...process.env, DG_TEST_S3_URL: url, DG_TEST_S3_BUCKET: BUCKET,
+             DG_TEST_S3_PID: String(process.pid) },
     });
     // The whole suite's deadline (ctest's is longer): a hung client must
     // not keep the server up for ever.
-    const timer = setTimeout(() => child.kill('SIGKILL'), 240000);
+    const deadline = Number(process.env.DG_S3_SUITE_DEADLINE_S || 240) * 1000;
+    const timer = setTimeout(() => child.kill('SIGKILL'), deadline);
     child.on('exit', (c, sig) => {
       clearTimeout(timer);
       resolve(c === null ? 128 + (os.constants.signals[sig] || 0) : c);
     });
   });
-  await server.close();
+  await chain;
+  if (server) await server.close();
   fs.rmSync(dir, { recursive: true, force: true });
   process.exit(code);
 }

@@ -967,3 +967,96 @@ Test(config, refused_load_leaves_config_untouched)
 		     err.msg);
 	cr_assert_eq(memcmp(&before, &cfg, sizeof(cfg)), 0);
 }
+
+/* ---- object_store ------------------------------------------------------------ */
+
+/* A store file with the given text and mode under a fresh temp dir. */
+static char *store_file(const char *text, mode_t mode)
+{
+	char *p = dg_test_write_tmp("store.json", text);
+	cr_assert_eq(chmod(p, mode), 0);
+	return p;
+}
+
+#define STORE_OK "{\"endpoint\":\"http://127.0.0.1:9\",\"region\":\"us-east-1\",\"bucket\":\"b-1\"," \
+		 "\"access_key\":\"AK\",\"secret_key\":\"s3cr3t-shown-never\"}"
+
+Test(config, object_store_loaded_and_checked)
+{
+	char *ok = store_file(STORE_OK, 0600);
+	cr_assert_eq(parsef("{\"object_store\": {\"store\": \"%s\", \"keep_local\": true, "
+			    "\"cache_mb\": 1}}", ok), 0, "%s", err.msg);
+	cr_assert_str_eq(cfg.object_store.store, ok);
+	cr_assert(cfg.object_store.keep_local);
+	cr_assert_eq(cfg.object_store.cache_mb, 1);
+	dg_config_free(&cfg);
+	/* The defaults: no store; keep_local false; the cache bound. */
+	cr_assert_eq(parsef("{\"object_store\": {\"store\": \"%s\"}}", ok), 0, "%s", err.msg);
+	cr_assert(!cfg.object_store.keep_local);
+	cr_assert_eq(cfg.object_store.cache_mb, DG_CONFIG_CACHE_MB_DEFAULT);
+	dg_config_free(&cfg);
+	cr_assert_eq(parsef("{\"object_store\": {\"store\": \"%s\", \"cache_mb\": %d}}", ok,
+			    DG_CONFIG_CACHE_MB_MAX), 0, "%s", err.msg);
+	dg_config_free(&cfg);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\", \"cache_mb\": %d}}", ok,
+			      DG_CONFIG_CACHE_MB_MAX + 1));
+	assert_msg_has("object_store.cache_mb: ");
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\", \"cache_mb\": 0}}", ok));
+	assert_msg_has("object_store.cache_mb: 0: want an integer in [1, ");
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\", \"keep_local\": 1}}", ok));
+	assert_msg_has("object_store.keep_local");
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\", \"bucket\": \"x\"}}", ok));
+	assert_msg_has("unknown key \"object_store.bucket\"");
+	assert_refused(parsef("{\"object_store\": {\"keep_local\": true}}"));
+	assert_msg_has("object_store: \"store\" is required");
+	assert_refused(parsef("{\"object_store\": {\"store\": \"relative/store.json\"}}"));
+	assert_msg_has("object_store.store: ");
+	assert_refused(parsef("{\"object_store\": \"%s\"}", ok));
+	assert_msg_has("object_store: ");
+
+	/* The store file: readable by others, missing, a bad field, an
+	 * unknown member; never the secret in a message. */
+	char *open_mode = store_file(STORE_OK, 0644);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", open_mode));
+	assert_msg_has("group or others may read it");
+	assert_msg_has(open_mode);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"/nonexistent/store.json\"}}"));
+	assert_msg_has("object_store.store: store file /nonexistent/store.json");
+	char *bad_url = store_file("{\"endpoint\":\"http://AK:s3cr3t-shown-never@h\",\"region\":\"r\","
+				   "\"bucket\":\"b-1\",\"access_key\":\"AK\",\"secret_key\":\"x\"}", 0600);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", bad_url));
+	assert_msg_has("endpoint");
+	char *extra = store_file("{\"endpoint\":\"http://h\",\"region\":\"r\",\"bucket\":\"b-1\","
+				 "\"access_key\":\"AK\",\"secret_key\":\"s3cr3t-shown-never\","
+				 "\"prefix\":\"x/\"}", 0600);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", extra));
+	assert_msg_has("member \"prefix\"");
+	cr_assert_null(strstr(err.msg, "s3cr3t-shown-never"));
+	char *paths[] = {ok, open_mode, bad_url, extra};
+	for (int i = 0; i < 4; i++)
+		dg_test_rm_tmp(paths[i]);
+}
+
+Test(config, object_store_credentials_from_the_environment)
+{
+	char *nokeys = store_file("{\"endpoint\":\"http://127.0.0.1:9\",\"region\":\"us-east-1\","
+				  "\"bucket\":\"b-1\"}", 0600);
+	unsetenv("DESKGATE_S3_ACCESS_KEY");
+	unsetenv("DESKGATE_S3_SECRET_KEY");
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys));
+	assert_msg_has("no access_key: give it in the file or in DESKGATE_S3_ACCESS_KEY");
+	setenv("DESKGATE_S3_ACCESS_KEY", "AK", 1);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys));
+	assert_msg_has("no secret_key: give it in the file or in DESKGATE_S3_SECRET_KEY");
+	setenv("DESKGATE_S3_SECRET_KEY", "s3cr3t-shown-never", 1);
+	cr_assert_eq(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys), 0, "%s", err.msg);
+	dg_config_free(&cfg);
+	/* Checked like the file's: a ':' in the access key is refused. */
+	setenv("DESKGATE_S3_ACCESS_KEY", "A:K", 1);
+	assert_refused(parsef("{\"object_store\": {\"store\": \"%s\"}}", nokeys));
+	assert_msg_has("access key");
+	cr_assert_null(strstr(err.msg, "s3cr3t-shown-never"));
+	unsetenv("DESKGATE_S3_ACCESS_KEY");
+	unsetenv("DESKGATE_S3_SECRET_KEY");
+	dg_test_rm_tmp(nokeys);
+}
