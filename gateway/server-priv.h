@@ -305,6 +305,8 @@ struct gw {
 	bool verbose;
 	bool stopping;
 	char egress_why[DG_ERR_MAX];  /* what ended the proxy's channel, if seen */
+	int agent_fd;                 /* capacity.agent_check's listener; -1: off */
+	struct lws *agent_wsi;
 	/* dg_gw_session_end, for recording-link.c (see the files' order below). */
 	void (*session_end)(struct gw_session *s, const char *reason);
 };
@@ -323,9 +325,30 @@ struct gw {
  *   recording-link.c the recordings: per session, retention, listings
  *   conn.c          sending on connections, adopting descriptors, the
  *                   session table's lookup
+ *   capacity.c      free capacity for a balancer: /v1/health, agent-check
  * (config.c, auth.c and web.c below them all.) The one edge upward is
  * gw->session_end, through which recording-link.c ends a session whose
  * recording failed (dg_gateway_serve sets it to dg_gw_session_end). */
+
+/* capacity.c: what a balancer learns about this gateway (docs/scale-out.md). */
+#define DG_GW_AGENT_BACKLOG 64 /* agent-check connections waiting, and accepted per wake-up */
+struct gw_capacity {
+	int sessions, max_sessions, free_slots;
+	bool draining;                /* capacity.drain, or no new session can start */
+	bool full;                    /* draining or no free slot: no new session here */
+	long long mem_available_mb;   /* -1: unknown */
+};
+void dg_gw_capacity(const struct gw *gw, struct gw_capacity *out);
+/* GET /v1/health's body (a new reference): counts only, no names. */
+json_t *dg_gw_health_json(const struct gw *gw);
+/* The agent-check line ("up ready 40%\n", "up drain 0%\n") into out: its
+ * length, or -ENOSPC. */
+int dg_gw_agent_line(const struct gw *gw, char *out, size_t outlen);
+/* Opens capacity.agent_check's listening socket (non-blocking): the fd or
+ * a negative errno with err. */
+int dg_gw_agent_open(const struct gw *gw, struct dg_err *err);
+/* The listener is readable: answers every waiting connection. 0 or -errno. */
+int dg_gw_agent_readable(const struct gw *gw, int lfd);
 
 /* mcp.c: the MCP front door (docs/mcp.md). dg_gw_mcp_http answers a
  * request to /mcp from an authenticated connection (raw, raw_len: its
@@ -365,7 +388,7 @@ int dg_gw_write_http_extra(struct lws *wsi, int status, const char *type, const 
 int dg_gw_write_http_head(struct lws *wsi, int status, const char *type, unsigned long long len,
 			  const char *const *extra);
 /* Descriptors in the event loop ("dg-raw"), tagged with what they are. */
-enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS };
+enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS, RAW_AGENT_CHECK };
 struct raw_tag {
 	enum raw_kind kind;
 	struct gw_session *s;
@@ -473,6 +496,10 @@ int dg_gw_session_opts_check(struct gw *gw, const json_t *body, bool *browser, i
 void dg_gw_session_ready(struct gw_session *s);
 void dg_gw_session_end(struct gw_session *s, const char *reason);
 json_t *dg_gw_session_json(const struct gw_session *s, bool with_token);
+/* A new session id (also an Mcp-Session-Id): this instance, '-', and
+ * DG_SESSION_ID_RANDOM_HEX random hex digits (proto.h). 0, or -EIO when
+ * there is no randomness, -ENOSPC when out (outlen bytes) is too small. */
+int dg_gw_new_id(char *out, size_t outlen);
 /* The session's JSON with "type": "hello" (a new reference): what every
  * connection gets first, and the answer to an agent's own hello. */
 json_t *dg_gw_session_hello(const struct gw_session *s);
