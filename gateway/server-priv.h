@@ -28,7 +28,6 @@
 #define DG_MODEL_DIM_MIN 64
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
-#define DG_APPROVAL_ID_BYTES 16
 #define DG_GW_RETENTION_PERIOD_S 3600      /* between retention passes */
 #define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
@@ -236,7 +235,7 @@ struct gw_session {
 	 * exact action and session, single-use, expiring. */
 	struct {
 		bool pending;
-		char id[2 * DG_APPROVAL_ID_BYTES + 1];
+		char id[DG_SESSION_ID_MAX + 1]; /* the form of a session id */
 		unsigned char hash[DG_SHA256_LEN];
 		long long created_ms, expires_ms;
 		unsigned char *png;   /* the screen when it asked (owned) */
@@ -399,6 +398,10 @@ struct lws *dg_gw_egress_adopt(struct gw *gw, int fd); /* clears gw->egress_why 
 void *dg_gw_raw_tag(struct gw_session *s, int kind);
 void dg_gw_raw_untag(void *tag);
 struct gw_session *dg_gw_session_find(struct gw *gw, const char *id);
+/* A new session id (also an Mcp-Session-Id and an approval id): this instance, '-', and
+ * DG_SESSION_ID_RANDOM_HEX random hex digits (proto.h). 0, or -EIO when
+ * there is no randomness, -ENOSPC when out (outlen bytes) is too small. */
+int dg_gw_new_id(char *out, size_t outlen);
 
 /* recording-link.c: see there (dg_gw_policy_load: gateway.h). */
 int dg_gw_rec_start(struct gw *gw, struct dg_err *err); /* as root, before sessions */
@@ -496,10 +499,6 @@ int dg_gw_session_opts_check(struct gw *gw, const json_t *body, bool *browser, i
 void dg_gw_session_ready(struct gw_session *s);
 void dg_gw_session_end(struct gw_session *s, const char *reason);
 json_t *dg_gw_session_json(const struct gw_session *s, bool with_token);
-/* A new session id (also an Mcp-Session-Id): this instance, '-', and
- * DG_SESSION_ID_RANDOM_HEX random hex digits (proto.h). 0, or -EIO when
- * there is no randomness, -ENOSPC when out (outlen bytes) is too small. */
-int dg_gw_new_id(char *out, size_t outlen);
 /* The session's JSON with "type": "hello" (a new reference): what every
  * connection gets first, and the answer to an agent's own hello. */
 json_t *dg_gw_session_hello(const struct gw_session *s);

@@ -233,10 +233,12 @@ static int route_approvals(struct conn *c, const char *path, const char *raw, si
 		return reply_json(c, 200, json_pack("{s:o}", "approvals", dg_gw_approvals_json(G)));
 	}
 	const char *rest = path + 14;
-	size_t n = strspn(rest, "0123456789abcdef");
-	if (n != 2 * DG_APPROVAL_ID_BYTES || (rest[n] && strcmp(rest + n, "/frame") != 0))
+	/* An approval id has the form of a session id (the instance first):
+	 * only a pending approval's exact id matches. */
+	size_t n = strspn(rest, "0123456789abcdefghijklmnopqrstuvwxyz-");
+	if (n == 0 || n > DG_SESSION_ID_MAX || (rest[n] && strcmp(rest + n, "/frame") != 0))
 		return reply_error(c, 404, "not_found", "no such approval");
-	char id[2 * DG_APPROVAL_ID_BYTES + 1];
+	char id[DG_SESSION_ID_MAX + 1];
 	memcpy(id, rest, n);
 	id[n] = '\0';
 	if (rest[n]) {

@@ -25,17 +25,6 @@
 
 static const long long US = 1000000;
 
-int dg_gw_new_id(char *out, size_t outlen)
-{
-	unsigned char rnd[DG_SESSION_ID_RANDOM_HEX / 2];
-	char hex[DG_SESSION_ID_RANDOM_HEX + 1];
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-		return -EIO;
-	dg_hex_encode(rnd, sizeof(rnd), hex);
-	int n = snprintf(out, outlen, "%s-%s", dg_instance(), hex);
-	return n < 0 || (size_t)n >= outlen ? -ENOSPC : 0;
-}
-
 json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 {
 	(void)with_token;
