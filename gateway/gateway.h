@@ -136,7 +136,8 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
  *     "instance": "gw-1",
  *         This gateway's name on the host (see dg_instance in
  *         desktop/proto/proto.h: 1-32 of [a-z0-9-]): its jails' cgroups and slot
- *         locks carry it, so gateways beside each other keep apart. Default:
+ *         locks carry it, so gateways beside each other keep apart, and its
+ *         session ids begin with it, so a balancer routes by them. Default:
  *         DESKGATE_INSTANCE from the environment, else the host name.
  *     "capacity": {"agent_check": "127.0.0.1:8471", "drain": false},
  *         For a balancer in front of several gateways (docs/scale-out.md):
