@@ -205,6 +205,7 @@ int p_flood(int argc, char **argv);
 int p_daemon(int argc, char **argv);
 int p_alive(int argc, char **argv);
 int p_hello(int argc, char **argv);
+int p_nice(int argc, char **argv);
 
 /* probe-audit.c */
 int p_same_file(int argc, char **argv);

@@ -278,3 +278,28 @@ int p_hello(int argc, char **argv)
 	       (int)getpid());
 	return 0;
 }
+
+/* nice MIN: the jail runs at MIN or above (its priority below the control
+ * plane's) and cannot raise its priority back: leaked when its nice value
+ * is below MIN, or setpriority to one step lower succeeds. */
+int p_nice(int argc, char **argv)
+{
+	if (argc < 1)
+		return error_out("usage: nice MIN");
+	long min = parse_long(argv[0], -20, 19, "MIN");
+	errno = 0;
+	int cur = getpriority(PRIO_PROCESS, 0);
+	if (cur == -1 && errno)
+		return error_out("getpriority: %s", strerror(errno));
+	bool leaked = cur < min;
+	note("nice %d (at least %ld wanted)", cur, min);
+	if (cur > -20) {
+		if (setpriority(PRIO_PROCESS, 0, cur - 1) == 0) {
+			leaked = true;
+			note("setpriority %d: allowed", cur - 1);
+		} else {
+			note("setpriority %d: %s", cur - 1, strerror(errno));
+		}
+	}
+	return finish(leaked);
+}

@@ -541,6 +541,7 @@ static const struct probe {
 	{"forkbomb", p_forkbomb},
 	{"memhog", p_memhog},
 	{"cpuspin", p_cpuspin},
+	{"nice", p_nice},
 	{"flood", p_flood},
 	{"daemon", p_daemon},
 	{"alive", p_alive},

@@ -9,6 +9,7 @@
  * and desktop-link.c call in.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,20 +289,92 @@ static int frame(struct gw_session *s, const uint8_t *data, size_t len, struct d
 	return 0;
 }
 
+static int decide_message(struct gw_session *s, const uint8_t *data, size_t len, bool noted,
+			  struct dg_err *err)
+{
+	struct dg_cdp_decide q;
+	int rc = dg_cdp_decide_decode(data, len, &q, err);
+	if (rc)
+		return rc;
+	rc = decide(s, &q, noted, err);
+	dg_cdp_decide_free(&q);
+	return rc;
+}
+
+/* ---- NOTEs, recorded off the round trip ----
+ *
+ * The worker sends a NOTE as the command leaves for Chromium; deciding it
+ * again and writing its event here then would take the CPU from the
+ * browser answering it. It waits instead until a reply to a client is
+ * written, or DG_GW_CDP_NOTES_WAIT_MS, whichever is first; anything
+ * recorded after it (a decided command, a frame, the end) runs the
+ * waiting ones first, so the recording keeps the worker's order. */
+
+/* Decides and records s's waiting NOTEs in order; the first error. */
+static int notes_run(struct gw_session *s, struct dg_err *err)
+{
+	struct gw_cdp_note *list = s->notes;
+	int rc = 0;
+	s->notes = NULL;
+	s->notes_tail = &s->notes;
+	s->n_notes = 0;
+	lws_sul_cancel(&s->sul_notes);
+	for (struct gw_cdp_note *n = list, *next; n; n = next) {
+		next = n->next;
+		if (rc == 0)
+			rc = decide_message(s, n->data, n->len, true, err);
+		free(n);
+	}
+	return rc;
+}
+
+void dg_gw_cdp_notes_run(struct gw_session *s)
+{
+	struct dg_err err = {{0}};
+	if (notes_run(s, &err) != 0)
+		s->gw->session_end(s, err.msg);
+}
+
+static void on_notes_due(lws_sorted_usec_list_t *sul)
+{
+	dg_gw_cdp_notes_run((struct gw_session *)((char *)sul -
+						  offsetof(struct gw_session, sul_notes)));
+}
+
+/* Keeps a NOTE to record later (decoded then: a malformed one ends the
+ * session when it is reached). */
+static int note_keep(struct gw_session *s, const uint8_t *data, size_t len, struct dg_err *err)
+{
+	struct gw_cdp_note *n = malloc(sizeof(*n) + len);
+	if (!n || s->n_notes >= DG_GW_CDP_NOTES_MAX) {
+		free(n);
+		int rc = notes_run(s, err);
+		return rc ? rc : decide_message(s, data, len, true, err);
+	}
+	n->next = NULL;
+	n->len = len;
+	memcpy(n->data, data, len);
+	if (!s->notes_tail)
+		s->notes_tail = &s->notes;
+	*s->notes_tail = n;
+	s->notes_tail = &n->next;
+	if (s->n_notes++ == 0)
+		lws_sul_schedule(s->gw->ctx, 0, &s->sul_notes, on_notes_due,
+				 DG_GW_CDP_NOTES_WAIT_MS * 1000);
+	return 0;
+}
+
 int dg_gw_cdp_from_worker(struct gw_session *s, uint32_t type, const uint8_t *data, size_t len,
 			  struct dg_err *err)
 {
+	if (type == DG_MSG_CDP_NOTE)
+		return note_keep(s, data, len, err);
+	if ((type == DG_MSG_CDP_FRAME || type == DG_MSG_CDP_DECIDE) && notes_run(s, err) != 0)
+		return -EPROTO;
 	if (type == DG_MSG_CDP_FRAME)
 		return frame(s, data, len, err);
-	if (type == DG_MSG_CDP_DECIDE || type == DG_MSG_CDP_NOTE) {
-		struct dg_cdp_decide q;
-		int rc = dg_cdp_decide_decode(data, len, &q, err);
-		if (rc)
-			return rc;
-		rc = decide(s, &q, type == DG_MSG_CDP_NOTE, err);
-		dg_cdp_decide_free(&q);
-		return rc;
-	}
+	if (type == DG_MSG_CDP_DECIDE)
+		return decide_message(s, data, len, false, err);
 	uint32_t client;
 	const uint8_t *rest;
 	size_t n;
@@ -329,6 +402,10 @@ int dg_gw_cdp_from_worker(struct gw_session *s, uint32_t type, const uint8_t *da
 
 void dg_gw_cdp_end(struct gw_session *s, const char *reason)
 {
+	struct dg_err err = {{0}};
+	if (notes_run(s, &err) != 0)
+		lwsl_err("deskgate: session %s: cached CDP commands not recorded: %s\n", s->id,
+			 err.msg);
 	json_decref(s->cdp_upload_ev);
 	s->cdp_upload_ev = NULL;
 	for (struct conn *c = s->cdp, *n; c; c = n) {

@@ -33,7 +33,12 @@
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
 #define DG_GW_GONE_WAIT_MS 500          /* worker gone: wait this long for the spawner's why */
 #define DG_GW_AUDIT_FILE_MAX (4 * 1024 * 1024) /* bytes of an audit result read back */
-#define DG_GW_CDP_CLIENTS_MAX 4         /* CDP clients of one session at once */          /* random bytes of an approval id (hex in URLs) */
+#define DG_GW_CDP_CLIENTS_MAX 4         /* CDP clients of one session at once */
+/* NOTEs (commands the worker allowed under a cached verdict) are recorded
+ * after the reply a client waits for is written, off the command's round
+ * trip: at most this many wait, for at most this long. */
+#define DG_GW_CDP_NOTES_MAX 64
+#define DG_GW_CDP_NOTES_WAIT_MS 20
 /* The egress proxy's supervision (egress-link.c). */
 #define DG_GW_EGRESS_DEATHS_MAX 5       /* deaths within DG_GW_EGRESS_WINDOW_MS that end
 					 * it: the 5th is not restarted (failed starts count) */
@@ -165,6 +170,12 @@ struct gw_cdp_methods {
 	unsigned long cached;       /* allowed by the worker under a cached verdict */
 };
 
+struct gw_cdp_note {
+	struct gw_cdp_note *next;
+	size_t len;
+	uint8_t data[];
+};
+
 struct gw_session {
 	bool used;
 	struct gw *gw;
@@ -223,6 +234,10 @@ struct gw_session {
 	int cdp_upload_req;
 	uint64_t cdp_upload_q;
 	json_t *cdp_upload_ev;
+	/* NOTEs waiting to be decided again and recorded (cdp-link.c), in the
+	 * order they came; their bytes as the worker sent them (owned). */
+	struct gw_cdp_note *notes, **notes_tail;
+	int n_notes;
 	unsigned long n_cdp_commands, n_cdp_refused;
 	unsigned long n_cdp_actions; /* allowed CDP commands that are actions (input,
 				      * navigation): they count as actions for budgets */
@@ -250,7 +265,7 @@ struct gw_session {
 	char frame_hash[DG_REC_HEX_LEN + 1]; /* the current screen's frame */
 	bool gone;             /* its worker's channel closed: ending soon */
 	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval, sul_rec,
-		sul_gone;
+		sul_gone, sul_notes;
 };
 
 struct gw_metrics {
@@ -306,7 +321,8 @@ struct gw {
 	char egress_why[DG_ERR_MAX];  /* what ended the proxy's channel, if seen */
 	int agent_fd;                 /* capacity.agent_check's listener; -1: off */
 	struct lws *agent_wsi;
-	/* dg_gw_session_end, for recording-link.c (see the files' order below). */
+	/* dg_gw_session_end, for recording-link.c and cdp-link.c (see the files'
+	 * order below). */
 	void (*session_end)(struct gw_session *s, const char *reason);
 };
 
@@ -327,7 +343,9 @@ struct gw {
  *   capacity.c      free capacity for a balancer: /v1/health, agent-check
  * (config.c, auth.c and web.c below them all.) The one edge upward is
  * gw->session_end, through which recording-link.c ends a session whose
- * recording failed (dg_gateway_serve sets it to dg_gw_session_end). */
+ * recording failed, and cdp-link.c one whose worker sent a malformed
+ * NOTE found when it is recorded, later (dg_gateway_serve sets it to
+ * dg_gw_session_end). */
 
 /* capacity.c: what a balancer learns about this gateway (docs/scale-out.md). */
 #define DG_GW_AGENT_BACKLOG 64 /* agent-check connections waiting, and accepted per wake-up */
@@ -545,6 +563,9 @@ void dg_gw_cdp_upload_checked(struct gw_session *s, const struct dg_upload_check
 			      const char *error);
 /* The session ends: its CDP clients are closed (reason). */
 void dg_gw_cdp_end(struct gw_session *s, const char *reason);
+/* Records s's waiting NOTEs (server.c calls it once a CDP client's queue
+ * is written out; cdp-link.c before anything that must follow them). */
+void dg_gw_cdp_notes_run(struct gw_session *s);
 
 /* desktop-link.c */
 int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker channel */

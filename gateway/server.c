@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -726,8 +727,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		ws_receive(c, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi),
 			   lws_frame_is_binary(wsi));
 		return 0;
-	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return dg_gw_ws_writable(c);
+	case LWS_CALLBACK_SERVER_WRITEABLE: {
+		int r = dg_gw_ws_writable(c);
+		/* A reply is out: the session's cached commands are recorded now,
+		 * off its round trip (cdp-link.c). */
+		if (c->kind == CONN_CDP && c->s && c->s->n_notes && !c->head)
+			dg_gw_cdp_notes_run(c->s);
+		return r;
+	}
 	case LWS_CALLBACK_CLOSED:
 		if (c->s && c->kind == CONN_AGENT)
 			dg_gw_session_agent_detach(c->s, c);
@@ -1077,6 +1084,11 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_USAGE;
 	}
+	/* Inherited by the spawner, the egress proxy and the workers; each jail
+	 * sets its own, lower (DG_JAIL_NICE). */
+	if (setpriority(PRIO_PROCESS, 0, DG_CONTROL_NICE) != 0)
+		fprintf(stderr, "deskgate serve: setpriority %d: %s (the control plane runs at "
+				"the desktops' priority)\n", DG_CONTROL_NICE, strerror(errno));
 	if (root->spawner_start(&gw.spawner, gw.verbose, &err) != 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;

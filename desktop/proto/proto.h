@@ -224,6 +224,16 @@ int dg_seq_recv(int fd, char *buf, size_t cap, size_t *len, int *fds, int *nfds,
 
 /* ---- the worker's channel (worker-client.c) ----------------------------- */
 
+/* Scheduling: `deskgate serve` runs its control plane (gateway, spawner,
+ * egress proxy, workers: everything on an action's or a CDP command's
+ * path) at DG_CONTROL_NICE, and every jail at DG_JAIL_NICE, which its
+ * programs cannot lower (RLIMIT_NICE 0). A desktop busy with a hostile
+ * page then cannot queue the decisions about it, or any other session's,
+ * behind its own work; and a command's hops through deskgate do not wait
+ * for a core the browser answering it holds (docs/jail.md#scheduling). */
+#define DG_CONTROL_NICE (-5)
+#define DG_JAIL_NICE 0
+
 /* Descriptors `deskgate worker` is started with (dg_worker_start). */
 #define DG_WORKER_FD_CTL 3   /* socketpair to the owner (typed messages) */
 #define DG_WORKER_FD_RFB 4   /* RFB stream to Xvnc */

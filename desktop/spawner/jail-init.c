@@ -73,11 +73,16 @@ static int set_limit(int res, rlim_t v, const char *name, struct dg_err *err)
 }
 
 /* Second line behind the cgroup: no core dumps, no file larger than the
- * scratch space, bounded descriptors and processes for the jail's uid. */
+ * scratch space, bounded descriptors and processes for the jail's uid;
+ * and the jail's priority, below the control plane's (DG_JAIL_NICE). */
 int dg_jail_set_rlimits(const struct dg_limits *lim, struct dg_err *err)
 {
 	int r;
-	if ((r = set_limit(RLIMIT_CORE, 0, "core", err)) ||
+	if (setpriority(PRIO_PROCESS, 0, DG_JAIL_NICE) != 0)
+		return dg_err_set(err, -errno, "jail: setpriority %d: %s", DG_JAIL_NICE,
+				  strerror(errno));
+	if ((r = set_limit(RLIMIT_NICE, 0, "nice", err)) ||
+	    (r = set_limit(RLIMIT_CORE, 0, "core", err)) ||
 	    (r = set_limit(RLIMIT_FSIZE, (rlim_t)lim->scratch_mb * 1024 * 1024, "fsize", err)) ||
 	    (r = set_limit(RLIMIT_NOFILE, DG_JAIL_NOFILE, "nofile", err)) ||
 	    (r = set_limit(RLIMIT_NPROC, lim->pids, "nproc", err)))

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "containment.h"
+#include "desktop/proto/proto.h"
 
 DG_CONTAINMENT_MAIN
 
@@ -96,6 +97,18 @@ Test(resources, cpuspin_jail, .timeout = 60)
 }
 
 Test(resources, cpuspin_control) { control_leaked(NULL, ARGV("cpuspin", "1500", "0.35")); }
+
+/* ---- priority: the jail below the control plane, for good ---- */
+
+#define STR(x) STR_(x)
+#define STR_(x) #x
+
+Test(resources, nice_jail, .timeout = 60)
+{
+	jail_contained(NULL, ARGV("nice", STR(DG_JAIL_NICE)));
+}
+
+Test(resources, nice_control) { control_leaked(NULL, ARGV("nice", STR(DG_JAIL_NICE))); }
 
 /* ---- wall clock: exec_seconds 2 ---- */
 
