@@ -22,6 +22,8 @@ DG_PACKAGES=(
   xvfb xdotool scrot
   python3 python3-websockets iproute2 curl openssl ca-certificates nodejs
   clang libclang-rt-dev
+  # the balancer of several gateways (deploy/, tests/cluster)
+  haproxy
 )
 
 dg_install_missing() {

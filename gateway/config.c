@@ -784,6 +784,44 @@ static int sec_object_store(const struct dg_jctx *c, json_t *v, struct dg_config
 	return 0;
 }
 
+/* ---- capacity ------------------------------------------------------------------ */
+
+/* "capacity": {"agent_check": "ADDR:PORT", "drain": false}: what a balancer
+ * in front of several gateways learns about this one (docs/scale-out.md). */
+static int sec_capacity(const struct dg_jctx *c, json_t *v, struct dg_config *cfg)
+{
+	if (!json_is_object(v))
+		return not_a(c, "capacity", v, "an object ({\"agent_check\": ADDR:PORT, \"drain\": BOOL})");
+	const char *key;
+	json_t *item;
+	json_object_foreach(v, key, item) {
+		if (strcmp(key, "agent_check") == 0) {
+			if (!json_is_string(item))
+				return not_a(c, "capacity.agent_check", item, "a string (ADDR:PORT)");
+			struct listen_addr l;
+			char why[160];
+			if (parse_listen(json_string_value(item), &l, why, sizeof(why))) {
+				char val[DG_SHOW_VALUE_MAX];
+				dg_show_value(item, val, sizeof(val));
+				return dg_jfail(c, "capacity.agent_check: %s: %s", val, why);
+			}
+			memcpy(cfg->agent_check, l.listen, sizeof(cfg->agent_check));
+			memcpy(cfg->agent_check_addr, l.addr, sizeof(cfg->agent_check_addr));
+			cfg->agent_check_family = l.family;
+			cfg->agent_check_port = l.port;
+		} else if (strcmp(key, "drain") == 0) {
+			if (!json_is_boolean(item))
+				return not_a(c, "capacity.drain", item, "true or false");
+			cfg->drain = json_is_true(item);
+		} else {
+			int rc = unknown_key(c, "capacity.", key, "");
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 /* ---- limits -------------------------------------------------------------------- */
 
 /* The bounds come from gateway.h, the single statement of what may be set. */
@@ -863,6 +901,7 @@ static const struct section sections[] = {
 	{ "recordings", sec_recordings }, { "state_dir", sec_state_dir },
 	{ "instance", sec_instance },     { "limits", sec_limits },
 	{ "object_store", sec_object_store },
+	{ "capacity", sec_capacity },
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 

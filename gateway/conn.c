@@ -5,6 +5,7 @@
  * no other gateway file.
  */
 #include <errno.h>
+#include <openssl/rand.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -257,4 +258,15 @@ void dg_gw_broadcast(struct gw_session *s, json_t *ev)
 	for (struct conn *o = s->observers; o; o = o->next_observer)
 		dg_gw_ws_send_json(o, json_incref(ev));
 	json_decref(ev);
+}
+
+int dg_gw_new_id(char *out, size_t outlen)
+{
+	unsigned char rnd[DG_SESSION_ID_RANDOM_HEX / 2];
+	char hex[DG_SESSION_ID_RANDOM_HEX + 1];
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return -EIO;
+	dg_hex_encode(rnd, sizeof(rnd), hex);
+	int n = snprintf(out, outlen, "%s-%s", dg_instance(), hex);
+	return n < 0 || (size_t)n >= outlen ? -ENOSPC : 0;
 }

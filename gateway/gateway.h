@@ -136,8 +136,14 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
  *     "instance": "gw-1",
  *         This gateway's name on the host (see dg_instance in
  *         desktop/proto/proto.h: 1-32 of [a-z0-9-]): its jails' cgroups and slot
- *         locks carry it, so gateways beside each other keep apart. Default:
+ *         locks carry it, so gateways beside each other keep apart, and its
+ *         session ids begin with it, so a balancer routes by them. Default:
  *         DESKGATE_INSTANCE from the environment, else the host name.
+ *     "capacity": {"agent_check": "127.0.0.1:8471", "drain": false},
+ *         For a balancer in front of several gateways (docs/scale-out.md):
+ *         agent_check, where HAProxy's agent-check reads this host's free
+ *         capacity (a line, then close; default: off); drain, no new session
+ *         here (503) while the live ones go on (default false).
  *     "limits": {
  *       "max_sessions": 20,            sessions at once, all agents together
  *       "max_message_bytes": 1048576,  largest WebSocket message or HTTP body accepted
@@ -299,6 +305,11 @@ struct dg_config {
 	char recordings[DG_CONFIG_PATH_MAX];
 	char state_dir[DG_CONFIG_PATH_MAX];
 	char instance[DG_CONFIG_INSTANCE_MAX + 1]; /* "": not set */
+	char agent_check[DG_LISTEN_MAX];  /* capacity.agent_check, canonical; "": off */
+	char agent_check_addr[DG_LISTEN_MAX];
+	int agent_check_family;
+	uint16_t agent_check_port;
+	bool drain;                       /* capacity.drain: no new session here */
 	struct dg_gw_limits limits;
 	struct dg_config_store object_store;
 	struct dg_config_token *tokens;

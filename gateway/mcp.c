@@ -32,7 +32,6 @@
 #define DG_MCP_SESSIONS_MAX 256     /* MCP sessions the gateway holds at once */
 #define DG_MCP_ENDED_KEPT 64        /* ended MCP sessions whose end reason a later
 				     * request still gets (a 404 saying why) */
-#define DG_MCP_ID_BYTES 16          /* random bytes of an Mcp-Session-Id (hex) */
 #define DG_MCP_RPC_ID_MAX 256       /* bytes of a JSON-RPC id string */
 #define DG_MCP_CLIENT_TEXT_MAX 128  /* bytes of clientInfo name or version kept */
 #define DG_MCP_PROGRESS_MS 1000     /* between progress notifications of a call */
@@ -54,7 +53,7 @@ struct mcp_call {
 	struct mcp_call *all_prev, *all_next; /* every live call (calls_all) */
 	struct mcp_session *m;  /* valid until done: a session outlives its calls' ends */
 	struct gw *gw;
-	char sid[2 * DG_MCP_ID_BYTES + 1]; /* m's id, for the answer's header */
+	char sid[DG_SESSION_ID_MAX + 1]; /* m's id, for the answer's header */
 	struct conn rconn;      /* the runner's agent for this call */
 	json_t *id;             /* the JSON-RPC id */
 	json_t *progress;       /* _meta.progressToken, or NULL */
@@ -78,7 +77,7 @@ struct mcp_call {
 struct mcp_session {
 	bool used;
 	struct gw *gw;
-	char id[2 * DG_MCP_ID_BYTES + 1];
+	char id[DG_SESSION_ID_MAX + 1];
 	char owner[DG_TOKEN_NAME_MAX + 1];
 	char protocol[16];
 	json_t *info;           /* {"client": {name, version}, "protocol"} for the recording */
@@ -97,7 +96,7 @@ struct mcp_session {
 };
 
 struct mcp_ended {
-	char id[2 * DG_MCP_ID_BYTES + 1];
+	char id[DG_SESSION_ID_MAX + 1];
 	char owner[DG_TOKEN_NAME_MAX + 1];
 	char reason[DG_ERR_MAX];
 };
@@ -592,13 +591,15 @@ static int do_initialize(struct gw *gw, struct conn *h, const json_t *id, const 
 	if (!m)
 		return reply(gw, h, 503, NULL, rpc_error(id, -32000, "the gateway holds %d MCP "
 						       "sessions, its limit", DG_MCP_SESSIONS_MAX));
-	unsigned char rnd[DG_MCP_ID_BYTES];
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+	/* An Mcp-Session-Id has the form of a session id (the instance first),
+	 * so a balancer routes it to this host by the header alone. */
+	char sid[DG_SESSION_ID_MAX + 1];
+	if (dg_gw_new_id(sid, sizeof(sid)) != 0)
 		return reply(gw, h, 500, NULL, rpc_error(id, -32603, "no randomness for a session id"));
 	memset(m, 0, sizeof(*m));
 	m->used = true;
 	m->gw = gw;
-	dg_hex_encode(rnd, sizeof(rnd), m->id);
+	memcpy(m->id, sid, sizeof(m->id));
 	snprintf(m->owner, sizeof(m->owner), "%s", h->who.name);
 	const char *proto = protocols[0];
 	for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++)

@@ -509,8 +509,7 @@ static void on_approval_timeout(lws_sorted_usec_list_t *sul)
  * answer comes when someone decides or the approval expires). */
 static void ask(struct gw_session *s, struct request *r, json_t *action)
 {
-	unsigned char rnd[DG_APPROVAL_ID_BYTES];
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1 || action_hash(s, r->ad.text[r->index], r->ad.text_len[r->index],
+	if (dg_gw_new_id(s->appr.id, sizeof(s->appr.id)) != 0 || action_hash(s, r->ad.text[r->index], r->ad.text_len[r->index],
 							     s->appr.hash) != 0) {
 		r->decision.verdict = DG_VERDICT_DENY;
 		snprintf(r->decision.reason, sizeof(r->decision.reason),
@@ -518,7 +517,6 @@ static void ask(struct gw_session *s, struct request *r, json_t *action)
 		refuse_current(s);
 		return;
 	}
-	dg_hex_encode(rnd, sizeof(rnd), s->appr.id);
 	s->appr.pending = true;
 	s->appr.created_ms = dg_now_ms();
 	s->appr.expires_ms = s->appr.created_ms + (long long)s->gw->cfg.limits.approval_seconds * 1000;

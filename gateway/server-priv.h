@@ -28,7 +28,6 @@
 #define DG_MODEL_DIM_MIN 64
 #define DG_MODEL_DIM_MAX 8192
 #define DG_SESSION_TOKEN_BYTES 32
-#define DG_APPROVAL_ID_BYTES 16
 #define DG_GW_RETENTION_PERIOD_S 3600      /* between retention passes */
 #define DG_GW_RECORDINGS_LIST_MAX 1000     /* recordings one GET /v1/recordings lists */
 #define DG_GW_STOP_FLUSH_MS 500         /* stopping: time to write the "ended" messages */
@@ -267,7 +266,7 @@ struct gw_session {
 	 * exact action and session, single-use, expiring. */
 	struct {
 		bool pending;
-		char id[2 * DG_APPROVAL_ID_BYTES + 1];
+		char id[DG_SESSION_ID_MAX + 1]; /* the form of a session id */
 		unsigned char hash[DG_SHA256_LEN];
 		long long created_ms, expires_ms;
 		unsigned char *png;   /* the screen when it asked (owned) */
@@ -338,6 +337,8 @@ struct gw {
 	bool verbose;
 	bool stopping;
 	char egress_why[DG_ERR_MAX];  /* what ended the proxy's channel, if seen */
+	int agent_fd;                 /* capacity.agent_check's listener; -1: off */
+	struct lws *agent_wsi;
 	/* dg_gw_session_end, for recording-link.c and cdp-link.c (see the files'
 	 * order below). */
 	void (*session_end)(struct gw_session *s, const char *reason);
@@ -357,11 +358,32 @@ struct gw {
  *   recording-link.c the recordings: per session, retention, listings
  *   conn.c          sending on connections, adopting descriptors, the
  *                   session table's lookup
+ *   capacity.c      free capacity for a balancer: /v1/health, agent-check
  * (config.c, auth.c and web.c below them all.) The one edge upward is
  * gw->session_end, through which recording-link.c ends a session whose
  * recording failed, and cdp-link.c one whose worker sent a malformed
  * NOTE found when it is recorded, later (dg_gateway_serve sets it to
  * dg_gw_session_end). */
+
+/* capacity.c: what a balancer learns about this gateway (docs/scale-out.md). */
+#define DG_GW_AGENT_BACKLOG 64 /* agent-check connections waiting, and accepted per wake-up */
+struct gw_capacity {
+	int sessions, max_sessions, free_slots;
+	bool draining;                /* capacity.drain, or no new session can start */
+	bool full;                    /* draining or no free slot: no new session here */
+	long long mem_available_mb;   /* -1: unknown */
+};
+void dg_gw_capacity(const struct gw *gw, struct gw_capacity *out);
+/* GET /v1/health's body (a new reference): counts only, no names. */
+json_t *dg_gw_health_json(const struct gw *gw);
+/* The agent-check line ("up ready 40%\n", "up drain 0%\n") into out: its
+ * length, or -ENOSPC. */
+int dg_gw_agent_line(const struct gw *gw, char *out, size_t outlen);
+/* Opens capacity.agent_check's listening socket (non-blocking): the fd or
+ * a negative errno with err. */
+int dg_gw_agent_open(const struct gw *gw, struct dg_err *err);
+/* The listener is readable: answers every waiting connection. 0 or -errno. */
+int dg_gw_agent_readable(const struct gw *gw, int lfd);
 
 /* mcp.c: the MCP front door (docs/mcp.md). dg_gw_mcp_http answers a
  * request to /mcp from an authenticated connection (raw, raw_len: its
@@ -401,7 +423,7 @@ int dg_gw_write_http_extra(struct lws *wsi, int status, const char *type, const 
 int dg_gw_write_http_head(struct lws *wsi, int status, const char *type, unsigned long long len,
 			  const char *const *extra);
 /* Descriptors in the event loop ("dg-raw"), tagged with what they are. */
-enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS };
+enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS, RAW_AGENT_CHECK };
 struct raw_tag {
 	enum raw_kind kind;
 	struct gw_session *s;
@@ -412,6 +434,10 @@ struct lws *dg_gw_egress_adopt(struct gw *gw, int fd); /* clears gw->egress_why 
 void *dg_gw_raw_tag(struct gw_session *s, int kind);
 void dg_gw_raw_untag(void *tag);
 struct gw_session *dg_gw_session_find(struct gw *gw, const char *id);
+/* A new session id (also an Mcp-Session-Id and an approval id): this instance, '-', and
+ * DG_SESSION_ID_RANDOM_HEX random hex digits (proto.h). 0, or -EIO when
+ * there is no randomness, -ENOSPC when out (outlen bytes) is too small. */
+int dg_gw_new_id(char *out, size_t outlen);
 
 /* recording-link.c: see there (dg_gw_policy_load: gateway.h). */
 int dg_gw_rec_start(struct gw *gw, struct dg_err *err); /* as root, before sessions */

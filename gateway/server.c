@@ -246,10 +246,12 @@ static int route_approvals(struct conn *c, const char *path, const char *raw, si
 		return reply_json(c, 200, json_pack("{s:o}", "approvals", dg_gw_approvals_json(G)));
 	}
 	const char *rest = path + 14;
-	size_t n = strspn(rest, "0123456789abcdef");
-	if (n != 2 * DG_APPROVAL_ID_BYTES || (rest[n] && strcmp(rest + n, "/frame") != 0))
+	/* An approval id has the form of a session id (the instance first):
+	 * only a pending approval's exact id matches. */
+	size_t n = strspn(rest, "0123456789abcdefghijklmnopqrstuvwxyz-");
+	if (n == 0 || n > DG_SESSION_ID_MAX || (rest[n] && strcmp(rest + n, "/frame") != 0))
 		return reply_error(c, 404, "not_found", "no such approval");
-	char id[2 * DG_APPROVAL_ID_BYTES + 1];
+	char id[DG_SESSION_ID_MAX + 1];
 	memcpy(id, rest, n);
 	id[n] = '\0';
 	if (rest[n]) {
@@ -408,6 +410,8 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 	const struct dg_web_file *page = c->method == 'G' ? dg_web_find(path) : NULL;
 	if (page)
 		return dg_web_reply(c, page);
+	if (strcmp(path, "/v1/health") == 0 && c->method == 'G')
+		return reply_json(c, 200, dg_gw_health_json(G));
 	if (strcmp(path, "/healthz") == 0 && c->method == 'G') {
 		int live = 0;
 		for (int i = 0; i < G->n_sessions; i++)
@@ -840,6 +844,12 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return dg_gw_worker_readable(t->s) < 0 ? -1 : 0;
 		if (t->kind == RAW_EXEC)
 			return dg_gw_exec_readable(t->s) < 0 ? -1 : 0;
+		if (t->kind == RAW_AGENT_CHECK) {
+			int rc = dg_gw_agent_readable(G, lws_get_socket_fd(wsi));
+			if (rc < 0)
+				lwsl_err("deskgate: agent-check: accept: %s\n", strerror(-rc));
+			return 0;
+		}
 		return -1;
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (!t)
@@ -860,7 +870,11 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		} else if (t->kind == RAW_EXEC) {
 			dg_gw_exec_closed(t->s);
 		}
-		if (t->kind != RAW_SPAWNER && t->kind != RAW_EGRESS)
+		if (t->kind == RAW_AGENT_CHECK) {
+			G->agent_wsi = NULL;
+			G->agent_fd = -1; /* lws closed it */
+		}
+		if (t->kind != RAW_SPAWNER && t->kind != RAW_EGRESS && t->kind != RAW_AGENT_CHECK)
 			free(t);
 		return 0;
 	default:
@@ -1147,6 +1161,13 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		info.ssl_cert_filepath = gw.cfg.tls_cert;
 		info.ssl_private_key_filepath = gw.cfg.tls_key;
 	}
+	gw.agent_fd = -1;
+	if (gw.cfg.agent_check[0] && (gw.agent_fd = dg_gw_agent_open(&gw, &err)) < 0) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		dg_spawner_stop(&gw.spawner);
+		dg_egress_stop(&gw.egress);
+		return DG_EXIT_FAILED;
+	}
 	gw.ctx = lws_create_context(&info);
 	if (!gw.ctx) {
 		fprintf(stderr, "deskgate serve: cannot listen on %s\n", gw.cfg.listen);
@@ -1167,6 +1188,11 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		fprintf(stderr, "deskgate serve: cannot watch the spawner's or egress proxy's channel\n");
 		return DG_EXIT_FAILED;
 	}
+	static struct raw_tag agent_tag = {RAW_AGENT_CHECK, NULL};
+	if (gw.agent_fd >= 0 && !(gw.agent_wsi = dg_gw_adopt(&gw, gw.agent_fd, &agent_tag))) {
+		fprintf(stderr, "deskgate serve: cannot watch the agent-check listener\n");
+		return DG_EXIT_FAILED;
+	}
 	dg_gw_rec_timers(&gw);
 	if (dg_gw_mcp_start(&gw) != 0) {
 		fprintf(stderr, "deskgate serve: no memory for the MCP sessions' table\n");
@@ -1184,6 +1210,9 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	printf("deskgate: agents: POST %s/v1/sessions, then connect %s/v1/sessions/<id>/ws\n", http, ws);
 	printf("deskgate: browsers: %s/  (viewer token)\n", http);
 	printf("deskgate: MCP hosts: %s/mcp  (agent token; docs/mcp.md)\n", http);
+	if (gw.agent_fd >= 0)
+		printf("deskgate: HAProxy agent-check on %s (docs/scale-out.md)%s\n", gw.cfg.agent_check,
+		       gw.cfg.drain ? "; draining: no new session here" : "");
 	for (size_t i = 0; i < gen.n; i++)
 		printf("deskgate: generated %s token (shown once, kept hashed in %s/%s): %s\n",
 		       dg_role_name(gen.t[i].role), gw.cfg.state_dir, DG_TOKENS_FILE, gen.t[i].token);

@@ -31,7 +31,8 @@ json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 	char http[300], ws[300];
 	dg_config_base_url(&s->gw->cfg, false, http, sizeof(http));
 	dg_config_base_url(&s->gw->cfg, true, ws, sizeof(ws));
-	json_t *j = json_pack("{s:s, s:s, s:s, s:[i,i], s:[i,i], s:s, s:s, s:I, s:I, s:I}", "id", s->id,
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:[i,i], s:[i,i], s:s, s:s, s:I, s:I, s:I}", "id",
+			      s->id, "host", dg_instance(),
 			      "state", s->state == S_STARTING ? "starting" : "ready", "profile",
 			      dg_profile_name(s->profile), "size", s->width, s->height, "display",
 			      s->model_w, s->model_h, "agent", s->owner, "policy",
@@ -223,6 +224,14 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, cons
 				      "deskgate restarts");
 		return -1;
 	}
+	if (gw->cfg.drain) {
+		/* A balancer reads "drain" from the agent-check and sends none;
+		 * a client that comes here directly is told the same. */
+		*status = 503;
+		snprintf(err, errlen, "host %s is draining (capacity.drain): it takes no new session",
+			 dg_instance());
+		return -1;
+	}
 	struct gw_session *s = NULL;
 	for (int i = 0; i < gw->n_sessions && !s; i++) {
 		if (!gw->sessions[i].used)
@@ -254,15 +263,13 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, cons
 		}
 	}
 	memset(s, 0, sizeof(*s));
-	unsigned char rnd[16];
-	if (!ptext || RAND_bytes(rnd, sizeof(rnd)) != 1) {
+	if (!ptext || dg_gw_new_id(s->id, sizeof(s->id)) != 0) {
 		dg_policy_free(&policy);
 		free(ptext);
 		*status = 500;
 		snprintf(err, errlen, "no memory or randomness for a session");
 		return -1;
 	}
-	dg_hex_encode(rnd, sizeof(rnd), s->id);
 	s->used = true;
 	s->gw = gw;
 	s->state = S_STARTING;

@@ -133,7 +133,7 @@
 
 /* ---- limits (each accepted at its value, refused one past it) ---------- */
 
-#define DG_REC_ID_MAX 64                     /* bytes of a session id */
+#define DG_REC_ID_MAX 80                     /* bytes of a session id */
 #define DG_REC_TYPE_MAX 32                   /* bytes of an event type */
 #define DG_REC_NAME_MAX 128                  /* bytes of a profile or token name */
 #define DG_REC_LINE_MAX (4 * 1024 * 1024)    /* bytes of one events line, '\n' excluded */

@@ -216,7 +216,7 @@
   }
 
   DG.start(async () => {
-    if (!/^[a-z0-9-]{1,64}$/.test(id)) {
+    if (!/^[a-z0-9-]{1,80}$/.test(id)) {
       DG.showError(new Error('No session given: open the live view from the Sessions page.'));
       return;
     }

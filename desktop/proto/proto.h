@@ -91,7 +91,14 @@ const char *dg_instance(void);
 
 /* ---- sessions and desktops (names.c) ------------------------------------ */
 
-#define DG_SESSION_ID_MAX 64          /* [a-z0-9-] */
+/* A session id is its gateway's instance, '-', and 32 random lowercase hex
+ * digits ("c1-ae235e93..."): the instance is everything before the last
+ * '-' (the hex part has none), so a balancer routes a session's requests to
+ * its host from the id alone (docs/scale-out.md). Ids are [a-z0-9-]. */
+#define DG_SESSION_ID_MAX 80          /* [a-z0-9-] */
+#define DG_SESSION_ID_RANDOM_HEX 32   /* the random part */
+_Static_assert(DG_INSTANCE_MAX + 1 + DG_SESSION_ID_RANDOM_HEX <= DG_SESSION_ID_MAX,
+	       "a session id holds the longest instance");
 
 bool dg_session_id_valid(const char *id);
 

@@ -89,7 +89,7 @@ async function sessionsOf(gw) {
 async function browserSession(gw, shop, evil, browser) {
   const { client, transport } = await httpClient(gw, { profile: 'browser', display: { width: 1024, height: 640 } });
   const sid = transport.sessionId;
-  expect('initialize gives an Mcp-Session-Id', /^[0-9a-f]{32}$/.test(sid || ''), sid);
+  expect('initialize gives an Mcp-Session-Id', /^[a-z0-9][a-z0-9-]*-[0-9a-f]{32}$/.test(sid || ''), sid);
   expect('the negotiated protocol is the latest', client.getServerVersion().name === 'deskgate', JSON.stringify(client.getServerVersion()));
 
   const { tools } = await client.listTools();

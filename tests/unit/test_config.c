@@ -806,6 +806,37 @@ Test(config, instance)
 	assert_msg_has("is not a string");
 }
 
+/* ---- capacity ------------------------------------------------------------------------------ */
+
+Test(config, capacity)
+{
+	assert_ok(parsef("{}"));
+	cr_assert_str_eq(cfg.agent_check, "", "off by default");
+	cr_assert(!cfg.drain);
+	assert_ok(parsef("{\"capacity\": {\"agent_check\": \"127.0.0.1:8471\", \"drain\": true}}"));
+	cr_assert_str_eq(cfg.agent_check, "127.0.0.1:8471");
+	cr_assert_str_eq(cfg.agent_check_addr, "127.0.0.1");
+	cr_assert_eq(cfg.agent_check_port, 8471);
+	cr_assert_eq(cfg.agent_check_family, AF_INET);
+	cr_assert(cfg.drain);
+	assert_ok(parsef("{\"capacity\": {\"agent_check\": \"[::1]:1\"}}"));
+	cr_assert_str_eq(cfg.agent_check, "[::1]:1");
+	cr_assert_eq(cfg.agent_check_family, AF_INET6);
+	assert_ok(parsef("{\"capacity\": {}}"));
+	static const char *const bad[] = {"\"localhost:8471\"", "\"127.0.0.1:0\"",
+					  "\"127.0.0.1:65536\"", "\"127.0.0.1\"", "8471"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_refused(parsef("{\"capacity\": {\"agent_check\": %s}}", bad[i]));
+		assert_msg_has("capacity.agent_check");
+	}
+	assert_refused(parsef("{\"capacity\": {\"drain\": \"yes\"}}"));
+	assert_msg_has("capacity.drain");
+	assert_refused(parsef("{\"capacity\": {\"drian\": true}}"));
+	assert_msg_has("unknown key \"capacity.drian\"");
+	assert_refused(parsef("{\"capacity\": []}"));
+	assert_msg_has("capacity");
+}
+
 /* ---- paths and policies ------------------------------------------------------------------- */
 
 Test(config, paths)

@@ -558,8 +558,8 @@ Test(proto, upload_paths_at_their_bounds)
 	cr_assert_eq(out.u.upload_check.n, 1);
 	cr_assert_str_eq(out.u.upload_check.paths[0], "/a");
 	m = upload_check_msg(DG_UPLOAD_PATHS_MAX, DG_UPLOAD_PATH_MAX);
-	snprintf(m.session, sizeof(m.session), "%s",
-		 "s234567890123456789012345678901234567890123456789012345678901234");
+	memset(m.session, 's', DG_SESSION_ID_MAX);
+	m.session[DG_SESSION_ID_MAX] = '\0';
 	cr_assert_eq(strlen(m.session), DG_SESSION_ID_MAX);
 	cr_assert_eq(round_trip(&m, &out), DG_SPAWN_UPLOAD_CHECK_MAX, "the largest at its cap");
 	for (int i = 0; i < DG_UPLOAD_PATHS_MAX; i++)
@@ -630,8 +630,8 @@ Test(proto, upload_verdicts_at_their_bounds)
 	cr_assert_eq(memcmp(&out.u.upload_checked, &m.u.upload_checked, sizeof(m.u.upload_checked)),
 		     0);
 	m = upload_checked_msg(DG_UPLOAD_PATHS_MAX);
-	snprintf(m.session, sizeof(m.session), "%s",
-		 "s234567890123456789012345678901234567890123456789012345678901234");
+	memset(m.session, 's', DG_SESSION_ID_MAX);
+	m.session[DG_SESSION_ID_MAX] = '\0';
 	cr_assert_eq(round_trip(&m, &out), DG_SPAWN_UPLOAD_CHECKED_MAX, "the largest at its cap");
 	m = upload_checked_msg(DG_UPLOAD_PATHS_MAX + 1);
 	cr_assert_eq(encode_rc(&m), -EINVAL, "17 files");

@@ -1,0 +1,301 @@
+"""cluster/haproxy (ctest): three deskgate hosts behind HAProxy, started by
+deploy/cluster/up, driven through the balancer only (docs/scale-out.md).
+
+    python3 cluster.py DESKGATE_BINARY WORK_DIR
+
+Host 1 and 2 take sessions, host 3 is drained by its configuration. Host 1
+starts with PRELOAD sessions made on it directly, so it has less free
+capacity: of the 30 sessions made through the balancer, host 2 must get
+more than host 1, both some, host 3 none. Each is driven over its
+WebSocket (one action, its result and screenshot), one is watched by an
+observer, 10 are ended and their recordings read through the balancer
+(sealed). Then host 1 is killed (SIGKILL): its WebSockets close, its
+sessions' requests get 503 naming it, new sessions land on host 2, and
+host 2's WebSockets keep working. Restarted, host 1 seals the recordings
+its death left open. Everything runs under WORK_DIR (the build directory)
+and is stopped by deploy/cluster/down, which stops only what up started.
+"""
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import websockets
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UP = os.path.join(ROOT, "deploy", "cluster", "up")
+DOWN = os.path.join(ROOT, "deploy", "cluster", "down")
+SESSIONS = 30
+PRELOAD = 10
+MAX_SESSIONS = 22
+ENDED = 10
+
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""),
+          flush=True)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def read_env(path):
+    env = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            env[k] = v.replace("\\ ", " ")
+    return env
+
+
+def http(method, url, token=None, body=None, timeout=60):
+    """(status, JSON or text) of one request."""
+    req = urllib.request.Request(url, method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, raw = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+async def create(env, n, parallel=6):
+    """n xterm sessions through the balancer, at most `parallel` at once."""
+    sem = asyncio.Semaphore(parallel)
+
+    async def one():
+        async with sem:
+            return await asyncio.to_thread(http, "POST", env["BALANCER_URL"] + "/v1/sessions",
+                                           env["AGENT_TOKEN"], {"profile": "xterm"})
+    return await asyncio.gather(*(one() for _ in range(n)))
+
+
+async def agent_ws(s):
+    ws = await websockets.connect(s["ws_url"], max_size=None, open_timeout=30,
+                                  subprotocols=["deskgate.v1", "bearer." + s["session_token"]])
+    hello = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    assert hello["type"] == "hello" and hello["id"] == s["id"], hello
+    return ws
+
+
+async def act(ws, x):
+    """One action: its result, then its screenshot (a PNG)."""
+    await ws.send(json.dumps({"type": "move", "x": x, "y": 20}))
+    res = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    png = await asyncio.wait_for(ws.recv(), 30)
+    return res.get("type") == "result" and res.get("ok") is True and \
+        isinstance(png, bytes) and png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def closed_within(ws, seconds):
+    """Whether ws closes within seconds (anything received meanwhile is read)."""
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            await asyncio.wait_for(ws.recv(), deadline - time.monotonic())
+    except websockets.ConnectionClosed:
+        return True
+    except asyncio.TimeoutError:
+        return False
+    return False
+
+
+async def main(work):
+    prefix = f"t{os.getpid() % 100000}-"
+    cdir = os.path.join(work, "cluster")
+    subprocess.run(["rm", "-rf", cdir], check=True)
+    t0 = time.monotonic()
+    subprocess.run([UP, "--max-sessions", str(MAX_SESSIONS), "--drain", "3", "--prefix", prefix,
+                    "3", cdir], check=True)
+    try:
+        await scenario(read_env(os.path.join(cdir, "env")), cdir, prefix, t0)
+    finally:
+        subprocess.run([DOWN, cdir], check=False)
+        env = read_env(os.path.join(cdir, "env"))
+        pids = env["HOST_PIDS"].split() + [env["HAPROXY_PID"], env["S3_PID"]]
+        time.sleep(0.5)
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}")]
+        check("down stopped every process up started", not alive, f"still there: {alive}")
+
+
+async def scenario(env, cdir, prefix, t0):
+    B, A, V = env["BALANCER_URL"], env["AGENT_TOKEN"], env["VIEWER_TOKEN"]
+    names = env["HOST_NAMES"].split()
+    direct = env["HOST_URLS"].split()
+    print(f"cluster up in {time.monotonic() - t0:.1f} s: {names} behind {B}", flush=True)
+
+    # ---- health, as HAProxy and anyone see it (no token) ----
+    st, h = http("GET", direct[2] + "/v1/health")
+    check("a drained host reports itself full", st == 200 and h["full"] and h["draining"], h)
+    st, h = http("GET", direct[0] + "/v1/health")
+    check("/v1/health has counts and the host", st == 200 and h["host"] == names[0] and
+          h["free_slots"] == MAX_SESSIONS and h["sessions"] == 0 and
+          isinstance(h["mem_available_mb"], int), h)
+    st, e = http("POST", direct[2] + "/v1/sessions", A, {"profile": "xterm"})
+    check("the drained host refuses a session made on it directly (503)",
+          st == 503 and names[2] in e["error"]["message"], (st, e))
+
+    # ---- host 1 has less free capacity: PRELOAD sessions made on it directly ----
+    pre = []
+    for _ in range(PRELOAD):
+        st, s = http("POST", direct[0] + "/v1/sessions", A, {"profile": "xterm"})
+        check("a session made on host 1 directly", st == 201, (st, s))
+        pre.append(s)
+    await asyncio.sleep(1.2)  # the agents' weights are read every 500 ms
+
+    # ---- 30 sessions through the balancer ----
+    t = time.monotonic()
+    made = await create(env, SESSIONS)
+    sessions = [s for st, s in made if st == 201]
+    check(f"{SESSIONS} sessions created through the balancer", len(sessions) == SESSIONS,
+          [m for m in made if m[0] != 201][:3])
+    per = {n: sum(1 for s in sessions if s["host"] == n) for n in names}
+    print(f"placement of {SESSIONS} ({time.monotonic() - t:.1f} s; host 1 had {PRELOAD} already): "
+          f"{per}", flush=True)
+    check("every id carries its host", all(s["id"].startswith(s["host"] + "-") and
+                                           len(s["id"]) == len(s["host"]) + 33 for s in sessions))
+    check("ws_url points at the balancer", all(s["ws_url"].startswith(B.replace("http", "ws"))
+                                                for s in sessions))
+    check("both open hosts got sessions", per[names[0]] > 0 and per[names[1]] > 0, per)
+    check("the host with more free capacity got more", per[names[1]] > per[names[0]], per)
+    check("the drained host got none", per[names[2]] == 0, per)
+
+    # ---- each driven over its WebSocket through the balancer ----
+    wss = await asyncio.gather(*(agent_ws(s) for s in sessions))
+    oks = await asyncio.gather(*(act(ws, 10 + i) for i, ws in enumerate(wss)))
+    check("every session answered an action and a screenshot through the balancer", all(oks),
+          f"{oks.count(False)} failed")
+    st, one = http("GET", f"{B}/v1/sessions/{sessions[0]['id']}", A)
+    check("GET /v1/sessions/{id} reaches its host", st == 200 and one["host"] == sessions[0]["host"]
+          and one["actions"] == 1, one)
+
+    # ---- one watched by an observer ----
+    w = sessions[1]
+    watch = await websockets.connect(w["watch_url"], max_size=None,
+                                     subprotocols=["deskgate.v1", "bearer." + V])
+    hello = json.loads(await asyncio.wait_for(watch.recv(), 30))
+    check("the observer's hello names the session", hello.get("id") == w["id"], hello)
+    await act(wss[1], 300)
+    seen = False
+    deadline = time.monotonic() + 15
+    while not seen and time.monotonic() < deadline:
+        m = await asyncio.wait_for(watch.recv(), deadline - time.monotonic())
+        if isinstance(m, str):
+            ev = json.loads(m)
+            seen = ev.get("type") == "action" and ev.get("canonical", {}).get("x") == 300
+    check("the observer saw the action through the balancer", seen)
+    await watch.close()
+
+    # ---- 10 ended, their recordings read through the balancer ----
+    idx = [i for i, s in enumerate(sessions) if s["host"] == names[0]][:ENDED // 2]
+    idx += [i for i, s in enumerate(sessions) if s["host"] == names[1] and i not in idx]
+    idx = idx[:ENDED]
+    for i in idx:
+        st, r = http("DELETE", f"{B}/v1/sessions/{sessions[i]['id']}", A)
+        check(f"DELETE {sessions[i]['id']}", st == 200 and r.get("status") == "ended", (st, r))
+    for i in idx:
+        await closed_within(wss[i], 5)
+    sealed = 0
+    for i in idx:
+        for _ in range(50):
+            st, r = http("GET", f"{B}/v1/recordings/{sessions[i]['id']}", V)
+            if st == 200 and r["verify"]["status"] == "sealed":
+                sealed += 1
+                break
+            await asyncio.sleep(0.1)
+    check(f"{ENDED} ended sessions' recordings read through the balancer, sealed",
+          sealed == len(idx) == ENDED, f"{sealed} of {len(idx)}")
+    live = [i for i in range(len(sessions)) if i not in idx]
+
+    # ---- host 1 killed ----
+    victim = names[0]
+    victim_pid = int(env["HOST_PIDS"].split()[0])
+    on_victim = [i for i in live if sessions[i]["host"] == victim]
+    others = [i for i in live if sessions[i]["host"] != victim]
+    os.kill(victim_pid, signal.SIGKILL)
+    t = time.monotonic()
+    closed = await asyncio.gather(*(closed_within(wss[i], 10) for i in on_victim))
+    check(f"the {len(on_victim)} WebSockets of the killed host closed", all(closed) and on_victim,
+          closed)
+    print(f"its WebSockets closed within {time.monotonic() - t:.1f} s", flush=True)
+    # At once: a kept-alive connection to the dead host breaks (502), or a
+    # new one is refused (503); both answers name the host.
+    st, e = http("GET", f"{B}/v1/sessions/{sessions[on_victim[0]]['id']}", A)
+    check("a request to its session at once: 502 or 503 naming the host as down",
+          st in (502, 503) and isinstance(e, dict) and e["error"]["code"] == "host_down" and
+          victim in e["error"]["message"], (st, e))
+    try:
+        await websockets.connect(sessions[on_victim[0]]["ws_url"], open_timeout=10,
+                                 subprotocols=["deskgate.v1", "bearer." +
+                                               sessions[on_victim[0]]["session_token"]])
+        check("a new WebSocket to its session is refused", False)
+    except websockets.InvalidStatusCode as ex:
+        check("a new WebSocket to its session is refused (503)", ex.status_code == 503,
+              ex.status_code)
+    # The balancer's health check takes it out (fall 2 at 500 ms).
+    await asyncio.sleep(1.5)
+    for i in on_victim[:3]:
+        st, e = http("GET", f"{B}/v1/sessions/{sessions[i]['id']}", A)
+        check("a later request to its session: 503 naming the host as down",
+              st == 503 and isinstance(e, dict) and e["error"]["code"] == "host_down" and
+              victim in e["error"]["message"], (st, e))
+    after = await create(env, 4, parallel=2)
+    hosts_after = [s.get("host") for st, s in after if st == 201]
+    check("new sessions land on the remaining open host", hosts_after == [names[1]] * 4,
+          [(st, s.get("host") if isinstance(s, dict) else s) for st, s in after])
+    oks = await asyncio.gather(*(act(wss[i], 500) for i in others))
+    check(f"the other host's {len(others)} sessions never noticed (their WebSockets work)",
+          all(oks) and others, oks)
+    for st, s in after:
+        if st == 201:
+            http("DELETE", f"{B}/v1/sessions/{s['id']}", A)
+
+    # ---- host 1 restarted: its orphans sealed ----
+    subprocess.run([UP, "--restart", "1", cdir], check=True)
+    env2 = read_env(os.path.join(cdir, "env"))
+    check("the restarted host has a new pid in HOST_PIDS",
+          env2["HOST_PIDS"].split()[0] != str(victim_pid), env2["HOST_PIDS"])
+    ok = 0
+    for i in on_victim:
+        st, r = http("GET", f"{B}/v1/recordings/{sessions[i]['id']}", V)
+        ok += st == 200 and r["verify"]["status"] == "sealed-after-crash" and not r["live"]
+    check(f"the killed host's {len(on_victim)} orphaned recordings are sealed after its restart",
+          ok == len(on_victim), f"{ok} of {len(on_victim)}")
+    st, h = http("GET", direct[0] + "/v1/health")
+    check("the restarted host is empty and open", st == 200 and h["sessions"] == 0 and
+          not h["full"], h)
+    for ws in wss:
+        await ws.close()
+
+
+def run():
+    if len(sys.argv) != 3:
+        print("usage: cluster.py DESKGATE_BINARY WORK_DIR", file=sys.stderr)
+        return 2
+    os.environ["DESKGATE"] = os.path.abspath(sys.argv[1])
+    for tool in ("haproxy", "node", "curl", "openssl"):
+        if subprocess.run(["sh", "-c", 'command -v "$1"', "sh", tool],
+                          stdout=subprocess.DEVNULL).returncode != 0:
+            print(f"cluster: {tool} is missing (.ci/setup.sh installs it)", file=sys.stderr)
+            return 1
+    work = os.path.abspath(sys.argv[2])
+    os.makedirs(work, exist_ok=True)
+    t = time.monotonic()
+    asyncio.run(main(work))
+    print(f"cluster: {len(failures)} failure(s) in {time.monotonic() - t:.0f} s", flush=True)
+    return 1 if failures else 0
+
+
+sys.exit(run())
