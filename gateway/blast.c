@@ -39,7 +39,7 @@
 #include "gateway/server-priv.h"
 
 #define DG_BLAST_RUNS_MAX 2          /* blast runs at once in one gateway */
-#define DG_BLAST_PER_MINUTE 6        /* runs one gateway (one host) starts in any 60 s */
+#define DG_BLAST_PER_MINUTE 4        /* runs one gateway (one host) starts in any 60 s */
 #define DG_BLAST_BUSY_RETRY_S 5      /* Retry-After while the token's own run goes on */
 #define DG_BLAST_BODY_MAX 2048       /* bytes of a request body */
 #define DG_BLAST_SECRET_MAX 64       /* bytes of the draft's fake secret */
