@@ -103,7 +103,6 @@ struct blast_run {
 	struct blast_draft d;
 	char secret_var[48];
 	char target[DG_BLAST_HOST_MAX + 8];
-	bool target_from_draft;
 	unsigned exec_seconds, wall_s;
 	unsigned long long scratch_mb;
 	double cpus;
@@ -902,6 +901,13 @@ static void sink(struct conn *c, const struct dg_principal *who,
 
 /* ---- the endpoint ------------------------------------------------------------ */
 
+static void own_policy_free(struct dg_gw_own_policy *own)
+{
+	dg_policy_free(&own->policy);
+	free(own->text);
+	memset(own, 0, sizeof(*own));
+}
+
 /* Retry-After when one more run would pass DG_BLAST_PER_MINUTE in 60 s,
  * else 0. */
 static long per_minute_wait(long long now)
@@ -959,27 +965,6 @@ int dg_gw_blast_http(struct gw *gw, struct conn *c, const char *raw, size_t raw_
 		return reply;
 	}
 	json_decref(body);
-	/* The limits, after the request is known to be well formed. */
-	long long now = dg_now_ms();
-	struct blast_run *b = NULL;
-	for (int i = 0; i < DG_BLAST_RUNS_MAX; i++) {
-		if (runs[i].used && strcmp(runs[i].who, c->who.name) == 0) {
-			OPENSSL_cleanse(&d, sizeof(d));
-			return too_many(c, DG_BLAST_BUSY_RETRY_S, "a blast run of %s is going on: one "
-					"at a time per token", c->who.name);
-		}
-		if (!runs[i].used && !b)
-			b = &runs[i];
-	}
-	long wait_s = per_minute_wait(now);
-	if (wait_s || !b) {
-		OPENSSL_cleanse(&d, sizeof(d));
-		if (wait_s)
-			return too_many(c, wait_s, "%d blast runs started in the last minute, the "
-					"gateway's limit", DG_BLAST_PER_MINUTE);
-		return too_many(c, DG_BLAST_BUSY_RETRY_S, "%d blast runs are going on, the gateway's "
-				"limit", DG_BLAST_RUNS_MAX);
-	}
 	/* The session's policy: the base's own, or the draft over it. */
 	struct dg_gw_own_policy own;
 	memset(&own, 0, sizeof(own));
@@ -1010,6 +995,30 @@ int dg_gw_blast_http(struct gw *gw, struct conn *c, const char *raw, size_t raw_
 	} else {
 		own.text = btext;
 		own.len = blen;
+	}
+	/* The limits, once the request is known to be well formed (a bad one
+	 * is 400 whatever they say). */
+	long long now = dg_now_ms();
+	struct blast_run *b = NULL;
+	for (int i = 0; i < DG_BLAST_RUNS_MAX; i++) {
+		if (runs[i].used && strcmp(runs[i].who, c->who.name) == 0) {
+			OPENSSL_cleanse(&d, sizeof(d));
+			own_policy_free(&own);
+			return too_many(c, DG_BLAST_BUSY_RETRY_S, "a blast run of %s is going on: one "
+					"at a time per token", c->who.name);
+		}
+		if (!runs[i].used && !b)
+			b = &runs[i];
+	}
+	long wait_s = per_minute_wait(now);
+	if (wait_s || !b) {
+		OPENSSL_cleanse(&d, sizeof(d));
+		own_policy_free(&own);
+		if (wait_s)
+			return too_many(c, wait_s, "%d blast runs started in the last minute, the "
+					"gateway's limit", DG_BLAST_PER_MINUTE);
+		return too_many(c, DG_BLAST_BUSY_RETRY_S, "%d blast runs are going on, the gateway's "
+				"limit", DG_BLAST_RUNS_MAX);
 	}
 	memset(b, 0, sizeof(*b));
 	b->used = true;
@@ -1050,8 +1059,7 @@ int dg_gw_blast_http(struct gw *gw, struct conn *c, const char *raw, size_t raw_
 						sizeof(err), &status)
 		     : (snprintf(err, sizeof(err), "no memory"), -1);
 	json_decref(opts);
-	dg_policy_free(&own.policy);
-	free(own.text);
+	own_policy_free(&own);
 	if (r != 0) {
 		if (b->secret_var[0])
 			unsetenv(b->secret_var);

@@ -100,6 +100,10 @@ async function main() {
         [{ draft: { egress: true } }, 'draft.egress', /only be false/],
         [{ draft: { egress: false, egress_hosts: [host] } }, 'draft.egress_hosts', /contradict/],
         [JSON.stringify({ draft: { secret: 'y'.repeat(3000) } }), 'body', /over 2048 bytes/],
+        // Every knob at its upper bound passes its own check; the policy
+        // they make does not (scratch_mb must stay below memory_mb, 512).
+        [{ policy: 'default', draft: { egress_hosts: [`${'a'.repeat(253)}:65535`], scratch_mb: 4096, wall_seconds: 10, secret: '~'.repeat(64) } },
+          'draft.scratch_mb', /limits\.scratch_mb \(4096\) must be less than limits\.memory_mb/],
       ];
       for (const [body, field, msg] of cases) {
         const r = await gw.http('POST', '/v1/blast', TOKENS.viewer, body);
