@@ -370,6 +370,10 @@ int dg_gw_ws_writable(struct conn *c);
 /* Frees c's queues and its partial received message. */
 void dg_gw_conn_free_queue(struct conn *c);
 void dg_gw_http_reply(struct conn *c, int status, json_t *body); /* deferred; steals body */
+/* Makes c (zeroed) a connection that is not a socket, of kind, acting for
+ * who: what is sent to it goes to sink with ctx (see struct conn). */
+void dg_gw_sink_conn(struct conn *c, enum conn_kind kind, const struct dg_principal *who,
+		     void (*sink)(struct conn *c, int status, json_t *msg), void *ctx);
 /* Answers an HTTP request at once with body (copied); returns what the
  * lws HTTP callback must return. */
 int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len);

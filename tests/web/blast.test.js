@@ -97,12 +97,14 @@ async function main() {
         [{ draft: { egress_hosts: ['Evil.test:80'] } }, 'draft.egress_hosts', /lowercase/],
         [{ draft: { egress_hosts: ['a.test:65536'] } }, 'draft.egress_hosts', /65535/],
         [{ draft: { egress_hosts: [`${'a'.repeat(254)}:80`] } }, 'draft.egress_hosts', /253 bytes/],
+        [{ draft: { egress_hosts: [`${'a'.repeat(64)}.test:80`] } }, 'draft.egress_hosts', /labels of at most 63/],
+        [{ draft: { egress_hosts: ['a..test:80'] } }, 'draft.egress_hosts', /host:port/],
         [{ draft: { egress: true } }, 'draft.egress', /only be false/],
         [{ draft: { egress: false, egress_hosts: [host] } }, 'draft.egress_hosts', /contradict/],
         [JSON.stringify({ draft: { secret: 'y'.repeat(3000) } }), 'body', /over 2048 bytes/],
         // Every knob at its upper bound passes its own check; the policy
         // they make does not (scratch_mb must stay below memory_mb, 512).
-        [{ policy: 'default', draft: { egress_hosts: [`${'a'.repeat(253)}:65535`], scratch_mb: 4096, wall_seconds: 10, secret: '~'.repeat(64) } },
+        [{ policy: 'default', draft: { egress_hosts: [`${['a', 'b', 'c'].map((x) => x.repeat(63)).join('.')}.${'d'.repeat(61)}:65535`], scratch_mb: 4096, wall_seconds: 10, secret: '~'.repeat(64) } },
           'draft.scratch_mb', /limits\.scratch_mb \(4096\) must be less than limits\.memory_mb/],
       ];
       for (const [body, field, msg] of cases) {
