@@ -175,6 +175,16 @@ int dg_gw_write_http(struct conn *c, int status, const char *type, const void *b
 	return dg_gw_write_http_wsi(c->wsi, status, type, body, len);
 }
 
+void dg_gw_sink_conn(struct conn *c, enum conn_kind kind, const struct dg_principal *who,
+		     void (*sink)(struct conn *c, int status, json_t *msg), void *ctx)
+{
+	c->kind = kind;
+	c->who = *who;
+	c->authed = true;
+	c->sink = sink;
+	c->sink_ctx = ctx;
+}
+
 void dg_gw_http_reply(struct conn *c, int status, json_t *body)
 {
 	if (c && c->sink) {

@@ -245,6 +245,8 @@ void dg_gw_exec_closed(struct gw_session *s)
 	free(s->exec_buf);
 	s->exec_buf = NULL;
 	s->exec_len = 0;
+	if (s->blast_exec)
+		return s->blast_exec(s, res, res ? NULL : "no result from the jail");
 	if (!s->cur)
 		return json_decref(res);
 	if (!json_is_object(res)) {
@@ -340,7 +342,9 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 		if (msg->type != DG_SPAWN_CHANNEL || nfds != 1) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
-			if (s->cur)
+			if (s->blast_exec)
+				s->blast_exec(s, NULL, error ? error : "the spawner refused it");
+			else if (s->cur)
 				dg_gw_step_failed(s, "exec: %s", error ? error : "the spawner refused it");
 			return;
 		}
@@ -348,7 +352,9 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 		s->exec_wsi = dg_gw_adopt(gw, fds[0], dg_gw_raw_tag(s, 3));
 		if (!s->exec_wsi) {
 			close(fds[0]);
-			if (s->cur)
+			if (s->blast_exec)
+				s->blast_exec(s, NULL, "cannot watch the result channel");
+			else if (s->cur)
 				dg_gw_step_failed(s, "exec: cannot watch the result channel");
 		}
 		return;

@@ -406,18 +406,6 @@ static void call_sink(struct conn *rc, int status, json_t *msg)
 	call_finish(c, resp);
 }
 
-/* A connection that is not a socket, acting for who: what is sent to it
- * goes to sink (see struct conn). */
-static void sink_conn(struct conn *c, const struct dg_principal *who,
-		      void (*sink)(struct conn *c, int status, json_t *msg), void *ctx)
-{
-	c->kind = CONN_AGENT;
-	c->who = *who;
-	c->authed = true;
-	c->sink = sink;
-	c->sink_ctx = ctx;
-}
-
 static void submit(struct mcp_call *c)
 {
 	struct mcp_session *m = c->m;
@@ -613,7 +601,7 @@ static int do_initialize(struct gw *gw, struct conn *h, const json_t *id, const 
 	m->browser = browser;
 	m->display_w = dw;
 	m->display_h = dh;
-	sink_conn(&m->agent, &h->who, agent_sink, m);
+	dg_gw_sink_conn(&m->agent, CONN_AGENT, &h->who, agent_sink, m);
 	touch(m);
 	json_t *res = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
 				proto, "capabilities", "tools", "listChanged", false, "serverInfo",
@@ -714,7 +702,7 @@ static int do_call(struct gw *gw, struct conn *h, struct mcp_session *m, const j
 	snprintf(c->tool, sizeof(c->tool), "%.63s", name);
 	c->msg = msg;
 	c->msg_len = len;
-	sink_conn(&c->rconn, &h->who, call_sink, c);
+	dg_gw_sink_conn(&c->rconn, CONN_AGENT, &h->who, call_sink, c);
 	c->http = h;
 	c->sse = sse;
 	h->mcp_call = c;

@@ -69,6 +69,7 @@
 struct gw;
 struct gw_session;
 struct gw_bucket;
+struct blast_run;
 struct mcp_call;
 struct mcp_session;
 
@@ -125,6 +126,7 @@ struct conn {
 	unsigned events;      /* the agent: dg_agent_event bits its hello asked for */
 	uint32_t cdp_client;  /* CONN_CDP: its number in its session (the worker's too) */
 	struct conn *next_cdp;
+	struct blast_run *blast; /* POST /v1/blast: the run this connection waits for */
 };
 
 /* An agent's message, waiting or running. */
@@ -280,6 +282,11 @@ struct gw_session {
 	size_t policy_len;
 	char frame_hash[DG_REC_HEX_LEN + 1]; /* the current screen's frame */
 	bool gone;             /* its worker's channel closed: ending soon */
+	/* A blast run's session (blast.c): no agent or CDP client may attach,
+	 * and its execs' results go to blast_exec (res stolen; NULL with
+	 * error when the exec could not run), not to the runner. */
+	struct blast_run *blast;
+	void (*blast_exec)(struct gw_session *s, json_t *res, const char *error);
 	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval, sul_rec,
 		sul_gone, sul_notes;
 };
@@ -350,6 +357,9 @@ struct gw {
  *   mcp.c           /mcp: MCP sessions, tool calls as agent messages
  *   desktop-link.c  the worker's channel, exec results, the spawner's
  *                   messages about sessions
+ *   blast.c         /v1/blast: the five attempts in a fresh jail (its
+ *                   sessions' exec results come from desktop-link.c through
+ *                   gw_session.blast_exec)
  *   egress-link.c   the egress proxy: listeners, events, supervision
  *   session.c       sessions' lifecycle: create, ready, end, timers, who is
  *                   attached
@@ -396,6 +406,14 @@ int dg_gw_mcp_http(struct gw *gw, struct conn *c, const char *raw, size_t raw_le
 int dg_gw_mcp_writable(struct conn *c);
 void dg_gw_mcp_http_closed(struct conn *c);
 
+/* blast.c: POST /v1/blast, the five attempts in a fresh jail (docs/api.md).
+ * dg_gw_blast_http answers a request from an authenticated connection (raw,
+ * raw_len: its body): what the lws HTTP callback returns; the answer comes
+ * when the run ends. A connection closed before it is reported to
+ * dg_gw_blast_http_closed. */
+int dg_gw_blast_http(struct gw *gw, struct conn *c, const char *raw, size_t raw_len);
+void dg_gw_blast_http_closed(struct conn *c);
+
 /* conn.c */
 void dg_gw_ws_send(struct conn *c, bool binary, const void *data, size_t len);
 void dg_gw_ws_send_json(struct conn *c, json_t *obj); /* steals obj */
@@ -410,6 +428,10 @@ int dg_gw_ws_writable(struct conn *c);
 /* Frees c's queues and its partial received message. */
 void dg_gw_conn_free_queue(struct conn *c);
 void dg_gw_http_reply(struct conn *c, int status, json_t *body); /* deferred; steals body */
+/* Makes c (zeroed) a connection that is not a socket, of kind, acting for
+ * who: what is sent to it goes to sink with ctx (see struct conn). */
+void dg_gw_sink_conn(struct conn *c, enum conn_kind kind, const struct dg_principal *who,
+		     void (*sink)(struct conn *c, int status, json_t *msg), void *ctx);
 /* Answers an HTTP request at once with body (copied); returns what the
  * lws HTTP callback must return. */
 int dg_gw_write_http(struct conn *c, int status, const char *type, const void *body, size_t len);
@@ -545,6 +567,19 @@ int dg_gw_approval_answer(struct gw *gw, const char *id, bool approve, const cha
  * NULL) is the new session. 0, or -1 with err and the HTTP *status. */
 int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, const json_t *mcp,
 			 struct gw_session **out, char *err, size_t errlen, int *status);
+/* A policy made by the gateway for one session (blast.c's drafts): the
+ * compiled policy and its text (malloc'd, len bytes), as recorded. */
+struct dg_gw_own_policy {
+	struct dg_policy policy;
+	char *text;
+	size_t len;
+};
+/* dg_gw_session_create under own instead of the policy the options name:
+ * own is emptied when taken (the session frees it); whatever is left in
+ * it on failure stays the caller's. */
+int dg_gw_session_create_own(struct gw *gw, struct conn *creator, json_t *body, const json_t *mcp,
+			     struct dg_gw_own_policy *own, struct gw_session **out, char *err,
+			     size_t errlen, int *status);
 /* Checks an options body as dg_gw_session_create would, without creating
  * anything: 0 (and the profile and model display it asks for) or -EINVAL
  * with err. */

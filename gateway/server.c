@@ -464,6 +464,8 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 		return route_approvals(c, path, raw, raw_len);
 	if (strcmp(path, "/v1/recordings") == 0 || strncmp(path, "/v1/recordings/", 15) == 0)
 		return route_recordings(c, path);
+	if (strcmp(path, "/v1/blast") == 0)
+		return dg_gw_blast_http(G, c, raw, raw_len);
 	if (strcmp(path, "/v1/policies") == 0) {
 		if (!dg_auth_may(&c->who, DG_PERM_WATCH, NULL))
 			return reply_error(c, 403, "forbidden", "policies need a viewer or admin token");
@@ -529,6 +531,12 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		return -1;
 	}
 	bool agent = strcmp(tail, "/ws") == 0;
+	if (s && s->blast && strcmp(tail, "/watch") != 0) {
+		/* Its jail runs the blast attempts, and nothing else. */
+		*status = 409;
+		snprintf(why, whylen, "the session runs a blast attempt: it takes no agent");
+		return -1;
+	}
 	if (strcmp(tail, "/cdp") == 0) {
 		/* A CDP client acts on the browser: its agent or an admin, never
 		 * an observer; several at once, within the limit. */
@@ -705,6 +713,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (c && c->kind == CONN_HTTP) {
 			dg_gw_mcp_http_closed(c);
 			dg_gw_bucket_conn_closed(G, c);
+			dg_gw_blast_http_closed(c);
 			for (int i = 0; i < G->n_sessions; i++) {
 				if (G->sessions[i].creator == c)
 					G->sessions[i].creator = NULL;

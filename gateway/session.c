@@ -206,8 +206,47 @@ int dg_gw_session_opts_check(struct gw *gw, const json_t *body, bool *browser, i
 	return rc;
 }
 
+/* The session's own policy: the one its options name (or the gateway's),
+ * or own (taken, with its text) when the caller made one. */
+static int session_policy(struct gw *gw, const struct session_opts *o, struct dg_gw_own_policy *own,
+			  struct dg_policy *policy, char **ptext, size_t *plen, char *err,
+			  size_t errlen, int *status)
+{
+	if (own) {
+		*policy = own->policy;
+		*ptext = own->text;
+		*plen = own->len;
+		memset(own, 0, sizeof(*own));
+		return 0;
+	}
+	dg_policy_copy(policy, &gw->policy);
+	*ptext = strdup(gw->policy_text ? gw->policy_text : DG_GW_BUILTIN_POLICY_TEXT);
+	*plen = *ptext ? strlen(*ptext) : 0;
+	if (o->pname) {
+		const char *path = dg_config_policy_path(&gw->cfg, o->pname);
+		struct dg_err perr = {{0}};
+		/* "" is "default" without a file: the built-in one. */
+		dg_policy_free(policy);
+		free(*ptext);
+		*ptext = NULL;
+		if (dg_gw_policy_load(path, policy, ptext, plen, &perr) != 0) {
+			*status = 500;
+			snprintf(err, errlen, "%s", perr.msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, const json_t *mcp,
 			 struct gw_session **out, char *err, size_t errlen, int *status)
+{
+	return dg_gw_session_create_own(gw, creator, body, mcp, NULL, out, err, errlen, status);
+}
+
+int dg_gw_session_create_own(struct gw *gw, struct conn *creator, json_t *body, const json_t *mcp,
+			     struct dg_gw_own_policy *own, struct gw_session **out, char *err,
+			     size_t errlen, int *status)
 {
 	*status = 400;
 	if (out)
@@ -246,22 +285,11 @@ int dg_gw_session_create(struct gw *gw, struct conn *creator, json_t *body, cons
 	/* The session holds its own reference to its policy (dg_policy_free at
 	 * its end). */
 	struct dg_policy policy;
-	dg_policy_copy(&policy, &gw->policy);
-	char *ptext = strdup(gw->policy_text ? gw->policy_text : DG_GW_BUILTIN_POLICY_TEXT);
-	size_t plen = ptext ? strlen(ptext) : 0;
+	char *ptext = NULL;
+	size_t plen = 0;
 	const char *pname = o.pname;
-	if (pname) {
-		const char *path = dg_config_policy_path(&gw->cfg, pname);
-		struct dg_err perr = {{0}};
-		/* "" is "default" without a file: the built-in one. */
-		dg_policy_free(&policy);
-		free(ptext);
-		if (dg_gw_policy_load(path, &policy, &ptext, &plen, &perr) != 0) {
-			*status = 500;
-			snprintf(err, errlen, "%s", perr.msg);
-			return -1;
-		}
-	}
+	if (session_policy(gw, &o, own, &policy, &ptext, &plen, err, errlen, status) != 0)
+		return -1;
 	memset(s, 0, sizeof(*s));
 	if (!ptext || dg_gw_new_id(s->id, sizeof(s->id)) != 0) {
 		dg_policy_free(&policy);

@@ -1,7 +1,9 @@
 /* Blast radius: for one policy, what containment means in plain terms:
  * the network (the egress allowlist), files, credentials and limits, what
  * the agent may do, and the findings of the last `deskgate audit` of that
- * policy when the gateway has one (the policy entry's "audit" member).
+ * policy when the gateway has one (the policy entry's "audit" member);
+ * and "Try it": the five classic attempts run live in a fresh jail under
+ * the policy or a draft of it (POST /v1/blast), each shown as text only.
  *
  * The fixed facts are those of the jail every session runs in (README, "The
  * jail"); the rest is read from the policy itself (GET /v1/policies). */
@@ -270,7 +272,104 @@
     grid.append(cards.network, cards.files, cards.credentials, cards.isolation, cards.limits, actions(p), wide(audit(entry)));
   }
 
+  /* ---- Try it: the five attempts, live (POST /v1/blast) ------------------ */
+
+  // Verdict -> what the badge says. "ran": the policy let it; "contained":
+  // the jail or a bound stopped it; "leaked": it reached what it tried;
+  // "error": the run could not tell.
+  const VERDICT_LABEL = { ran: 'ran', contained: 'contained', leaked: 'leaked', error: 'could not tell' };
+
+  // The draft as the request carries it: only the knobs the viewer set;
+  // null when none is (the policy as it is).
+  function draftOf() {
+    const d = {};
+    const eg = $('#try-egress').value;
+    if (eg === 'off') d.egress = false;
+    if (eg === 'host') d.egress_hosts = [$('#try-host').value.trim()];
+    const num = (sel) => ($(sel).value.trim() === '' ? null : Number($(sel).value));
+    const scratch = num('#try-scratch'), wall = num('#try-wall');
+    if (scratch !== null) d.scratch_mb = scratch;
+    if (wall !== null) d.wall_seconds = wall;
+    const secret = $('#try-secret').value;
+    if (secret !== '') d.secret = secret;
+    return Object.keys(d).length ? d : null;
+  }
+
+  function revertDraft() {
+    $('#try-egress').value = 'policy';
+    $('#try-host').value = '';
+    $('#try-host-label').hidden = true;
+    for (const sel of ['#try-scratch', '#try-wall', '#try-secret']) $(sel).value = '';
+    $('#try-status').textContent = 'Draft reverted: the next run uses the policy as it is.';
+  }
+
+  function showRun(j) {
+    const rows = (j.attempts || []).map((a) => el('tr', { dataset: { attempt: a.id, verdict: a.verdict } },
+      el('td', {}, el('span', { class: `badge badge-${VERDICT_LABEL[a.verdict] ? a.verdict : 'error'}` }, VERDICT_LABEL[a.verdict] || a.verdict)),
+      el('td', {}, a.title, el('div', { class: 'sub small muted' },
+        a.timed_out ? 'ended by the wall clock' : a.exit_code !== undefined ? `exit ${a.exit_code}` : null,
+        a.duration_ms !== undefined ? `, ${DG.fmtDuration(a.duration_ms)}` : null)),
+      el('td', { class: 'evidence' }, a.evidence,
+        (a.stdout || a.stderr) ? el('details', {}, el('summary', { class: 'small' }, 'What it printed'),
+          a.stdout ? el('pre', { class: 'out' }, a.stdout) : null,
+          a.stderr ? el('pre', { class: 'err' }, a.stderr) : null) : null),
+      el('td', { class: 'rule' }, a.rule)));
+    const table = $('#try-results');
+    clear(table.tBodies[0]).append(...rows);
+    table.hidden = !rows.length;
+    const n = (v) => (j.attempts || []).filter((a) => a.verdict === v).length;
+    const leaked = n('leaked');
+    const badge = $('#try-badge');
+    badge.className = `badge badge-${leaked ? 'danger' : n('error') ? 'warn' : 'ok'}`;
+    badge.textContent = leaked ? `${leaked} leaked` : n('error') ? `${n('error')} could not tell` : 'nothing leaked';
+    const l = j.limits || {};
+    const d = j.draft;
+    const draftWords = d ? [d.egress === false ? 'egress off' : null,
+      d.egress_hosts ? `egress to ${d.egress_hosts.join(', ')}` : null,
+      d.scratch_mb ? `scratch ${d.scratch_mb} MiB` : null, d.wall_seconds ? `wall clock ${d.wall_seconds} s` : null,
+      d.secret ? `a fake secret of ${d.secret.length} characters in ${d.secret.variable}` : null].filter(Boolean).join(', ') : '';
+    const note = $('#try-note');
+    note.textContent = `Under “${j.policy}”${d ? ` with a draft (${draftWords})` : ''}: ${n('ran')} ran, ${n('contained')} contained, ${leaked} leaked` +
+      ` in ${DG.fmtDuration(j.duration_ms || 0)}; the post went to ${j.egress_target}; scratch ${l.scratch_mb} MiB, wall clock ${l.wall_seconds} s, ` +
+      `${l.cpus} CPU. The attempts run as exec actions do, whatever the policy's action rules say about exec.` +
+      (j.error ? ` The run stopped early: ${j.error}` : '');
+    note.hidden = false;
+    document.body.dataset.tryRun = String(Number(document.body.dataset.tryRun || 0) + 1);
+  }
+
+  async function run(ev) {
+    ev.preventDefault();
+    const btn = $('#try-run');
+    const errBox = $('#try-error');
+    errBox.hidden = true;
+    btn.disabled = true;
+    const draft = draftOf();
+    const body = { policy: $('#policy').value };
+    if (draft) body.draft = draft;
+    $('#try-status').textContent = `Running in a fresh jail${draft ? ' under the draft' : ''}…`;
+    document.body.dataset.tryBusy = '1';
+    try {
+      const j = await (await DG.api('/v1/blast', { method: 'POST', body })).json();
+      showRun(j);
+      $('#try-status').textContent = '';
+    } catch (e) {
+      clear(errBox).append(el('strong', {}, e.status === 429 ? 'Not now' : 'The run was refused'), el('p', {}, e.message));
+      errBox.hidden = false;
+      $('#try-status').textContent = '';
+    } finally {
+      btn.disabled = false;
+      delete document.body.dataset.tryBusy;
+    }
+  }
+
+  function setupTry() {
+    $('#try-egress').addEventListener('change', () => { $('#try-host-label').hidden = $('#try-egress').value !== 'host'; });
+    $('#try-form').addEventListener('submit', run);
+    $('#try-revert').addEventListener('click', revertDraft);
+  }
+
   DG.start(async () => {
+    setupTry();
     const j = await DG.getJSON('/v1/policies');
     policies = j.policies || [];
     const sel = clear($('#policy'));

@@ -438,6 +438,14 @@ int dg_cdp_frame_decode(const uint8_t *data, size_t len, uint64_t *first, uint64
 /* Ends the worker (closing its channel, then SIGKILL) and reaps it. */
 void dg_worker_stop(struct dg_worker *w);
 
+/* The jail's /etc/passwd, generated (desktop/spawner/jail-mount.c): never
+ * the host's. The gateway's blast run (gateway/blast.c) tells a host line
+ * read in a jail from these. */
+#define DG_JAIL_ETC_PASSWD                                        \
+	"root:x:0:0:root:/root:/usr/sbin/nologin\n"               \
+	"user:x:1000:1000:deskgate:/home/user:/bin/sh\n"          \
+	"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+
 /* ---- the spawner's channel (spawner-msg.c, spawner-client.c) ----------
  *
  * The spawner is root; the gateway is the less trusted peer. So the channel

@@ -44,9 +44,7 @@ struct gen_file {
 	const char *text;
 };
 static const struct gen_file etc_generated[] = {
-	{"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-		   "user:x:1000:1000:deskgate:/home/user:/bin/sh\n"
-		   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	{"passwd", DG_JAIL_ETC_PASSWD},
 	{"group", "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"},
 	{"hosts", "127.0.0.1\tlocalhost " DG_JAIL_HOSTNAME "\n::1\tlocalhost\n"},
 	{"hostname", DG_JAIL_HOSTNAME "\n"},

@@ -3,7 +3,10 @@
 # Debian's Chromium headless with playwright-core against a `deskgate serve`
 # it starts (as root) with its own temporary config, state and recordings.
 #
-#   tests/web/run.sh DESKGATE_BINARY
+#   tests/web/run.sh DESKGATE_BINARY [TEST.js]
+#
+# TEST.js, a file of tests/web (default web.test.js; blast.test.js is the
+# blast radius tried live, ctest web/blast).
 #
 # Installs the npm dev dependencies (package-lock.json) into
 # tests/web/node_modules when they are missing or older than the lock file.
@@ -34,4 +37,7 @@ if [ ! -f "$here/node_modules/.package-lock.json" ] ||
 	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in $here"
 fi
 
-exec node "$here/web.test.js" "$bin"
+test=${2:-web.test.js}
+case "$test" in */*|"") die "$test: name a file of $here";; esac
+[ -f "$here/$test" ] || die "$here/$test is missing"
+exec node "$here/$test" "$bin"
