@@ -1786,6 +1786,385 @@ Test(gateway, observers_are_read_only_and_never_slow_the_agent)
 	stop_server();
 }
 
+/* ---- the live view (RFB over GET /v1/sessions/{id}/vnc) ----------------------------- */
+
+/* A raw RFB client over the live view's WebSocket: the bytes of every
+ * binary message, in order. */
+struct rfb {
+	struct dg_ws *ws;
+	unsigned char *buf;
+	size_t len, off;
+	int w, h;
+	unsigned char *fb; /* BGRX, as the server's format */
+};
+
+/* Exactly n more bytes of the stream (waiting at most timeout_s), or NULL
+ * when the connection closed first. */
+static const unsigned char *rfb_read(struct rfb *r, size_t n, double timeout_s)
+{
+	double end = dg_test_now() + timeout_s;
+	while (r->len - r->off < n) {
+		struct dg_ws_msg m;
+		double left = end - dg_test_now();
+		int k = dg_ws_recv(r->ws, left > 0 ? left : 0, &m);
+		if (k != 1)
+			return NULL;
+		cr_assert(m.binary, "the live view sent a text message");
+		if (r->off) {
+			memmove(r->buf, r->buf + r->off, r->len - r->off);
+			r->len -= r->off;
+			r->off = 0;
+		}
+		r->buf = realloc(r->buf, r->len + m.len);
+		memcpy(r->buf + r->len, m.data, m.len);
+		r->len += m.len;
+		dg_ws_msg_free(&m);
+	}
+	const unsigned char *p = r->buf + r->off;
+	r->off += n;
+	return p;
+}
+
+static unsigned be16(const unsigned char *p)
+{
+	return (unsigned)p[0] << 8 | p[1];
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put16(unsigned char *p, unsigned v)
+{
+	p[0] = (unsigned char)(v >> 8);
+	p[1] = (unsigned char)v;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	put16(p, v >> 16);
+	put16(p + 2, v & 0xffff);
+}
+
+static void rfb_send(struct rfb *r, const void *data, size_t len)
+{
+	cr_assert_eq(dg_ws_send(r->ws, true, data, len), 0, "the live view closed");
+}
+
+/* Opens the live view of s with token (as a header) and shakes hands:
+ * RFB 3.8, no security (the gateway authenticated), shared; the server's
+ * size must be the desktop's. Raw encoding only. */
+static void rfb_open(struct rfb *r, const struct sess *s, const char *token)
+{
+	memset(r, 0, sizeof(*r));
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sessions/%s/vnc", s->id);
+	r->ws = ws_open(path, token, "binary", 101);
+	const unsigned char *p = rfb_read(r, 12, 10);
+	cr_assert(p && memcmp(p, "RFB 003.008\n", 12) == 0, "no RFB 3.8 greeting");
+	rfb_send(r, "RFB 003.008\n", 12);
+	p = rfb_read(r, 1, 10);
+	cr_assert(p && p[0] >= 1, "no security types");
+	unsigned n = p[0];
+	p = rfb_read(r, n, 10);
+	cr_assert(p && memchr(p, 1, n), "the live view does not offer security type None");
+	rfb_send(r, "\x01", 1);
+	p = rfb_read(r, 4, 10);
+	cr_assert(p && be32(p) == 0, "security handshake failed");
+	rfb_send(r, "\x01", 1); /* ClientInit: shared */
+	p = rfb_read(r, 24, 10);
+	cr_assert(p, "no ServerInit");
+	r->w = (int)be16(p);
+	r->h = (int)be16(p + 2);
+	cr_assert_eq(p[4], 32, "bits per pixel %u", p[4]);
+	uint32_t name_len = be32(p + 20);
+	cr_assert_lt(name_len, 256u);
+	cr_assert(rfb_read(r, name_len, 10));
+	unsigned char enc[8] = {2, 0};
+	put16(enc + 2, 1);
+	put32(enc + 4, 0); /* raw */
+	rfb_send(r, enc, sizeof(enc));
+	r->fb = calloc((size_t)r->w * (size_t)r->h, 4);
+}
+
+static void rfb_request(struct rfb *r, bool incremental)
+{
+	unsigned char q[10] = {3, incremental};
+	put16(q + 2, 0);
+	put16(q + 4, 0);
+	put16(q + 6, (unsigned)r->w);
+	put16(q + 8, (unsigned)r->h);
+	rfb_send(r, q, sizeof(q));
+}
+
+/* Reads one FramebufferUpdate (other server messages skipped) into r->fb.
+ * Returns the pixels it covered, or -1 when none came in time. */
+static long rfb_update(struct rfb *r, double timeout_s)
+{
+	for (;;) {
+		const unsigned char *p = rfb_read(r, 1, timeout_s);
+		if (!p)
+			return -1;
+		if (p[0] == 2)
+			continue; /* Bell */
+		if (p[0] == 3) { /* ServerCutText: never expected, but skip it */
+			p = rfb_read(r, 7, timeout_s);
+			cr_assert(p && rfb_read(r, be32(p + 3), timeout_s));
+			continue;
+		}
+		cr_assert_eq(p[0], 0, "unexpected server message %u", p[0]);
+		p = rfb_read(r, 3, timeout_s);
+		cr_assert(p);
+		unsigned rects = be16(p + 1);
+		long area = 0;
+		for (unsigned i = 0; i < rects; i++) {
+			p = rfb_read(r, 12, timeout_s);
+			cr_assert(p, "a rectangle's header did not come");
+			unsigned x = be16(p), y = be16(p + 2), w = be16(p + 4), h = be16(p + 6);
+			int32_t enc = (int32_t)be32(p + 8);
+			if (enc != 0)
+				continue; /* a pseudo-encoding the client did not ask for: none */
+			cr_assert(x + w <= (unsigned)r->w && y + h <= (unsigned)r->h, "rect out of the screen");
+			const unsigned char *px = rfb_read(r, (size_t)w * h * 4, timeout_s);
+			cr_assert(px, "a rectangle's pixels did not come");
+			for (unsigned row = 0; row < h; row++)
+				memcpy(r->fb + ((size_t)(y + row) * (size_t)r->w + x) * 4,
+				       px + (size_t)row * w * 4, (size_t)w * 4);
+			area += (long)w * h;
+		}
+		return area;
+	}
+}
+
+static void rfb_close(struct rfb *r)
+{
+	dg_ws_close(r->ws);
+	free(r->buf);
+	free(r->fb);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The mean absolute difference per channel between the viewer's
+ * framebuffer (BGRX) and an RGB screenshot of the same size. */
+static double rfb_diff(const struct rfb *r, const unsigned char *rgb)
+{
+	double sum = 0;
+	size_t n = (size_t)r->w * (size_t)r->h;
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *v = r->fb + i * 4, *a = rgb + i * 3;
+		sum += abs(v[2] - a[0]) + abs(v[1] - a[1]) + abs(v[0] - a[2]);
+	}
+	return sum / (double)(n * 3);
+}
+
+/* The agent's screenshot as RGB (its size must be the desktop's). */
+static unsigned char *agent_rgb(struct dg_ws *a, int *w, int *h)
+{
+	unsigned char *png;
+	size_t len;
+	json_t *j = send_recv(a, "{\"type\":\"screenshot\"}", &png, &len);
+	cr_assert(json_is_true(json_object_get(j, "ok")) && png, "no screenshot");
+	json_decref(j);
+	unsigned char *rgb = dg_test_png_rgb(png, len, w, h);
+	free(png);
+	cr_assert(rgb);
+	return rgb;
+}
+
+/* The session's recorded events of type, in state (NULL: any), for reason
+ * (NULL: any) (GET /v1/recordings/{id}/events). */
+static int recorded(const struct sess *s, const char *type, const char *state, const char *reason)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/recordings/%s/events", s->id);
+	struct dg_http r;
+	cr_assert_eq(dg_test_http(srv.port, "GET", path, DG_TEST_ADMIN_TOKEN, NULL, 10, &r), 0);
+	cr_assert_eq(r.status, 200, "%s: %d", path, r.status);
+	int n = 0;
+	for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *t = json_string_value(json_object_get(j, "type"));
+		const char *st = json_string_value(json_object_get(j, "state"));
+		const char *why = json_string_value(json_object_get(j, "reason"));
+		n += t && strcmp(t, type) == 0 && (!state || (st && strcmp(st, state) == 0)) &&
+		     (!reason || (why && strcmp(why, reason) == 0));
+		json_decref(j);
+	}
+	dg_http_free(&r);
+	return n;
+}
+
+Test(gateway, vnc_live_view_is_view_only_and_bounded)
+{
+	serve(TWO_AGENTS);
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"browser\"}");
+	struct dg_ws *a = agent(&s, DG_TEST_AGENT_TOKEN);
+	navigate_test_page(a);
+	json_decref(act_ok(a, "{\"type\":\"click\",\"x\":640,\"y\":400}"));
+	free(wait_title(a, NULL, "click:"));
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sessions/%s/vnc", s.id);
+
+	/* who may watch: viewers, admins, the session's own agent (token in a
+	 * header or the subprotocol list); not another agent, nobody without a
+	 * token, and only under the "binary" subprotocol */
+	ws_open(path, NULL, "binary", 401);
+	ws_open(path, AGENT2_TOKEN, "binary", 404);
+	ws_open(path, DG_TEST_VIEWER_TOKEN, "deskgate.v1", 400);
+	char proto[300];
+	snprintf(proto, sizeof(proto), "binary, bearer.%s", DG_TEST_VIEWER_TOKEN);
+	dg_ws_close(ws_open(path, NULL, proto, 101));
+	dg_ws_close(ws_open(path, DG_TEST_ADMIN_TOKEN, "binary", 101));
+	snprintf(proto, sizeof(proto), "/v1/sessions/%s/ws", s.id);
+	ws_open(proto, DG_TEST_AGENT_TOKEN, "binary", 400);
+
+	/* the viewer sees the agent's screen */
+	struct rfb v;
+	rfb_open(&v, &s, DG_TEST_VIEWER_TOKEN);
+	cr_assert(v.w == 1280 && v.h == 800, "the live view is %dx%d", v.w, v.h);
+	rfb_request(&v, false);
+	cr_assert_eq(rfb_update(&v, 10), 1280L * 800, "the first update is not the whole screen");
+	int w, h;
+	unsigned char *shot = agent_rgb(a, &w, &h);
+	cr_assert(w == 1280 && h == 800);
+	double d = rfb_diff(&v, shot);
+	cr_log_info("live view vs the agent's screenshot: mean difference %.2f per channel", d);
+	cr_assert_lt(d, 2.0, "the live view does not show the agent's screen (%.2f)", d);
+	free(shot);
+
+	/* what the agent does reaches the viewer */
+	rfb_request(&v, true);
+	char *before = title_now(a);
+	json_decref(act_ok(a, "{\"type\":\"key\",\"keys\":\"x\"}"));
+	char *t = wait_title(a, before, "key:x");
+	free(t);
+	cr_assert_gt(rfb_update(&v, 10), 0, "no update after the agent's key");
+
+	/* what the viewer sends never reaches the desktop: pointer (a click on
+	 * the page, a drag), keys, clipboard */
+	free(before);
+	before = title_now(a);
+	unsigned char ev[8] = {5, 1};
+	put16(ev + 2, 300);
+	put16(ev + 4, 200);
+	rfb_send(&v, ev, 6);
+	ev[1] = 0;
+	rfb_send(&v, ev, 6);
+	put16(ev + 2, 500);
+	rfb_send(&v, ev, 6);
+	unsigned char key[8] = {4, 1};
+	put32(key + 4, 'q');
+	rfb_send(&v, key, 8);
+	key[1] = 0;
+	rfb_send(&v, key, 8);
+	unsigned char cut[8 + 5] = {6};
+	put32(cut + 4, 5);
+	memcpy(cut + 8, "hello", 5);
+	rfb_send(&v, cut, sizeof(cut));
+	rfb_request(&v, true);
+	dg_ws_service(1500);
+	t = title_now(a);
+	cr_assert_str_eq(t, before, "a viewer's input reached the page");
+	free(t);
+	free(before);
+	cr_assert(!dg_ws_closed(v.ws), "the viewer was closed for its input");
+
+	/* hostile viewers: garbage instead of a version, a clipboard message
+	 * over libvncserver's bound; each is closed, the agent carries on */
+	struct dg_ws *g = ws_open(path, DG_TEST_VIEWER_TOKEN, "binary", 101);
+	cr_assert_eq(dg_ws_send(g, true, "GARBAGE GARBAGE GARBAGE", 23), 0);
+	struct dg_ws_msg m;
+	int k;
+	double end = dg_test_now() + 10;
+	while ((k = dg_ws_recv(g, 1, &m)) >= 0 && dg_test_now() < end)
+		if (k == 1)
+			dg_ws_msg_free(&m);
+	cr_assert(dg_ws_closed(g), "a viewer speaking garbage stayed connected");
+	dg_ws_close(g);
+	struct rfb big;
+	rfb_open(&big, &s, DG_TEST_VIEWER_TOKEN);
+	unsigned char huge[8] = {6};
+	put32(huge + 4, 64u * 1024 * 1024);
+	rfb_send(&big, huge, sizeof(huge));
+	unsigned char junk[4096];
+	memset(junk, 'A', sizeof(junk));
+	for (int i = 0; i < 64 && !dg_ws_closed(big.ws); i++)
+		dg_ws_send(big.ws, true, junk, sizeof(junk));
+	end = dg_test_now() + 10;
+	while (!dg_ws_closed(big.ws) && dg_test_now() < end)
+		dg_ws_service(100);
+	cr_assert(dg_ws_closed(big.ws), "a viewer sending 64 MiB of clipboard stayed connected");
+	rfb_close(&big);
+	act_ok0(a, "{\"type\":\"move\",\"x\":10,\"y\":10}");
+
+	/* at most DG_VIEWERS_MAX at once: v and seven more; the next is refused */
+	struct dg_ws *more[DG_VIEWERS_MAX];
+	for (int i = 0; i < DG_VIEWERS_MAX - 1; i++)
+		more[i] = ws_open(path, DG_TEST_VIEWER_TOKEN, "binary", 101);
+	ws_open(path, DG_TEST_VIEWER_TOKEN, "binary", 429);
+	for (int i = 0; i < DG_VIEWERS_MAX - 1; i++)
+		dg_ws_close(more[i]);
+	dg_ws_service(500);
+
+	/* a viewer that never reads while it keeps asking for whole screens,
+	 * on a screen of noise: the agent is not slowed, the viewer is dropped */
+	json_t *nav = json_pack("{s:s, s:s}", "type", "navigate", "url", noise_page);
+	char *text = json_dumps(nav, JSON_COMPACT);
+	json_decref(nav);
+	act_ok0(a, text);
+	free(text);
+	free(wait_title(a, NULL, "noise"));
+	unsigned char *png;
+	size_t len;
+	double base = timed_moves(a, 15, &png, &len);
+	free(png);
+	struct rfb slow;
+	rfb_open(&slow, &s, DG_TEST_VIEWER_TOKEN);
+	dg_ws_read_enable(slow.ws, false);
+	for (int i = 0; i < 30; i++)
+		rfb_request(&slow, false);
+	double with_slow = timed_moves(a, 30, &png, &len);
+	free(png);
+	cr_log_info("agent move round trip, median: %.1f ms alone, %.1f ms with a live viewer that "
+		    "does not read",
+		    base, with_slow);
+	cr_assert_lt(with_slow, 2 * base + 30, "the slow viewer slowed the agent: %.1f ms vs %.1f ms",
+		     with_slow, base);
+	dg_ws_read_enable(slow.ws, true);
+	end = dg_test_now() + 20;
+	while (!dg_ws_closed(slow.ws) && dg_test_now() < end) {
+		if (dg_ws_recv(slow.ws, 0.5, &m) == 1)
+			dg_ws_msg_free(&m);
+	}
+	cr_assert(dg_ws_closed(slow.ws), "the viewer that did not read was kept");
+	rfb_close(&slow);
+
+	/* the first viewer still sees the screen as the agent does */
+	rfb_request(&v, false);
+	while (rfb_update(&v, 10) != 1280L * 800)
+		rfb_request(&v, false);
+	shot = agent_rgb(a, &w, &h);
+	d = rfb_diff(&v, shot);
+	cr_assert_lt(d, 2.0, "the live view drifted from the agent's screen (%.2f)", d);
+	free(shot);
+	rfb_close(&v);
+	dg_ws_service(500);
+
+	/* the recording has each viewer's coming and going, and no action of theirs */
+	int opened = recorded(&s, "vnc_viewer", "open", NULL);
+	int closed = recorded(&s, "vnc_viewer", "closed", NULL);
+	cr_log_info("recorded %d live viewers opened, %d closed", opened, closed);
+	cr_assert_geq(opened, 12);
+	cr_assert_eq(opened, closed);
+	cr_assert_eq(recorded(&s, "vnc_viewer", "closed", "the viewer reads too slowly"), 1,
+		     "the slow viewer was not dropped for reading too slowly");
+	dg_ws_close(a);
+	json_decref(s.j);
+	stop_server();
+}
+
 /* ---- after everything ------------------------------------------------------------ */
 
 /* Runs last (criterion orders tests by name). Every test above stopped its
