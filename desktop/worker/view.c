@@ -48,6 +48,15 @@ static void drop_cut_text(char *text, int len, rfbClientPtr cl)
 	(void)cl;
 }
 
+/* Before each update: no JPEG in tight encoding, whatever quality level the
+ * viewer asked for. The live view stays exact (it is compared with the
+ * agent's screenshots), and a page needs no data: images to show it. */
+static void lossless(rfbClientPtr cl)
+{
+	cl->tightQualityLevel = -1;
+	cl->turboQualityLevel = -1;
+}
+
 static void viewer_gone(rfbClientPtr cl)
 {
 	struct dg_view *v = cl->screen->screenData;
@@ -91,6 +100,7 @@ struct dg_view *dg_view_new(int chan, char *fb, int width, int height, struct dg
 	s->ptrAddEvent = drop_pointer;
 	s->setXCutText = drop_cut_text;
 	s->permitFileTransfer = FALSE;
+	s->displayHook = lossless;
 	rfbInitServer(s);
 	return v;
 }
