@@ -4,8 +4,8 @@
  * URL), beside the agent's screenshots.
  *
  * View-only: noVNC sends no pointer, key or clipboard input (viewOnly), and
- * the worker's RFB server drops any a viewer sends anyway. live.js starts
- * it once the viewer is signed in (DGLiveVNC.start). */
+ * the worker's RFB server drops any a viewer sends anyway. It starts once
+ * live.js started the page (the viewer signed in), whichever loaded first. */
 import RFB from './novnc/core/rfb.js';
 
 let rfb = null;
@@ -50,7 +50,15 @@ function connect(id) {
   });
 }
 
+let started = false;
 window.DGLiveVNC = {
-  start(id) { stopped = false; setState('connecting', 'connecting'); connect(id); },
+  start(id) {
+    if (started) return;
+    started = true;
+    setState('connecting', 'connecting');
+    connect(id);
+  },
   stop() { stopped = true; if (rfb) rfb.disconnect(); },
 };
+// live.js may have started the page before this module loaded.
+if (window.DGLiveSession) window.DGLiveVNC.start(window.DGLiveSession);

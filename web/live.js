@@ -225,6 +225,7 @@
     $('#rec-link').href = `player.html?id=${encodeURIComponent(id)}`;
     document.title = `Live ${DG.shortId(id)} · deskgate`;
     connect();
+    window.DGLiveSession = id; // for live-vnc.js, if it loads later
     if (window.DGLiveVNC) window.DGLiveVNC.start(id);
     refreshEvents();
     // Refused actions reach observers only through the recording: poll it.

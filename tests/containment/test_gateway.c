@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2160,6 +2161,144 @@ Test(gateway, vnc_live_view_is_view_only_and_bounded)
 	cr_assert_eq(opened, closed);
 	cr_assert_eq(recorded(&s, "vnc_viewer", "closed", "the viewer reads too slowly"), 1,
 		     "the slow viewer was not dropped for reading too slowly");
+	dg_ws_close(a);
+	json_decref(s.j);
+	stop_server();
+}
+
+/* The pixels of an XWD file (xwd's output: a 32-bit TrueColor window) as
+ * RGB; NULL when it is not one. */
+static unsigned char *xwd_rgb(const unsigned char *d, size_t len, int *w, int *h)
+{
+	if (len < 100)
+		return NULL;
+	uint32_t f[25];
+	for (int i = 0; i < 25; i++)
+		f[i] = be32(d + 4 * i);
+	uint32_t hdr = f[0], bpp = f[11], bpl = f[12], ncolors = f[19];
+	*w = (int)f[4];
+	*h = (int)f[5];
+	size_t off = hdr + (size_t)ncolors * 12;
+	if (f[1] != 7 || bpp != 32 || *w <= 0 || *h <= 0 || off + (size_t)bpl * (size_t)*h > len)
+		return NULL;
+	bool msb = f[7] == 1; /* byte_order MSBFirst */
+	unsigned char *rgb = malloc((size_t)*w * (size_t)*h * 3);
+	for (int y = 0; y < *h; y++) {
+		for (int x = 0; x < *w; x++) {
+			const unsigned char *p = d + off + (size_t)y * bpl + (size_t)x * 4;
+			uint32_t px = msb ? be32(p) : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+			unsigned char *o = rgb + ((size_t)y * (size_t)*w + (size_t)x) * 3;
+			o[0] = (unsigned char)((px & f[14]) >> __builtin_ctz(f[14]));
+			o[1] = (unsigned char)((px & f[15]) >> __builtin_ctz(f[15]));
+			o[2] = (unsigned char)((px & f[16]) >> __builtin_ctz(f[16]));
+		}
+	}
+	return rgb;
+}
+
+/* Starts argv in the background (its output kept); asserts it started. */
+static void start_bg(struct dg_proc *p, const char *const *argv, const char *const *envp)
+{
+	cr_assert_eq(dg_test_start(argv, envp, NULL, 0, -1, p), 0, "cannot start %s", argv[0]);
+}
+
+static void stop_bg(struct dg_proc *p)
+{
+	kill(p->pid, SIGTERM);
+	struct dg_run r;
+	dg_test_finish(p, 10, &r);
+	dg_run_free(&r);
+}
+
+Test(gateway, vnc_a_debian_vnc_viewer_sees_the_desktop_through_deskgate_vnc)
+{
+	const char *viewer_bin = "/usr/bin/xtigervncviewer", *xvfb = "/usr/bin/Xvfb",
+		   *xwd = "/usr/bin/xwd";
+	cr_assert(access(viewer_bin, X_OK) == 0, "%s is missing: apt-get install tigervnc-viewer", viewer_bin);
+	cr_assert(access(xvfb, X_OK) == 0, "%s is missing: apt-get install xvfb", xvfb);
+	cr_assert(access(xwd, X_OK) == 0, "%s is missing: apt-get install x11-apps", xwd);
+	serve("");
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}");
+	struct dg_ws *a = agent(&s, DG_TEST_AGENT_TOKEN);
+	act_ok0(a, "{\"type\":\"type\",\"text\":\"echo seen through a VNC viewer\\n\"}");
+
+	/* deskgate vnc on a free port, with the viewer's token */
+	int port = dg_test_free_port();
+	char listen[64], url[64], tok[128];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", srv.port);
+	snprintf(tok, sizeof(tok), "DESKGATE_TOKEN=%s", DG_TEST_VIEWER_TOKEN);
+	const char *bridge_argv[] = {DG_BIN, "vnc", "--session", s.id, "--listen", listen, "--url", url, NULL};
+	const char *bridge_env[] = {tok, NULL};
+	struct dg_proc bridge;
+	start_bg(&bridge, bridge_argv, bridge_env);
+	cr_assert_eq(dg_test_pump(&bridge, "listening on", 10), 1, "deskgate vnc did not listen: %s",
+		     bridge.r.err ? bridge.r.err : "");
+
+	/* TigerVNC's viewer on an X server of its own */
+	char display[16];
+	snprintf(display, sizeof(display), ":%d", 90 + (int)(getpid() % 500));
+	const char *xvfb_argv[] = {xvfb, display, "-screen", "0", "1600x1000x24", "-nolisten", "tcp", NULL};
+	struct dg_proc x;
+	start_bg(&x, xvfb_argv, NULL);
+	char sock[64];
+	snprintf(sock, sizeof(sock), "/tmp/.X11-unix/X%s", display + 1);
+	for (int i = 0; i < 100 && access(sock, F_OK) != 0; i++)
+		usleep(50000);
+	cr_assert(access(sock, F_OK) == 0, "Xvfb %s did not start", display);
+	char server[64], denv[32];
+	snprintf(server, sizeof(server), "127.0.0.1::%d", port);
+	snprintf(denv, sizeof(denv), "DISPLAY=%s", display);
+	const char *viewer_argv[] = {viewer_bin, "-ViewOnly", "-Shared", "-SecurityTypes", "None",
+				     "-PreferredEncoding", "Tight", "-AutoSelect=0", "-FullColor",
+				     "-NoJPEG", "-RemoteResize=0", server, NULL};
+	const char *viewer_env[] = {denv, "HOME=/tmp", NULL};
+	struct dg_proc vw;
+	start_bg(&vw, viewer_argv, viewer_env);
+
+	/* its window, once it shows the desktop: the agent's screenshot, closely */
+	int w, h;
+	unsigned char *shot = agent_rgb(a, &w, &h);
+	double best = 1e9;
+	int ww = 0, wh = 0;
+	char *out = dg_test_write_tmp("viewer.xwd", "");
+	double end = dg_test_now() + 30;
+	while (dg_test_now() < end && best > 3) {
+		usleep(500000);
+		const char *xwd_argv[] = {xwd, "-display", display, "-name", "deskgate - TigerVNC", "-silent", "-out", out, NULL};
+		struct dg_run r;
+		if (dg_test_run(xwd_argv, NULL, NULL, 0, 10, -1, &r) != 0 || r.exit_code != 0) {
+			dg_run_free(&r);
+			continue;
+		}
+		dg_run_free(&r);
+		char *data = dg_test_read_file(out);
+		struct stat st;
+		if (!data || stat(out, &st) != 0) {
+			free(data);
+			continue;
+		}
+		unsigned char *rgb = xwd_rgb((unsigned char *)data, (size_t)st.st_size, &ww, &wh);
+		free(data);
+		if (rgb && ww == w && wh == h) {
+			double sum = 0;
+			for (size_t i = 0; i < (size_t)w * (size_t)h * 3; i++)
+				sum += abs(rgb[i] - shot[i]);
+			double d = sum / ((double)w * h * 3);
+			best = d < best ? d : best;
+		}
+		free(rgb);
+	}
+	cr_log_info("TigerVNC's window through deskgate vnc: %dx%d, mean difference %.2f from the "
+		    "agent's screenshot", ww, wh, best);
+	cr_assert(ww == w && wh == h, "the viewer's window is %dx%d, not the desktop's %dx%d", ww, wh, w, h);
+	cr_assert_lt(best, 3.0, "the viewer's window does not show the desktop (%.2f)", best);
+	free(shot);
+	dg_test_rm_tmp(out);
+	stop_bg(&vw);
+	stop_bg(&x);
+	stop_bg(&bridge);
 	dg_ws_close(a);
 	json_decref(s.j);
 	stop_server();
