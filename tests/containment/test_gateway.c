@@ -2165,7 +2165,15 @@ Test(gateway, vnc_a_debian_vnc_viewer_sees_the_desktop_through_deskgate_vnc)
 	dg_test_rm_tmp(out);
 	stop_bg(&vw);
 	stop_bg(&x);
-	stop_bg(&bridge);
+	/* the bridge stops cleanly on SIGTERM, saying what each viewer did */
+	kill(bridge.pid, SIGTERM);
+	struct dg_run br;
+	dg_test_finish(&bridge, 10, &br);
+	cr_log_info("deskgate vnc said:\n%s", br.err ? br.err : "");
+	cr_assert_eq(br.exit_code, 0, "deskgate vnc exited %d: %s", br.exit_code, br.err ? br.err : "");
+	cr_assert(br.err && strstr(br.err, "watching session"), "deskgate vnc never relayed a viewer");
+	cr_assert(!strstr(br.err, "Sanitizer"), "a sanitizer report from deskgate vnc:\n%s", br.err);
+	dg_run_free(&br);
 	dg_ws_close(a);
 	json_decref(s.j);
 	stop_server();
