@@ -20,6 +20,8 @@ DG_PACKAGES=(
   fonts-wqy-microhei
   xterm matchbox-window-manager x11-utils chromium
   xvfb xdotool scrot
+  # `deskgate vnc`'s test: TigerVNC's viewer under Xvfb, its window read with xwd
+  tigervnc-viewer x11-apps
   python3 python3-websockets iproute2 curl openssl ca-certificates nodejs
   clang libclang-rt-dev
   # the balancer of several gateways (deploy/, tests/cluster)

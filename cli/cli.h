@@ -138,6 +138,13 @@ extern const struct dg_opt_cmd dg_mcp_cmd;
 
 int dg_cmd_mcp(int argc, char **argv);
 
+/* `deskgate vnc --session ID --listen IP:PORT [--url URL]` (cli-vnc.c,
+ * docs/vnc.md): a local TCP listener for standard VNC viewers, each relayed
+ * to the session's live view (GET /v1/sessions/ID/vnc) with the viewer
+ * token from the environment. Runs until SIGINT or SIGTERM. */
+extern const struct dg_opt_cmd dg_vnc_cmd;
+int dg_cmd_vnc(int argc, char **argv);
+
 /* ---- the recording tools: verify, export, replay, test, key (cli-record.c) -------
  *
  * Issue #6. Each parses its own flags strictly and returns the exit status. */

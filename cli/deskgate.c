@@ -122,6 +122,7 @@ static const struct command commands[] = {
 	{"key", &dg_key_cmd, dg_cmd_key},
 	{"recordings", &dg_recordings_cmd, dg_cmd_recordings},
 	{"mcp", &dg_mcp_cmd, dg_cmd_mcp},
+	{"vnc", &dg_vnc_cmd, dg_cmd_vnc},
 	{"worker", NULL, cmd_worker}, /* started by the gateway, not by people */
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -596,7 +596,9 @@ int dg_auth_subprotocol(const char *value, const char **token, size_t *len)
 			return -EINVAL;        /* an empty entry: "a,,b" or a trailing comma */
 		}
 		any = true;
-		if (elen == strlen(DG_WS_PROTOCOL) && strncmp(start, DG_WS_PROTOCOL, elen) == 0) {
+		if ((elen == strlen(DG_WS_PROTOCOL) && strncmp(start, DG_WS_PROTOCOL, elen) == 0) ||
+		    (elen == strlen(DG_WS_RFB_PROTOCOL) &&
+		     strncmp(start, DG_WS_RFB_PROTOCOL, elen) == 0)) {
 			if (v1)
 				return -EINVAL;
 			v1 = true;
@@ -615,8 +617,8 @@ int dg_auth_subprotocol(const char *value, const char **token, size_t *len)
 			break;
 		p++;
 	}
-	/* The server must select a protocol the client offered, and ours is the
-	 * only one it can select. */
+	/* The server must select a protocol the client offered: one of ours,
+	 * and only one (the endpoint decides which it serves). */
 	if (!v1)
 		return -EINVAL;
 	if (!bearer)

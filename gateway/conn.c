@@ -215,8 +215,8 @@ struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque)
 	return w;
 }
 
-static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL};
-static struct raw_tag egress_tag = {RAW_EGRESS, NULL};
+static struct raw_tag spawner_tag = {RAW_SPAWNER, NULL, NULL};
+static struct raw_tag egress_tag = {RAW_EGRESS, NULL, NULL};
 
 struct lws *dg_gw_spawner_adopt(struct gw *gw, int fd)
 {

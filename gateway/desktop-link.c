@@ -320,13 +320,14 @@ void dg_gw_spawner_message(struct gw *gw, const struct dg_spawn_msg *msg, const 
 	}
 	if (req == s->create_req) {
 		s->create_req = 0;
-		if (msg->type != DG_SPAWN_CREATED || nfds != 2) {
+		if (msg->type != DG_SPAWN_CREATED || nfds != 3) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
 			dg_gw_session_end(s, error ? error : "the spawner could not start the desktop");
 			return;
 		}
 		s->egress_fd = fds[1];
+		s->view_fd = fds[2];
 		s->warm = msg->u.created.warm;
 		dg_gw_egress_attach(s);
 		fcntl(fds[0], F_SETFL, O_NONBLOCK);

@@ -378,6 +378,10 @@ const char *dg_config_policy_path(const struct dg_config *cfg, const char *name)
  * echoed. */
 #define DG_WS_PROTOCOL "deskgate.v1"
 #define DG_WS_BEARER_PREFIX "bearer."
+/* The live view (GET /v1/sessions/{id}/vnc) speaks binary RFB under the
+ * subprotocol noVNC and websockify ask for; it takes the place of
+ * DG_WS_PROTOCOL in the list above. */
+#define DG_WS_RFB_PROTOCOL "binary"
 
 /* Who is calling: the role and the token's name (the owner of the sessions
  * it creates). role DG_ROLE_NONE and name "" when not authenticated. */
@@ -449,7 +453,8 @@ int dg_auth_bearer(const char *header_value, const char **token, size_t *len);
 
 /* Parses a Sec-WebSocket-Protocol value (a comma-separated list of RFC 7230
  * tokens, optional spaces/tabs around commas). Allowed entries: DG_WS_PROTOCOL
- * (exactly once) and at most one "bearer.<token>" (token of 1 to
+ * or DG_WS_RFB_PROTOCOL (exactly one of them, once) and at most one
+ * "bearer.<token>" (token of 1 to
  * DG_TOKEN_MAX token characters). Any other entry, an empty entry or a
  * repeated one is refused: our clients send exactly this list, and a typo
  * ("Bearer.x", "bearer x") should fail loudly, not as a puzzling 401.

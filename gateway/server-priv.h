@@ -39,6 +39,14 @@
  * trip: at most this many wait, for at most this long. */
 #define DG_GW_CDP_NOTES_MAX 64
 #define DG_GW_CDP_NOTES_WAIT_MS 20
+/* The live view (vnc-link.c): a viewer's bytes to the worker wait here up to
+ * this much before the gateway stops reading its WebSocket; what the
+ * worker sends a viewer waits up to DG_GW_VNC_BACKLOG_MAX (a raw frame of
+ * the largest desktop, and some) before the viewer is dropped as too slow:
+ * the gateway always drains the worker, so a slow viewer never holds it. */
+#define DG_GW_VNC_IN_MAX (256 * 1024)
+#define DG_GW_VNC_BACKLOG_MAX (40u * 1024 * 1024)
+#define DG_GW_VNC_READ_CHUNK (64 * 1024)
 /* The egress proxy's supervision (egress-link.c). */
 #define DG_GW_EGRESS_DEATHS_MAX 5       /* deaths within DG_GW_EGRESS_WINDOW_MS that end
 					 * it: the 5th is not restarted (failed starts count) */
@@ -81,7 +89,7 @@ struct outmsg {
 	unsigned char data[]; /* LWS_PRE + len */
 };
 
-enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH, CONN_CDP };
+enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH, CONN_CDP, CONN_VNC };
 
 /* Per-wsi state of the server protocol. */
 struct conn {
@@ -127,6 +135,14 @@ struct conn {
 	uint32_t cdp_client;  /* CONN_CDP: its number in its session (the worker's too) */
 	struct conn *next_cdp;
 	struct blast_run *blast; /* POST /v1/blast: the run this connection waits for */
+	/* CONN_VNC (vnc-link.c): its socket to the worker's live view, adopted;
+	 * its bytes not yet written there; its number in its session */
+	struct lws *vnc_raw;
+	unsigned char *vnc_in;
+	size_t vnc_in_len;
+	bool vnc_paused;      /* its WebSocket is not read until vnc_in drains */
+	uint32_t vnc_viewer;
+	struct conn *next_vnc;
 };
 
 /* An agent's message, waiting or running. */
@@ -246,6 +262,11 @@ struct gw_session {
 	struct conn *cdp;      /* its CDP clients (cdp-link.c), at most DG_GW_CDP_CLIENTS_MAX */
 	int n_cdp;
 	uint32_t cdp_next;     /* the last client number given */
+	int view_fd;           /* the worker's live view channel (DG_WORKER_FD_VIEW's
+				* peer), -1 */
+	struct conn *vnc;      /* its live viewers (vnc-link.c), at most DG_VIEWERS_MAX */
+	int n_vnc;
+	uint32_t vnc_next;     /* the last viewer number given */
 	/* A CDP client's DOM.setFileInputFiles the policy allowed, its files
 	 * being checked in the jail (one at a time): the spawner's request,
 	 * the command's decide request, and its recording event (owned). */
@@ -365,6 +386,7 @@ struct gw {
  *                   attached
  *   runner.c        the agent's requests: approvals, perform, answer
  *   decide.c        the decision module: actions and browser requests
+ *   vnc-link.c      the live view's viewers, relayed to the worker
  *   recording-link.c the recordings: per session, retention, listings
  *   conn.c          sending on connections, adopting descriptors, the
  *                   session table's lookup
@@ -445,10 +467,11 @@ int dg_gw_write_http_extra(struct lws *wsi, int status, const char *type, const 
 int dg_gw_write_http_head(struct lws *wsi, int status, const char *type, unsigned long long len,
 			  const char *const *extra);
 /* Descriptors in the event loop ("dg-raw"), tagged with what they are. */
-enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS, RAW_AGENT_CHECK };
+enum raw_kind { RAW_SPAWNER = 1, RAW_WORKER, RAW_EXEC, RAW_EGRESS, RAW_AGENT_CHECK, RAW_VNC };
 struct raw_tag {
 	enum raw_kind kind;
 	struct gw_session *s;
+	struct conn *c;       /* RAW_VNC: the viewer it serves (NULL once gone) */
 };
 struct lws *dg_gw_adopt(struct gw *gw, int fd, void *opaque);
 struct lws *dg_gw_spawner_adopt(struct gw *gw, int fd);
@@ -638,6 +661,19 @@ void dg_gw_cdp_end(struct gw_session *s, const char *reason);
 /* Records s's waiting NOTEs (server.c calls it once a CDP client's queue
  * is written out; cdp-link.c before anything that must follow them). */
 void dg_gw_cdp_notes_run(struct gw_session *s);
+
+/* vnc-link.c: the live view (docs/vnc.md): each viewer's WebSocket relayed,
+ * as bytes, to a socket handed to the worker's RFB server. attach: c
+ * (bound to s) gets its socket; from_viewer: bytes it sent; the raw
+ * callbacks of its socket (readable: -1 closes it; writable; closed);
+ * detach: its WebSocket closed; end: s ends, its viewers are closed. */
+void dg_gw_vnc_attach(struct gw_session *s, struct conn *c);
+void dg_gw_vnc_from_viewer(struct conn *c, const void *data, size_t len);
+int dg_gw_vnc_readable(struct raw_tag *t);
+int dg_gw_vnc_writable(struct raw_tag *t);
+void dg_gw_vnc_raw_closed(struct raw_tag *t);
+void dg_gw_vnc_detach(struct gw_session *s, struct conn *c);
+void dg_gw_vnc_end(struct gw_session *s, const char *reason);
 
 /* desktop-link.c */
 int dg_gw_worker_readable(struct gw_session *s);   /* <0: close the worker channel */

@@ -507,6 +507,21 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 
 /* ---- WebSocket ------------------------------------------------------------ */
 
+/* Whether the Sec-WebSocket-Protocol value lists name as an entry. */
+static bool subprotocol_listed(const char *value, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = value; *p;) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		size_t len = strcspn(p, ", \t");
+		if (len == n && strncmp(p, name, n) == 0)
+			return true;
+		p += len;
+	}
+	return false;
+}
+
 /* Which session a handshake is for, and whether its token may: the agent
  * channel needs the session's agent (or admin), the watch channel a viewer. */
 static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
@@ -519,7 +534,7 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 	}
 	const char *tail = session_path(path, id, sizeof(id));
 	if (!tail || (strcmp(tail, "/ws") != 0 && strcmp(tail, "/watch") != 0 &&
-		      strcmp(tail, "/cdp") != 0)) {
+		      strcmp(tail, "/cdp") != 0 && strcmp(tail, "/vnc") != 0)) {
 		snprintf(why, whylen, "no such endpoint");
 		return -1;
 	}
@@ -530,11 +545,21 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		snprintf(why, whylen, "a valid bearer token is required");
 		return -1;
 	}
-	bool agent = strcmp(tail, "/ws") == 0;
-	if (s && s->blast && strcmp(tail, "/watch") != 0) {
+	bool agent = strcmp(tail, "/ws") == 0, vnc = strcmp(tail, "/vnc") == 0;
+	if (s && s->blast && strcmp(tail, "/watch") != 0 && !vnc) {
 		/* Its jail runs the blast attempts, and nothing else. */
 		*status = 409;
 		snprintf(why, whylen, "the session runs a blast attempt: it takes no agent");
+		return -1;
+	}
+	/* The live view speaks RFB, the other channels JSON: a client names
+	 * the one it expects, when it names any. */
+	char offered[DG_TOKEN_MAX + 64];
+	if (lws_hdr_copy(c->wsi, offered, sizeof(offered), WSI_TOKEN_PROTOCOL) > 0 &&
+	    subprotocol_listed(offered, DG_WS_RFB_PROTOCOL) != vnc) {
+		*status = 400;
+		snprintf(why, whylen, "this endpoint's subprotocol is %s",
+			 vnc ? DG_WS_RFB_PROTOCOL : DG_WS_PROTOCOL);
 		return -1;
 	}
 	if (strcmp(tail, "/cdp") == 0) {
@@ -565,6 +590,21 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		snprintf(why, whylen, "no such session");
 		return -1;
 	}
+	if (vnc && (s->state != S_READY || s->view_fd < 0)) {
+		*status = 409;
+		snprintf(why, whylen, "the session's desktop is not ready");
+		return -1;
+	}
+	if (vnc && s->n_vnc >= DG_VIEWERS_MAX) {
+		*status = 429;
+		snprintf(why, whylen, "the session has %d live viewers already", s->n_vnc);
+		return -1;
+	}
+	if (vnc) {
+		c->kind = CONN_VNC;
+		c->s = s;
+		return 0;
+	}
 	if (agent && s->agent) {
 		*status = 409;
 		snprintf(why, whylen, "the session already has an agent connected");
@@ -584,6 +624,12 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 {
 	if (c->kind == CONN_WATCH)
 		return; /* observers are read-only: anything they send is dropped */
+	if (c->kind == CONN_VNC) {
+		/* RFB bytes, whatever the framing: the worker's server reads them. */
+		if (c->s)
+			dg_gw_vnc_from_viewer(c, in, len);
+		return;
+	}
 	if (first) {
 		free(c->rx);
 		c->rx = NULL;
@@ -757,6 +803,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			dg_gw_session_agent_attach(c->s, c);
 		else if (c->kind == CONN_CDP)
 			dg_gw_cdp_attach(c->s, c);
+		else if (c->kind == CONN_VNC)
+			dg_gw_vnc_attach(c->s, c);
 		else
 			dg_gw_session_observer_attach(c->s, c);
 		return 0;
@@ -780,6 +828,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			dg_gw_cdp_detach(c->s, c);
 		else if (c->s && c->kind == CONN_WATCH)
 			dg_gw_session_observer_detach(c->s, c);
+		else if (c->s && c->kind == CONN_VNC)
+			dg_gw_vnc_detach(c->s, c);
 		dg_gw_conn_free_queue(c);
 		c->wsi = NULL;
 		c->s = NULL;
@@ -859,7 +909,13 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 				lwsl_err("deskgate: agent-check: accept: %s\n", strerror(-rc));
 			return 0;
 		}
+		if (t->kind == RAW_VNC)
+			return dg_gw_vnc_readable(t);
 		return -1;
+	case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+		if (t && t->kind == RAW_VNC)
+			return dg_gw_vnc_writable(t);
+		return 0;
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (!t)
 			return 0;
@@ -878,6 +934,8 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			dg_gw_worker_closed(t->s);
 		} else if (t->kind == RAW_EXEC) {
 			dg_gw_exec_closed(t->s);
+		} else if (t->kind == RAW_VNC) {
+			dg_gw_vnc_raw_closed(t);
 		}
 		if (t->kind == RAW_AGENT_CHECK) {
 			G->agent_wsi = NULL;
@@ -895,6 +953,7 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 
 static struct lws_protocols protocols[] = {
 	{DG_WS_PROTOCOL, callback, sizeof(struct conn), 65536, 0, NULL, 0},
+	{DG_WS_RFB_PROTOCOL, callback, sizeof(struct conn), 65536, 0, NULL, 0},
 	{"dg-raw", raw_callback, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -1197,7 +1256,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 		fprintf(stderr, "deskgate serve: cannot watch the spawner's or egress proxy's channel\n");
 		return DG_EXIT_FAILED;
 	}
-	static struct raw_tag agent_tag = {RAW_AGENT_CHECK, NULL};
+	static struct raw_tag agent_tag = {.kind = RAW_AGENT_CHECK};
 	if (gw.agent_fd >= 0 && !(gw.agent_wsi = dg_gw_adopt(&gw, gw.agent_fd, &agent_tag))) {
 		fprintf(stderr, "deskgate serve: cannot watch the agent-check listener\n");
 		return DG_EXIT_FAILED;

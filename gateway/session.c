@@ -310,6 +310,7 @@ int dg_gw_session_create_own(struct gw *gw, struct conn *creator, json_t *body, 
 	s->policy_text = ptext;
 	s->policy_len = plen;
 	s->egress_fd = -1;
+	s->view_fd = -1;
 	s->toolsets = o.toolsets;
 	s->has_toolsets = tools != NULL;
 	snprintf(s->policy_name, sizeof(s->policy_name), "%s", pname ? pname : "");
@@ -456,6 +457,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 		close_conn(o, json_incref(ended));
 	}
 	dg_gw_cdp_end(s, reason);
+	dg_gw_vnc_end(s, reason);
 	json_decref(ended);
 	s->observers = NULL;
 	s->n_observers = 0;
@@ -479,6 +481,10 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	    strcmp(reason, "the desktop's worker ended") != 0)
 		dg_spawner_destroy(&gw->spawner, s->id, &err);
 	egress_withdraw(s);
+	if (s->view_fd >= 0) {
+		close(s->view_fd);
+		s->view_fd = -1;
+	}
 	dg_gw_rec_close(s, reason);
 	free(s->policy_text);
 	dg_ipc_reader_free(&s->rd);

@@ -150,6 +150,7 @@
 
   function showEnded(reason) {
     ended = true;
+    if (window.DGLiveVNC) window.DGLiveVNC.stop();
     setState('ended', 'Ended');
     const b = $('#ended-banner');
     clear(b).append(el('div', {},
@@ -224,6 +225,8 @@
     $('#rec-link').href = `player.html?id=${encodeURIComponent(id)}`;
     document.title = `Live ${DG.shortId(id)} · deskgate`;
     connect();
+    window.DGLiveSession = id; // for live-vnc.js, if it loads later
+    if (window.DGLiveVNC) window.DGLiveVNC.start(id);
     refreshEvents();
     // Refused actions reach observers only through the recording: poll it.
     DG.every(1500, () => { if (!document.hidden) refreshEvents(); });

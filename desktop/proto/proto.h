@@ -264,6 +264,23 @@ int dg_seq_recv(int fd, char *buf, size_t cap, size_t *len, int *fds, int *nfds,
 #define DG_WORKER_FD_RFB 4   /* RFB stream to Xvnc */
 #define DG_WORKER_FD_CDP_OUT 5 /* browser: DevTools commands (Chromium's fd 3) */
 #define DG_WORKER_FD_CDP_IN 6  /* browser: DevTools replies (Chromium's fd 4) */
+#define DG_WORKER_FD_VIEW 7    /* the live view's channel (below) */
+
+/* The live view (docs/vnc.md). The worker re-serves its framebuffer as RFB
+ * (libvncserver, view-only: a viewer's pointer, keys and clipboard are
+ * dropped) to viewers its owner hands it: each viewer is one connected
+ * SOCK_STREAM socket, attached (SCM_RIGHTS) to one datagram DG_VIEW_MSG on
+ * the view channel, a SOCK_SEQPACKET socketpair (dg_seq_*). The worker
+ * takes at most DG_VIEWERS_MAX viewers at once and closes any socket past
+ * that; the owner counts them too. The owner must drain each viewer's
+ * socket as it becomes readable (the worker writes updates to it without
+ * waiting for a slow viewer: it is the owner that drops one). */
+#define DG_VIEWERS_MAX 8
+#define DG_VIEW_MSG "viewer"
+
+/* Hands the worker viewer sock on its view channel view_fd (the socket is
+ * the caller's still: close it afterwards). 0 or a negative errno. */
+int dg_worker_view_add(int view_fd, int sock, struct dg_err *err);
 
 #define DG_WORKER_READY_MS 20000
 
@@ -286,6 +303,7 @@ struct dg_worker {
 	pid_t pid;
 	int pidfd;
 	int ctl;                   /* socketpair end, non-blocking */
+	int view;                  /* the live view's channel (DG_WORKER_FD_VIEW's peer) */
 	struct dg_ipc_reader *rd;  /* owned */
 	long long next_id;
 	char *ready;               /* the READY message (JSON), once received */
@@ -466,8 +484,9 @@ void dg_worker_stop(struct dg_worker *w);
  *            stdin string (the one string that may hold NULs)
  *   UPLOAD_CHECK  session string, n (1..DG_UPLOAD_PATHS_MAX), n path strings
  *            (each an upload path: dg_upload_path_valid)
- *   CREATED  session string, slot, i64 start_ms, warm (0/1) + 2 descriptors:
- *            the worker's channel, the egress listener of the jail
+ *   CREATED  session string, slot, i64 start_ms, warm (0/1) + 3 descriptors:
+ *            the worker's channel, the egress listener of the jail, the
+ *            worker's live view channel
  *   OK       nothing (destroy and pool)
  *   CHANNEL  i32 pid + 1 descriptor: the channel of a new egress proxy
  *            (pid: the proxy's) or an exec's result stream (pid: its runner)

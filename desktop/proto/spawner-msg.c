@@ -34,7 +34,7 @@ size_t dg_spawn_max(uint32_t type)
 
 int dg_spawn_fds(enum dg_spawn_type type)
 {
-	return type == DG_SPAWN_CREATED ? 2 : type == DG_SPAWN_CHANNEL ? 1 : 0;
+	return type == DG_SPAWN_CREATED ? 3 : type == DG_SPAWN_CHANNEL ? 1 : 0;
 }
 
 static const char *type_name(uint32_t type)

@@ -35,26 +35,26 @@ void dg_worker_set_binary(const char *path)
 /* In the forked child: becomes the worker. Only async-signal-safe calls. */
 /* The instance is in argv only so that the host (tests, operators) can tell
  * whose worker this is; the worker checks it and does nothing else with it. */
-__attribute__((noreturn)) static void exec_worker(const struct dg_desktop_io *d, int ctl, uid_t id,
-						  const char *instance)
+__attribute__((noreturn)) static void exec_worker(const struct dg_desktop_io *d, int ctl, int view,
+						  uid_t id, const char *instance)
 {
 	char size[32], *const envp[] = {NULL};
 	snprintf(size, sizeof(size), "%dx%d", d->width, d->height);
 	char *const argv[] = {"deskgate", "worker", "--profile", (char *)dg_profile_name(d->profile),
 			      "--size", size, "--instance", (char *)instance, NULL};
-	int src[4] = {ctl, d->rfb_fd, d->cdp_out_fd, d->cdp_in_fd};
+	int src[5] = {ctl, d->rfb_fd, d->cdp_out_fd, d->cdp_in_fd, view};
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		int from = src[i] >= 0 ? src[i] : devnull;
 		src[i] = fcntl(from, F_DUPFD_CLOEXEC, 16);
 		if (src[i] < 0)
 			_exit(126);
 	}
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		if (dup2(src[i], DG_WORKER_FD_CTL + i) < 0)
 			_exit(126);
 	}
-	syscall(SYS_close_range, DG_WORKER_FD_CDP_IN + 1, ~0u, 0);
+	syscall(SYS_close_range, DG_WORKER_FD_VIEW + 1, ~0u, 0);
 	struct rlimit nproc = {0, 0};
 	if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 || setresuid(id, id, id) != 0 ||
 	    prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
@@ -71,15 +71,22 @@ int dg_worker_start(struct dg_desktop_io *d, struct dg_worker *w, struct dg_err 
 {
 	memset(w, 0, sizeof(*w));
 	w->pid = -1;
-	w->pidfd = w->ctl = -1;
+	w->pidfd = w->ctl = w->view = -1;
 	w->next_id = 1;
-	int sp[2];
+	int sp[2], vp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
 		return dg_err_set(err, -errno, "worker: socketpair: %s", strerror(errno));
-	w->rd = calloc(1, sizeof(*w->rd));
-	if (!w->rd) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, vp) != 0) {
+		int e = errno;
 		close(sp[0]);
 		close(sp[1]);
+		return dg_err_set(err, -e, "worker: socketpair for the live view: %s", strerror(e));
+	}
+	w->rd = calloc(1, sizeof(*w->rd));
+	if (!w->rd) {
+		int fds[4] = {sp[0], sp[1], vp[0], vp[1]};
+		for (int i = 0; i < 4; i++)
+			close(fds[i]);
 		return dg_err_set(err, -ENOMEM, "worker: out of memory");
 	}
 	uid_t id = DG_WORKER_ID_BASE + d->slot;
@@ -87,15 +94,18 @@ int dg_worker_start(struct dg_desktop_io *d, struct dg_worker *w, struct dg_err 
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
-		close(sp[0]);
-		close(sp[1]);
+		int fds[4] = {sp[0], sp[1], vp[0], vp[1]};
+		for (int i = 0; i < 4; i++)
+			close(fds[i]);
 		return dg_err_set(err, -e, "worker: fork: %s", strerror(e));
 	}
 	if (pid == 0)
-		exec_worker(d, sp[1], id, instance);
+		exec_worker(d, sp[1], vp[1], id, instance);
 	close(sp[1]);
+	close(vp[1]);
 	w->pid = pid;
 	w->ctl = sp[0];
+	w->view = vp[0];
 	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	fcntl(w->ctl, F_SETFL, O_NONBLOCK);
 	/* The worker holds the desktop's channels now. */
@@ -355,11 +365,22 @@ int dg_worker_act(struct dg_worker *w, const char *action_json, int out_w, int o
 	}
 }
 
+int dg_worker_view_add(int view_fd, int sock, struct dg_err *err)
+{
+	int r = dg_seq_send(view_fd, DG_VIEW_MSG, strlen(DG_VIEW_MSG), &sock, 1);
+	if (r < 0)
+		return dg_err_set(err, r, "worker: handing a viewer to the live view: %s", strerror(-r));
+	return 0;
+}
+
 void dg_worker_stop(struct dg_worker *w)
 {
 	if (w->ctl >= 0)
 		close(w->ctl);
 	w->ctl = -1;
+	if (w->view >= 0)
+		close(w->view);
+	w->view = -1;
 	if (w->pid > 0) {
 		if (w->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);

@@ -142,8 +142,9 @@ static void session_end(struct spawner *sp, struct session *s)
 	s->used = false;
 }
 
-/* Gives session s to the gateway: the worker's channel and the egress
- * listener go back with the reply; the spawner keeps only the pids. */
+/* Gives session s to the gateway: the worker's channel, the egress
+ * listener and the worker's live view channel go back with the reply; the
+ * spawner keeps only the pids. */
 static void hand_over(struct spawner *sp, const struct dg_spawn_msg *req, struct session *s,
 		      long long start_ms, bool warm)
 {
@@ -152,10 +153,12 @@ static void hand_over(struct spawner *sp, const struct dg_spawn_msg *req, struct
 	r.u.created.slot = s->desktop.jail.slot;
 	r.u.created.start_ms = start_ms;
 	r.u.created.warm = warm;
-	int fds[2] = {s->worker.ctl, s->desktop.jail.egress_fd};
-	reply(sp, &r, fds, 2);
+	int fds[3] = {s->worker.ctl, s->desktop.jail.egress_fd, s->worker.view};
+	reply(sp, &r, fds, 3);
 	close(s->worker.ctl);
 	s->worker.ctl = -1;
+	close(s->worker.view);
+	s->worker.view = -1;
 	close(s->desktop.jail.egress_fd);
 	s->desktop.jail.egress_fd = -1;
 }

@@ -33,6 +33,7 @@
 #include "desktop/worker/pagelog-priv.h"
 #include "desktop/worker/script-priv.h"
 #include "desktop/worker/tree-priv.h"
+#include "desktop/worker/view-priv.h"
 #include "desktop/worker/worker.h"
 
 enum phase {
@@ -60,6 +61,7 @@ enum phase {
 
 struct worker {
 	rfbClient *vnc;
+	struct dg_view *view;    /* the live view for people (view.c) */
 	int ctl;
 	struct dg_ipc_reader rd;
 	struct dg_cdp *cdp;
@@ -166,10 +168,9 @@ static void vnc_err(const char *fmt, ...)
 static void on_update(rfbClient *c, int x, int y, int w, int h)
 {
 	(void)c;
-	(void)x;
-	(void)y;
 	if (w > 0 && h > 0)
 		W->area += (uint64_t)w * (uint64_t)h;
+	dg_view_damage(W->view, x, y, w, h);
 	W->updates++;
 	W->last_update = dg_now_ms();
 }
@@ -1803,9 +1804,12 @@ static void loop(struct worker *w)
 			pump_rfb(w);
 			continue;
 		}
+		/* Viewers get what changed before the worker sleeps again. */
+		if (dg_view_due(w->view))
+			dg_view_service(w->view, NULL, 0);
 		/* The channel is read in every phase: verdicts on the browser's
 		 * requests arrive while an action (a navigation) waits for them. */
-		struct pollfd p[4] = {
+		struct pollfd p[4 + 1 + DG_VIEWERS_MAX] = {
 			{w->ctl, POLLIN, 0},
 			{w->vnc->sock, POLLIN, 0},
 			{-1, 0, 0},
@@ -1813,15 +1817,22 @@ static void loop(struct worker *w)
 		};
 		if (w->cdp)
 			dg_cdp_pollfds(w->cdp, &p[2]);
+		int nv = dg_view_pollfds(w->view, &p[4]);
 		/* Messages read ahead of the last one are not seen by poll. */
 		bool ahead = dg_ipc_pending(&w->rd);
-		int n = poll(p, 4, ahead ? 0 : timeout);
+		int n = poll(p, (nfds_t)(4 + nv), ahead ? 0 : timeout);
 		if (n < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));
 		if (n <= 0 && !ahead)
 			continue;
 		if (p[1].revents)
 			pump_rfb(w);
+		for (int i = 0; i < nv; i++) {
+			if (p[4 + i].revents) {
+				dg_view_service(w->view, &p[4], nv);
+				break;
+			}
+		}
 		if (w->cdp && (p[2].revents || p[3].revents)) {
 			cdp_pump(w, &p[2]);
 			if (w->phase == PHASE_IDLE)
@@ -1873,6 +1884,13 @@ int dg_worker_main(int argc, char **argv)
 		die("out of memory");
 	wait_content(w);
 	struct dg_err err = {{0}};
+	/* The live view's channel: non-blocking, read as viewers arrive. */
+	if (fcntl(DG_WORKER_FD_VIEW, F_SETFL, O_NONBLOCK) != 0)
+		die("the live view's channel (fd %d): %s", DG_WORKER_FD_VIEW, strerror(errno));
+	w->view = dg_view_new(DG_WORKER_FD_VIEW, (char *)w->vnc->frameBuffer, w->width, w->height,
+			      &err);
+	if (!w->view)
+		die("%s", err.msg);
 	if (dg_seccomp_install_worker(&err))
 		die("%s", err.msg);
 	send_ready(w);

@@ -61,35 +61,11 @@ struct figure {
 
 static struct dg_server srv;
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* utime + stime of pid, in ms. */
-static double cpu_ms(pid_t pid)
-{
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long long ut = 0, st = 0;
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return 0;
-	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* CPU of the gateway, of the workers and of the desktops (processes of jail
  * uids) under the server. */
 static void cpu_split(double *gw, double *workers, double *desktops)
 {
-	*gw = cpu_ms(srv.pid);
+	*gw = dg_test_cpu_ms(srv.pid);
 	*workers = *desktops = 0;
 	pid_t spawner[4];
 	if (dg_test_children(srv.pid, spawner, 4) < 1)
@@ -105,9 +81,9 @@ static void cpu_split(double *gw, double *workers, double *desktops)
 		if (dg_test_proc_status(p, "Uid", v, sizeof(v)) == 0)
 			sscanf(v, "%u", &uid);
 		if (uid >= DG_WORKER_ID_BASE && uid < DG_WORKER_ID_BASE + DG_JAIL_SLOTS)
-			*workers += cpu_ms(p);
+			*workers += dg_test_cpu_ms(p);
 		else if (uid >= DG_JAIL_ID_BASE && uid < DG_JAIL_ID_BASE + DG_JAIL_SLOTS)
-			*desktops += cpu_ms(p);
+			*desktops += dg_test_cpu_ms(p);
 		n += dg_test_children(p, stack + n, (int)(sizeof(stack) / sizeof(stack[0])) - n);
 	}
 }
@@ -207,7 +183,7 @@ static void run(struct session *ss, int n, enum workload w, double secs, struct 
 	fg->seconds = dg_test_now() - t0;
 	double g1, w1, d1;
 	cpu_split(&g1, &w1, &d1);
-	qsort(lat, nlat, sizeof(*lat), cmp_d);
+	qsort(lat, nlat, sizeof(*lat), dg_test_cmp_double);
 	fg->actions = (long)nlat;
 	fg->p50 = nlat ? lat[nlat / 2] : 0;
 	fg->p99 = nlat ? lat[(size_t)((double)(nlat - 1) * 0.99)] : 0;
@@ -215,8 +191,8 @@ static void run(struct session *ss, int n, enum workload w, double secs, struct 
 	fg->gw_ms = nlat ? (g1 - g0) / (double)nlat : 0;
 	fg->workers_ms = nlat ? (w1 - w0) / (double)nlat : 0;
 	fg->desktops_ms = nlat ? (d1 - d0) / (double)nlat : 0;
-	qsort(settle, nwork, sizeof(*settle), cmp_d);
-	qsort(enc, nwork, sizeof(*enc), cmp_d);
+	qsort(settle, nwork, sizeof(*settle), dg_test_cmp_double);
+	qsort(enc, nwork, sizeof(*enc), dg_test_cmp_double);
 	fg->settle_p50 = nwork ? settle[nwork / 2] : 0;
 	fg->encode_p50 = nwork ? enc[nwork / 2] : 0;
 	free(settle);
@@ -266,7 +242,7 @@ int main(void)
 			fail("no hello from %s", ss[i].id);
 		dg_ws_msg_free(&m);
 	}
-	qsort(create_ms, MAX_SESSIONS, sizeof(double), cmp_d);
+	qsort(create_ms, MAX_SESSIONS, sizeof(double), dg_test_cmp_double);
 	/* warm up: every worker encodes a first screenshot */
 	struct figure warm;
 	run(ss, MAX_SESSIONS, W_TYPE, 1, &warm);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1781,6 +1782,398 @@ Test(gateway, observers_are_read_only_and_never_slow_the_agent)
 	free(png);
 	act_ok0(a, "{\"type\":\"screenshot\"}");
 	dg_ws_close(slow);
+	dg_ws_close(a);
+	json_decref(s.j);
+	stop_server();
+}
+
+/* ---- the live view (RFB over GET /v1/sessions/{id}/vnc) ----------------------------- */
+
+/* The live view of s as a raw RFB client (dg_rfb, tests/support), with
+ * token in a header; asserts the handshake went well. */
+static void rfb_open(struct dg_rfb *r, const struct sess *s, const char *token)
+{
+	char path[160], err[256];
+	snprintf(path, sizeof(path), "/v1/sessions/%s/vnc", s->id);
+	cr_assert_eq(dg_rfb_open(r, srv.port, path, token, 10, err, sizeof(err)), 0, "%s", err);
+}
+
+static void rfb_send(struct dg_rfb *r, const void *data, size_t len)
+{
+	cr_assert_eq(dg_ws_send(r->ws, true, data, len), 0, "the live view closed");
+}
+
+static void rfb_request(struct dg_rfb *r, bool incremental)
+{
+	cr_assert_eq(dg_rfb_request(r, incremental), 0, "the live view closed");
+}
+
+/* One update's pixels; -1 when none came in time; a protocol error fails. */
+static long rfb_update(struct dg_rfb *r, double timeout_s)
+{
+	char err[256] = "";
+	long n = dg_rfb_update(r, timeout_s, err, sizeof(err));
+	cr_assert(n >= -1, "%s", err);
+	return n;
+}
+
+/* The agent's screenshot as RGB (its size must be the desktop's). */
+static unsigned char *agent_rgb(struct dg_ws *a, int *w, int *h)
+{
+	unsigned char *png;
+	size_t len;
+	json_t *j = send_recv(a, "{\"type\":\"screenshot\"}", &png, &len);
+	cr_assert(json_is_true(json_object_get(j, "ok")) && png, "no screenshot");
+	json_decref(j);
+	unsigned char *rgb = dg_test_png_rgb(png, len, w, h);
+	free(png);
+	cr_assert(rgb);
+	return rgb;
+}
+
+/* The session's recorded events of type, in state (NULL: any), for reason
+ * (NULL: any) (GET /v1/recordings/{id}/events). */
+static int recorded(const struct sess *s, const char *type, const char *state, const char *reason)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/recordings/%s/events", s->id);
+	struct dg_http r;
+	cr_assert_eq(dg_test_http(srv.port, "GET", path, DG_TEST_ADMIN_TOKEN, NULL, 10, &r), 0);
+	cr_assert_eq(r.status, 200, "%s: %d", path, r.status);
+	int n = 0;
+	for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *t = json_string_value(json_object_get(j, "type"));
+		const char *st = json_string_value(json_object_get(j, "state"));
+		const char *why = json_string_value(json_object_get(j, "reason"));
+		n += t && strcmp(t, type) == 0 && (!state || (st && strcmp(st, state) == 0)) &&
+		     (!reason || (why && strcmp(why, reason) == 0));
+		json_decref(j);
+	}
+	dg_http_free(&r);
+	return n;
+}
+
+Test(gateway, vnc_live_view_is_view_only_and_bounded)
+{
+	serve(TWO_AGENTS);
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"browser\"}");
+	struct dg_ws *a = agent(&s, DG_TEST_AGENT_TOKEN);
+	navigate_test_page(a);
+	json_decref(act_ok(a, "{\"type\":\"click\",\"x\":640,\"y\":400}"));
+	free(wait_title(a, NULL, "click:"));
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sessions/%s/vnc", s.id);
+
+	/* who may watch: viewers, admins, the session's own agent (token in a
+	 * header or the subprotocol list); not another agent, nobody without a
+	 * token, and only under the "binary" subprotocol */
+	ws_open(path, NULL, "binary", 401);
+	ws_open(path, AGENT2_TOKEN, "binary", 404);
+	ws_open(path, DG_TEST_VIEWER_TOKEN, "deskgate.v1", 400);
+	char proto[300];
+	snprintf(proto, sizeof(proto), "binary, bearer.%s", DG_TEST_VIEWER_TOKEN);
+	dg_ws_close(ws_open(path, NULL, proto, 101));
+	dg_ws_close(ws_open(path, DG_TEST_ADMIN_TOKEN, "binary", 101));
+	snprintf(proto, sizeof(proto), "/v1/sessions/%s/ws", s.id);
+	ws_open(proto, DG_TEST_AGENT_TOKEN, "binary", 400);
+
+	/* the viewer sees the agent's screen */
+	struct dg_rfb v;
+	rfb_open(&v, &s, DG_TEST_VIEWER_TOKEN);
+	cr_assert(v.w == 1280 && v.h == 800, "the live view is %dx%d", v.w, v.h);
+	rfb_request(&v, false);
+	cr_assert_eq(rfb_update(&v, 10), 1280L * 800, "the first update is not the whole screen");
+	/* the screen may still change between the two pictures: compare again
+	 * (a whole screen each time) until they agree, bounded */
+	int w, h;
+	unsigned char *shot = agent_rgb(a, &w, &h);
+	cr_assert(w == 1280 && h == 800);
+	double d = dg_rfb_diff(&v, shot);
+	for (int i = 0; i < 20 && d >= 2.0; i++) {
+		free(shot);
+		rfb_request(&v, false);
+		cr_assert_eq(rfb_update(&v, 10), 1280L * 800);
+		shot = agent_rgb(a, &w, &h);
+		d = dg_rfb_diff(&v, shot);
+	}
+	cr_log_info("live view vs the agent's screenshot: mean difference %.2f per channel", d);
+	cr_assert_lt(d, 2.0, "the live view does not show the agent's screen (%.2f)", d);
+	free(shot);
+
+	/* what the agent does reaches the viewer */
+	rfb_request(&v, true);
+	char *before = title_now(a);
+	json_decref(act_ok(a, "{\"type\":\"key\",\"keys\":\"x\"}"));
+	char *t = wait_title(a, before, "key:x");
+	free(t);
+	cr_assert_gt(rfb_update(&v, 10), 0, "no update after the agent's key");
+
+	/* what the viewer sends never reaches the desktop: pointer (a click on
+	 * the page, a drag), keys, clipboard */
+	free(before);
+	before = title_now(a);
+	unsigned char ev[8] = {5, 1};
+	dg_put16(ev + 2, 300);
+	dg_put16(ev + 4, 200);
+	rfb_send(&v, ev, 6);
+	ev[1] = 0;
+	rfb_send(&v, ev, 6);
+	dg_put16(ev + 2, 500);
+	rfb_send(&v, ev, 6);
+	unsigned char key[8] = {4, 1};
+	dg_put32(key + 4, 'q');
+	rfb_send(&v, key, 8);
+	key[1] = 0;
+	rfb_send(&v, key, 8);
+	unsigned char cut[8 + 5] = {6};
+	dg_put32(cut + 4, 5);
+	memcpy(cut + 8, "hello", 5);
+	rfb_send(&v, cut, sizeof(cut));
+	rfb_request(&v, true);
+	dg_ws_service(1500);
+	t = title_now(a);
+	cr_assert_str_eq(t, before, "a viewer's input reached the page");
+	free(t);
+	free(before);
+	cr_assert(!dg_ws_closed(v.ws), "the viewer was closed for its input");
+
+	/* hostile viewers: garbage instead of a version, a clipboard message
+	 * over libvncserver's bound; each is closed, the agent carries on */
+	struct dg_ws *g = ws_open(path, DG_TEST_VIEWER_TOKEN, "binary", 101);
+	cr_assert_eq(dg_ws_send(g, true, "GARBAGE GARBAGE GARBAGE", 23), 0);
+	struct dg_ws_msg m;
+	int k;
+	double end = dg_test_now() + 10;
+	while ((k = dg_ws_recv(g, 1, &m)) >= 0 && dg_test_now() < end)
+		if (k == 1)
+			dg_ws_msg_free(&m);
+	cr_assert(dg_ws_closed(g), "a viewer speaking garbage stayed connected");
+	dg_ws_close(g);
+	struct dg_rfb big;
+	rfb_open(&big, &s, DG_TEST_VIEWER_TOKEN);
+	unsigned char huge[8] = {6};
+	dg_put32(huge + 4, 64u * 1024 * 1024);
+	rfb_send(&big, huge, sizeof(huge));
+	unsigned char junk[4096];
+	memset(junk, 'A', sizeof(junk));
+	for (int i = 0; i < 64 && !dg_ws_closed(big.ws); i++)
+		dg_ws_send(big.ws, true, junk, sizeof(junk));
+	end = dg_test_now() + 10;
+	while (!dg_ws_closed(big.ws) && dg_test_now() < end)
+		dg_ws_service(100);
+	cr_assert(dg_ws_closed(big.ws), "a viewer sending 64 MiB of clipboard stayed connected");
+	dg_rfb_close(&big);
+	act_ok0(a, "{\"type\":\"move\",\"x\":10,\"y\":10}");
+
+	/* at most DG_VIEWERS_MAX at once: v and seven more; the next is refused */
+	struct dg_ws *more[DG_VIEWERS_MAX];
+	for (int i = 0; i < DG_VIEWERS_MAX - 1; i++)
+		more[i] = ws_open(path, DG_TEST_VIEWER_TOKEN, "binary", 101);
+	ws_open(path, DG_TEST_VIEWER_TOKEN, "binary", 429);
+	for (int i = 0; i < DG_VIEWERS_MAX - 1; i++)
+		dg_ws_close(more[i]);
+	dg_ws_service(500);
+
+	/* a viewer that never reads while it keeps asking for whole screens,
+	 * on a screen of noise: the agent is not slowed, the viewer is dropped */
+	json_t *nav = json_pack("{s:s, s:s}", "type", "navigate", "url", noise_page);
+	char *text = json_dumps(nav, JSON_COMPACT);
+	json_decref(nav);
+	act_ok0(a, text);
+	free(text);
+	free(wait_title(a, NULL, "noise"));
+	unsigned char *png;
+	size_t len;
+	double base = timed_moves(a, 15, &png, &len);
+	free(png);
+	struct dg_rfb slow;
+	rfb_open(&slow, &s, DG_TEST_VIEWER_TOKEN);
+	dg_ws_read_enable(slow.ws, false);
+	for (int i = 0; i < 30; i++)
+		rfb_request(&slow, false);
+	double with_slow = timed_moves(a, 30, &png, &len);
+	free(png);
+	cr_log_info("agent move round trip, median: %.1f ms alone, %.1f ms with a live viewer that "
+		    "does not read",
+		    base, with_slow);
+	cr_assert_lt(with_slow, 2 * base + 30, "the slow viewer slowed the agent: %.1f ms vs %.1f ms",
+		     with_slow, base);
+	dg_ws_read_enable(slow.ws, true);
+	end = dg_test_now() + 20;
+	while (!dg_ws_closed(slow.ws) && dg_test_now() < end) {
+		if (dg_ws_recv(slow.ws, 0.5, &m) == 1)
+			dg_ws_msg_free(&m);
+	}
+	cr_assert(dg_ws_closed(slow.ws), "the viewer that did not read was kept");
+	dg_rfb_close(&slow);
+
+	/* the first viewer still sees the screen as the agent does */
+	rfb_request(&v, false);
+	while (rfb_update(&v, 10) != 1280L * 800)
+		rfb_request(&v, false);
+	shot = agent_rgb(a, &w, &h);
+	d = dg_rfb_diff(&v, shot);
+	cr_assert_lt(d, 2.0, "the live view drifted from the agent's screen (%.2f)", d);
+	free(shot);
+	dg_rfb_close(&v);
+	dg_ws_service(500);
+
+	/* the recording has each viewer's coming and going, and no action of theirs */
+	int opened = recorded(&s, "vnc_viewer", "open", NULL);
+	int closed = recorded(&s, "vnc_viewer", "closed", NULL);
+	cr_log_info("recorded %d live viewers opened, %d closed", opened, closed);
+	cr_assert_geq(opened, 12);
+	cr_assert_eq(opened, closed);
+	cr_assert_eq(recorded(&s, "vnc_viewer", "closed", "the viewer reads too slowly"), 1,
+		     "the slow viewer was not dropped for reading too slowly");
+	dg_ws_close(a);
+	json_decref(s.j);
+	stop_server();
+}
+
+/* The pixels of an XWD file (xwd's output: a 32-bit TrueColor window) as
+ * RGB; NULL when it is not one. */
+static unsigned char *xwd_rgb(const unsigned char *d, size_t len, int *w, int *h)
+{
+	if (len < 100)
+		return NULL;
+	uint32_t f[25];
+	for (int i = 0; i < 25; i++)
+		f[i] = dg_be32(d + 4 * i);
+	uint32_t hdr = f[0], bpp = f[11], bpl = f[12], ncolors = f[19];
+	*w = (int)f[4];
+	*h = (int)f[5];
+	size_t off = hdr + (size_t)ncolors * 12;
+	if (f[1] != 7 || bpp != 32 || *w <= 0 || *h <= 0 || off + (size_t)bpl * (size_t)*h > len)
+		return NULL;
+	bool msb = f[7] == 1; /* byte_order MSBFirst */
+	unsigned char *rgb = malloc((size_t)*w * (size_t)*h * 3);
+	for (int y = 0; y < *h; y++) {
+		for (int x = 0; x < *w; x++) {
+			const unsigned char *p = d + off + (size_t)y * bpl + (size_t)x * 4;
+			uint32_t px = msb ? dg_be32(p) : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+			unsigned char *o = rgb + ((size_t)y * (size_t)*w + (size_t)x) * 3;
+			o[0] = (unsigned char)((px & f[14]) >> __builtin_ctz(f[14]));
+			o[1] = (unsigned char)((px & f[15]) >> __builtin_ctz(f[15]));
+			o[2] = (unsigned char)((px & f[16]) >> __builtin_ctz(f[16]));
+		}
+	}
+	return rgb;
+}
+
+/* Starts argv in the background (its output kept); asserts it started. */
+static void start_bg(struct dg_proc *p, const char *const *argv, const char *const *envp)
+{
+	cr_assert_eq(dg_test_start(argv, envp, NULL, 0, -1, p), 0, "cannot start %s", argv[0]);
+}
+
+static void stop_bg(struct dg_proc *p)
+{
+	kill(p->pid, SIGTERM);
+	struct dg_run r;
+	dg_test_finish(p, 10, &r);
+	dg_run_free(&r);
+}
+
+Test(gateway, vnc_a_debian_vnc_viewer_sees_the_desktop_through_deskgate_vnc)
+{
+	const char *viewer_bin = "/usr/bin/xtigervncviewer", *xvfb = "/usr/bin/Xvfb",
+		   *xwd = "/usr/bin/xwd";
+	cr_assert(access(viewer_bin, X_OK) == 0, "%s is missing: apt-get install tigervnc-viewer", viewer_bin);
+	cr_assert(access(xvfb, X_OK) == 0, "%s is missing: apt-get install xvfb", xvfb);
+	cr_assert(access(xwd, X_OK) == 0, "%s is missing: apt-get install x11-apps", xwd);
+	serve("");
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}");
+	struct dg_ws *a = agent(&s, DG_TEST_AGENT_TOKEN);
+	act_ok0(a, "{\"type\":\"type\",\"text\":\"echo seen through a VNC viewer\\n\"}");
+
+	/* deskgate vnc on a free port, with the viewer's token */
+	int port = dg_test_free_port();
+	char listen[64], url[64], tok[128];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", srv.port);
+	snprintf(tok, sizeof(tok), "DESKGATE_TOKEN=%s", DG_TEST_VIEWER_TOKEN);
+	const char *bridge_argv[] = {DG_BIN, "vnc", "--session", s.id, "--listen", listen, "--url", url, NULL};
+	const char *bridge_env[] = {tok, NULL};
+	struct dg_proc bridge;
+	start_bg(&bridge, bridge_argv, bridge_env);
+	cr_assert_eq(dg_test_pump(&bridge, "listening on", 10), 1, "deskgate vnc did not listen: %s",
+		     bridge.r.err ? bridge.r.err : "");
+
+	/* TigerVNC's viewer on an X server of its own */
+	char display[16];
+	snprintf(display, sizeof(display), ":%d", 90 + (int)(getpid() % 500));
+	const char *xvfb_argv[] = {xvfb, display, "-screen", "0", "1600x1000x24", "-nolisten", "tcp", NULL};
+	struct dg_proc x;
+	start_bg(&x, xvfb_argv, NULL);
+	char sock[64];
+	snprintf(sock, sizeof(sock), "/tmp/.X11-unix/X%s", display + 1);
+	for (int i = 0; i < 100 && access(sock, F_OK) != 0; i++)
+		usleep(50000);
+	cr_assert(access(sock, F_OK) == 0, "Xvfb %s did not start", display);
+	char server[64], denv[32];
+	snprintf(server, sizeof(server), "127.0.0.1::%d", port);
+	snprintf(denv, sizeof(denv), "DISPLAY=%s", display);
+	const char *viewer_argv[] = {viewer_bin, "-ViewOnly", "-Shared", "-SecurityTypes", "None",
+				     "-PreferredEncoding", "Tight", "-AutoSelect=0", "-FullColor",
+				     "-NoJPEG", "-RemoteResize=0", server, NULL};
+	const char *viewer_env[] = {denv, "HOME=/tmp", NULL};
+	struct dg_proc vw;
+	start_bg(&vw, viewer_argv, viewer_env);
+
+	/* its window, once it shows the desktop: the agent's screenshot, closely */
+	int w, h;
+	unsigned char *shot = agent_rgb(a, &w, &h);
+	double best = 1e9;
+	int ww = 0, wh = 0;
+	char *out = dg_test_write_tmp("viewer.xwd", "");
+	double end = dg_test_now() + 30;
+	while (dg_test_now() < end && best > 3) {
+		usleep(500000);
+		const char *xwd_argv[] = {xwd, "-display", display, "-name", "deskgate - TigerVNC", "-silent", "-out", out, NULL};
+		struct dg_run r;
+		if (dg_test_run(xwd_argv, NULL, NULL, 0, 10, -1, &r) != 0 || r.exit_code != 0) {
+			dg_run_free(&r);
+			continue;
+		}
+		dg_run_free(&r);
+		char *data = dg_test_read_file(out);
+		struct stat st;
+		if (!data || stat(out, &st) != 0) {
+			free(data);
+			continue;
+		}
+		unsigned char *rgb = xwd_rgb((unsigned char *)data, (size_t)st.st_size, &ww, &wh);
+		free(data);
+		if (rgb && ww == w && wh == h) {
+			double sum = 0;
+			for (size_t i = 0; i < (size_t)w * (size_t)h * 3; i++)
+				sum += abs(rgb[i] - shot[i]);
+			double d = sum / ((double)w * h * 3);
+			best = d < best ? d : best;
+		}
+		free(rgb);
+	}
+	cr_log_info("TigerVNC's window through deskgate vnc: %dx%d, mean difference %.2f from the "
+		    "agent's screenshot", ww, wh, best);
+	cr_assert(ww == w && wh == h, "the viewer's window is %dx%d, not the desktop's %dx%d", ww, wh, w, h);
+	cr_assert_lt(best, 3.0, "the viewer's window does not show the desktop (%.2f)", best);
+	free(shot);
+	dg_test_rm_tmp(out);
+	stop_bg(&vw);
+	stop_bg(&x);
+	/* the bridge stops cleanly on SIGTERM, saying what each viewer did */
+	kill(bridge.pid, SIGTERM);
+	struct dg_run br;
+	dg_test_finish(&bridge, 10, &br);
+	cr_log_info("deskgate vnc said:\n%s", br.err ? br.err : "");
+	cr_assert_eq(br.exit_code, 0, "deskgate vnc exited %d: %s", br.exit_code, br.err ? br.err : "");
+	cr_assert(br.err && strstr(br.err, "watching session"), "deskgate vnc never relayed a viewer");
+	cr_assert(!strstr(br.err, "Sanitizer"), "a sanitizer report from deskgate vnc:\n%s", br.err);
+	dg_run_free(&br);
 	dg_ws_close(a);
 	json_decref(s.j);
 	stop_server();

@@ -94,8 +94,9 @@ static void start(void)
 	int fds[DG_SEQ_FDS_MAX], nfds = 0;
 	wait_reply(req, &m, fds, &nfds, CREATE_MS);
 	cr_assert_eq(m.type, DG_SPAWN_CREATED, "create: %s", m.type == DG_SPAWN_ERROR ? m.u.text : "?");
-	cr_assert_eq(nfds, 2);
+	cr_assert_eq(nfds, 3);
 	egress_fd = fds[1];
+	close(fds[2]); /* the live view's channel: not used here */
 	w.ctl = fds[0];
 	fcntl(w.ctl, F_SETFL, O_NONBLOCK);
 	w.rd = calloc(1, sizeof(*w.rd));

@@ -500,11 +500,12 @@ static int stub_worker_start(struct dg_desktop_io *io, struct dg_worker *w, stru
 	(void)io;
 	memset(w, 0, sizeof(*w));
 	w->pid = -1;
-	w->ctl = -1;
+	w->ctl = w->view = -1;
 	if (stub_fails())
 		return dg_err_set(err, -EAGAIN, "stub: no worker this time");
 	w->pid = 200000 + live_workers;
 	w->ctl = dup(devnull);
+	w->view = dup(devnull);
 	live_workers++;
 	return 0;
 }
@@ -519,6 +520,9 @@ static void stub_worker_stop(struct dg_worker *w)
 	if (w->ctl >= 0)
 		close(w->ctl);
 	w->ctl = -1;
+	if (w->view >= 0)
+		close(w->view);
+	w->view = -1;
 }
 
 static int stub_egress_spawn(pid_t previous, struct dg_egress *e, struct dg_err *err)

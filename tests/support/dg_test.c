@@ -1843,3 +1843,199 @@ int dg_test_stray_event(const void *json, char *buf, size_t len)
 	free(text);
 	return 1;
 }
+
+/* ---- the raw RFB client ------------------------------------------------------ */
+
+uint32_t dg_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static unsigned be16(const unsigned char *p)
+{
+	return (unsigned)p[0] << 8 | p[1];
+}
+
+void dg_put16(unsigned char *p, unsigned v)
+{
+	p[0] = (unsigned char)(v >> 8);
+	p[1] = (unsigned char)v;
+}
+
+void dg_put32(unsigned char *p, uint32_t v)
+{
+	dg_put16(p, v >> 16);
+	dg_put16(p + 2, v & 0xffff);
+}
+
+/* Exactly n more bytes of the stream, or NULL (closed, a text message, or
+ * none in time). */
+static const unsigned char *rfb_read(struct dg_rfb *r, size_t n, double timeout_s)
+{
+	double end = dg_test_now() + timeout_s;
+	while (r->len - r->off < n) {
+		struct dg_ws_msg m;
+		double left = end - dg_test_now();
+		if (dg_ws_recv(r->ws, left > 0 ? left : 0, &m) != 1)
+			return NULL;
+		if (!m.binary) {
+			dg_ws_msg_free(&m);
+			return NULL;
+		}
+		if (r->off) {
+			memmove(r->buf, r->buf + r->off, r->len - r->off);
+			r->len -= r->off;
+			r->off = 0;
+		}
+		unsigned char *nb = realloc(r->buf, r->len + m.len);
+		if (!nb) {
+			dg_ws_msg_free(&m);
+			return NULL;
+		}
+		r->buf = nb;
+		memcpy(r->buf + r->len, m.data, m.len);
+		r->len += m.len;
+		dg_ws_msg_free(&m);
+	}
+	const unsigned char *p = r->buf + r->off;
+	r->off += n;
+	return p;
+}
+
+static int rfb_fail(char *err, size_t errlen, const char *why)
+{
+	snprintf(err, errlen, "%s", why);
+	return -1;
+}
+
+int dg_rfb_open(struct dg_rfb *r, int port, const char *path, const char *token,
+		double timeout_s, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof(*r));
+	int status = 0;
+	r->ws = dg_ws_connect(port, path, token, "binary", timeout_s, &status, err, errlen);
+	if (!r->ws)
+		return -1;
+	const unsigned char *p = rfb_read(r, 12, timeout_s);
+	if (!p || memcmp(p, "RFB 003.008\n", 12) != 0)
+		return rfb_fail(err, errlen, "no RFB 3.8 greeting");
+	if (dg_ws_send(r->ws, true, "RFB 003.008\n", 12) != 0)
+		return rfb_fail(err, errlen, "closed after the greeting");
+	p = rfb_read(r, 1, timeout_s);
+	unsigned n = p ? p[0] : 0;
+	if (!n || !(p = rfb_read(r, n, timeout_s)) || !memchr(p, 1, n))
+		return rfb_fail(err, errlen, "no security type None");
+	if (dg_ws_send(r->ws, true, "\x01", 1) != 0 || !(p = rfb_read(r, 4, timeout_s)) ||
+	    dg_be32(p) != 0)
+		return rfb_fail(err, errlen, "the security handshake failed");
+	if (dg_ws_send(r->ws, true, "\x01", 1) != 0 || !(p = rfb_read(r, 24, timeout_s)))
+		return rfb_fail(err, errlen, "no ServerInit");
+	r->w = (int)be16(p);
+	r->h = (int)be16(p + 2);
+	uint32_t name_len = dg_be32(p + 20);
+	if (p[4] != 32 || r->w <= 0 || r->h <= 0 || name_len > 256 || !rfb_read(r, name_len, timeout_s))
+		return rfb_fail(err, errlen, "a ServerInit this client cannot take");
+	unsigned char enc[8] = {2, 0};
+	dg_put16(enc + 2, 1);
+	dg_put32(enc + 4, 0); /* raw */
+	if (dg_ws_send(r->ws, true, enc, sizeof(enc)) != 0)
+		return rfb_fail(err, errlen, "closed after ServerInit");
+	r->fb = calloc((size_t)r->w * (size_t)r->h, 4);
+	return r->fb ? 0 : rfb_fail(err, errlen, "out of memory");
+}
+
+int dg_rfb_request(struct dg_rfb *r, bool incremental)
+{
+	unsigned char q[10] = {3, incremental};
+	dg_put16(q + 2, 0);
+	dg_put16(q + 4, 0);
+	dg_put16(q + 6, (unsigned)r->w);
+	dg_put16(q + 8, (unsigned)r->h);
+	return dg_ws_send(r->ws, true, q, sizeof(q));
+}
+
+long dg_rfb_update(struct dg_rfb *r, double timeout_s, char *err, size_t errlen)
+{
+	for (;;) {
+		const unsigned char *p = rfb_read(r, 1, timeout_s);
+		if (!p)
+			return -1;
+		if (p[0] == 2)
+			continue; /* Bell */
+		if (p[0] == 3) { /* ServerCutText */
+			if (!(p = rfb_read(r, 7, timeout_s)) || !rfb_read(r, dg_be32(p + 3), timeout_s))
+				return -1;
+			continue;
+		}
+		if (p[0] != 0) {
+			snprintf(err, errlen, "unexpected server message %u", p[0]);
+			return -2;
+		}
+		if (!(p = rfb_read(r, 3, timeout_s)))
+			return -1;
+		unsigned rects = be16(p + 1);
+		long area = 0;
+		for (unsigned i = 0; i < rects; i++) {
+			if (!(p = rfb_read(r, 12, timeout_s)))
+				return -1;
+			unsigned x = be16(p), y = be16(p + 2), w = be16(p + 4), h = be16(p + 6);
+			int32_t enc = (int32_t)dg_be32(p + 8);
+			if (enc != 0)
+				continue; /* a pseudo-encoding: it carries no pixels here */
+			if (x + w > (unsigned)r->w || y + h > (unsigned)r->h) {
+				snprintf(err, errlen, "a rectangle %ux%u+%u+%u off the screen", w, h, x, y);
+				return -2;
+			}
+			const unsigned char *px = rfb_read(r, (size_t)w * h * 4, timeout_s);
+			if (!px)
+				return -1;
+			for (unsigned row = 0; row < h; row++)
+				memcpy(r->fb + ((size_t)(y + row) * (size_t)r->w + x) * 4,
+				       px + (size_t)row * w * 4, (size_t)w * 4);
+			area += (long)w * h;
+		}
+		return area;
+	}
+}
+
+double dg_rfb_diff(const struct dg_rfb *r, const unsigned char *rgb)
+{
+	double sum = 0;
+	size_t n = (size_t)r->w * (size_t)r->h;
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *v = r->fb + i * 4, *a = rgb + i * 3;
+		sum += abs(v[2] - a[0]) + abs(v[1] - a[1]) + abs(v[0] - a[2]);
+	}
+	return sum / (double)(n * 3);
+}
+
+void dg_rfb_close(struct dg_rfb *r)
+{
+	dg_ws_close(r->ws);
+	free(r->buf);
+	free(r->fb);
+	memset(r, 0, sizeof(*r));
+}
+
+double dg_test_cpu_ms(pid_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+int dg_test_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}

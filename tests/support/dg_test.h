@@ -385,3 +385,41 @@ int dg_test_stray_event(const void *json, char *buf, size_t len);
 	} while (0)
 
 #endif
+
+/* ---- A raw RFB client over the live view's WebSocket (docs/vnc.md) ----
+ *
+ * Speaks RFB 3.8 with security None and the raw encoding in the server's
+ * own pixel format (32 bits, BGRX in memory): enough to check what a
+ * viewer sees and to send what a viewer may. The bytes of every binary
+ * message form the stream. */
+struct dg_rfb {
+	struct dg_ws *ws;
+	unsigned char *buf;
+	size_t len, off;
+	int w, h;
+	unsigned char *fb;   /* w * h * 4 bytes, BGRX */
+};
+
+/* Connects to ws://127.0.0.1:PORT/PATH (subprotocol "binary", token as a
+ * bearer header) and shakes hands. 0, or -1 with why in err. */
+int dg_rfb_open(struct dg_rfb *r, int port, const char *path, const char *token,
+		double timeout_s, char *err, size_t errlen);
+/* A FramebufferUpdateRequest for the whole screen. 0 or -1 (closed). */
+int dg_rfb_request(struct dg_rfb *r, bool incremental);
+/* Reads one FramebufferUpdate into r->fb (bells and cut text skipped):
+ * the pixels it covered; -1 when none came within timeout_s or the
+ * connection closed; -2 (err says why) when the server broke RFB. */
+long dg_rfb_update(struct dg_rfb *r, double timeout_s, char *err, size_t errlen);
+/* The mean absolute difference per channel between r->fb and an RGB image
+ * of the same size. */
+double dg_rfb_diff(const struct dg_rfb *r, const unsigned char *rgb);
+void dg_rfb_close(struct dg_rfb *r);
+/* Big-endian fields, as RFB (and XWD) write them. */
+uint32_t dg_be32(const unsigned char *p);
+void dg_put16(unsigned char *p, unsigned v);
+void dg_put32(unsigned char *p, uint32_t v);
+
+/* utime + stime of pid (/proc/PID/stat), in ms; 0 when it cannot be read (gone). */
+double dg_test_cpu_ms(pid_t pid);
+/* qsort's comparison of doubles, ascending. */
+int dg_test_cmp_double(const void *a, const void *b);

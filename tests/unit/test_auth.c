@@ -603,6 +603,8 @@ Test(auth, subprotocol_parsing)
 		{ "bearer." AGENT_TOK ", deskgate.v1", AGENT_TOK },
 		{ "  deskgate.v1 \t,\t bearer.abc  ", "abc" },
 		{ "deskgate.v1, bearer.A-Z_a-z.0~9!#$%&'*+^`|", "A-Z_a-z.0~9!#$%&'*+^`|" },
+		{ "binary, bearer." AGENT_TOK, AGENT_TOK },   /* the live view (noVNC) */
+		{ "bearer.abc, binary", "abc" },
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		const char *t = (const char *)1;
@@ -627,6 +629,10 @@ Test(auth, subprotocol_parsing)
 		{ "deskgate.v1, Bearer." AGENT_TOK, -EINVAL },
 		{ "deskgate.v1, bearer.a, bearer.b", -EINVAL },
 		{ "deskgate.v1, deskgate.v1, bearer.a", -EINVAL },
+		{ "binary, deskgate.v1, bearer.a", -EINVAL },  /* which one would be served? */
+		{ "binary, binary, bearer.a", -EINVAL },
+		{ "base64, bearer.a", -EINVAL },
+		{ "binary", -ENOENT },
 		{ "deskgate.v1, chat, bearer.a", -EINVAL },
 		{ "deskgate.v2, bearer.a", -EINVAL },
 		{ "DESKGATE.V1, bearer.a", -EINVAL },

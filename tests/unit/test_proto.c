@@ -861,7 +861,7 @@ Test(proto, the_stubs_over_a_socketpair)
 	cr_assert_eq(dg_seq_send(sv[1], (char *)buf, len, NULL, 0), 0);
 	cr_assert_eq(dg_spawner_recv(&sp, &m, fds, &nfds, &err), -EPROTO, "a request as a reply");
 
-	/* A CREATED with one descriptor instead of two. */
+	/* A CREATED with one descriptor instead of three. */
 	struct dg_spawn_msg c = {.type = DG_SPAWN_CREATED, .req = 1};
 	snprintf(c.session, sizeof(c.session), "s-9");
 	cr_assert_eq(dg_spawn_encode(&c, buf, sizeof(buf), &len, NULL), 0);

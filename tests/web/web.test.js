@@ -454,6 +454,65 @@ async function main() {
     assert.equal(evAfter, evBefore, 'the recording has an action the viewer page sent');
   });
 
+  check('the live desktop (noVNC) shows what the agent sees and takes no input', async () => {
+    current = P1;
+    // A session of its own: what this check does must not show in A's recording.
+    const V = await Agent.create(gw, { profile: 'xterm' });
+    await V.act({ type: 'type', text: 'echo seen in the live desktop\n' });
+    await P1.goto(`/live.html?id=${V.id}`);
+    await P1.waitForSelector('body[data-ready="1"]');
+    await P1.waitForSelector('body[data-vnc="connected"]', { timeout: 15000 });
+    // The noVNC canvas against the agent's screenshot, pixel by pixel.
+    const compare = async () => {
+      const png = (await V.screenshot()).toString('base64');
+      return P1.evaluate(async (b64) => {
+        const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+        const img = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
+        const live = document.querySelector('#vnc canvas');
+        if (!live || live.width !== img.width || live.height !== img.height) return { size: live ? [live.width, live.height] : null };
+        const c = document.createElement('canvas');
+        c.width = img.width; c.height = img.height;
+        const x = c.getContext('2d');
+        x.drawImage(img, 0, 0);
+        const a = x.getImageData(0, 0, c.width, c.height).data;
+        const b = live.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let sum = 0;
+        for (let i = 0; i < a.length; i += 4) sum += Math.abs(a[i] - b[i]) + Math.abs(a[i + 1] - b[i + 1]) + Math.abs(a[i + 2] - b[i + 2]);
+        return { size: [c.width, c.height], diff: sum / (a.length / 4 * 3) };
+      }, png);
+    };
+    const got = await waitFor('the live desktop to match the agent\'s screenshot', async () => {
+      const r = await compare();
+      return r.diff !== undefined && r.diff < 1 ? r : null;
+    }, 20000, 300);
+    assert.deepEqual(got.size, [1280, 800]);
+    say(`    the live desktop vs the agent's screenshot: mean difference ${got.diff.toFixed(2)} per channel`);
+    await shot(P1, 'live-desktop');
+    // Clicks and keys in the live desktop reach nothing: no action, no
+    // recorded action, the terminal as it was.
+    const before = (await gw.api('GET', `/v1/sessions/${V.id}`, TOKENS.viewer)).actions;
+    const evBefore = (await gw.events(V.id)).filter((e) => e.type === 'action').length;
+    const box = await P1.locator('#vnc canvas').boundingBox();
+    await P1.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await P1.mouse.click(box.x + 20, box.y + 20, { button: 'middle' });
+    await P1.keyboard.type('typed into the live desktop');
+    await P1.keyboard.press('Enter');
+    await P1.mouse.wheel(0, 400);
+    await sleep(1500);
+    assert.equal((await gw.api('GET', `/v1/sessions/${V.id}`, TOKENS.viewer)).actions, before,
+      'the session performed an action the live desktop sent');
+    assert.equal((await gw.events(V.id)).filter((e) => e.type === 'action').length, evBefore,
+      'the recording has an action the live desktop sent');
+    const after = await compare();
+    assert.ok(after.diff < 1, `the desktop changed under the live desktop's input (mean difference ${after.diff})`);
+    // Its viewer is in the recording.
+    const viewers = (await gw.events(V.id)).filter((e) => e.type === 'vnc_viewer' && e.state === 'open');
+    assert.ok(viewers.some((e) => e.by === 'env-viewer'), `no live viewer recorded: ${JSON.stringify(viewers)}`);
+    await V.end();
+    await P1.goto(`/live.html?id=${A.id}`);
+    await P1.waitForSelector('body[data-state="live"]', { timeout: 10000 });
+  }, 90000);
+
   check('a viewer token cannot create a session or send an action', async () => {
     current = P1;
     const r = await P1.evaluate(async (id) => {

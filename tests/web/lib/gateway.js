@@ -212,7 +212,7 @@ class Agent {
       maxPayload: 64 * 1024 * 1024,
     });
     this.ws.on('message', (data, binary) => {
-      if (binary) return; // the screenshot after a result
+      if (binary) { this.lastFrame = data; return; } // the screenshot after a result
       const msg = JSON.parse(data.toString());
       this.queue.push(msg);
       this.pump();
@@ -272,6 +272,14 @@ class Agent {
   async sendAsk(action) {
     this.send(action);
     return this.next((x) => x.type === 'pending' || x.type === 'result', 10000);
+  }
+
+  // The screen now, as the agent sees it: a screenshot's PNG (a Buffer).
+  async screenshot() {
+    this.lastFrame = null;
+    const r = await this.act({ type: 'screenshot' });
+    if (!r.ok || !r.frame) throw new Error(`session ${this.id}: no screenshot: ${JSON.stringify(r)}`);
+    return waitFor('the screenshot after its result', () => this.lastFrame, 10000, 20);
   }
 
   result(timeoutMs = 20000) {
