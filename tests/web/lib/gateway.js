@@ -16,6 +16,8 @@ const TOKENS = {
   viewer: 'web-test-viewer-token-0123456789abcdef', // env-viewer
   admin: 'web-test-admin-token-0123456789abcdef',   // env-admin
   alice: 'web-test-alice-viewer-token-0123456789',  // config token "alice", a viewer
+  olive: 'web-test-olive-operator-token-012345678', // config token "olive", an operator
+  oscar: 'web-test-oscar-operator-token-012345678', // config token "oscar", an operator
 };
 
 function freePort() {
@@ -85,7 +87,9 @@ class Gateway {
       listen: `127.0.0.1:${this.port}`,
       state_dir: path.join(this.dir, 'state'),
       recordings: this.recordings,
-      tokens: [{ name: 'alice', role: 'viewer', token: TOKENS.alice }],
+      tokens: [{ name: 'alice', role: 'viewer', token: TOKENS.alice },
+        { name: 'olive', role: 'operator', token: TOKENS.olive },
+        { name: 'oscar', role: 'operator', token: TOKENS.oscar }],
       limits: this.limits,
     };
     if (this.policies.default) config.policy = path.join(this.dir, 'policy-default.json');

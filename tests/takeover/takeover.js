@@ -1,0 +1,345 @@
+'use strict';
+// A human's takeover (docs/api.md#takeover) against a real gateway and a
+// real browser session: an operator takes control, the agent's next
+// actions are answered "paused by an operator" on its WebSocket (canonical
+// and Anthropic shapes) and a CDP client's commands are refused; the
+// operator types into a loopback page through the policy (a click in a
+// denied region and denied text refused for the human too, naming the
+// rule); the recording has the human's actions (actor human:olive), the
+// agent's (actor agent) and the takeover's start and end, and replays;
+// handing back lets the agent work again; closing the operator's channel
+// and the idle and whole timeouts return control. Hostile: a viewer and an
+// agent cannot take control (403), a second operator gets 409 naming who
+// holds it, an unknown session 404, oversize, binary and garbage operator
+// messages are refused and the channel stays usable.
+//
+//   node takeover.js DESKGATE_BINARY WORK_DIR
+
+const http = require('node:http');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const WebSocket = require('ws');
+const { Gateway, Agent, TOKENS, sleep, waitFor } = require('../web/lib/gateway.js');
+
+const bin = process.argv[2];
+const { say, expect, check, finish } = require('../support/checks.js').checks('takeover');
+
+// The page: a wide text field near the top of the viewport, and a button
+// filling its lower part (in the policy's denied region on the screen).
+const PAGE = `<!doctype html><html><head><title>form</title><style>
+body{margin:0;font:16px sans-serif}
+#q{position:absolute;left:0;top:100px;width:100%;height:200px;font-size:40px}
+#buy{position:absolute;left:0;top:420px;width:100%;height:400px}
+</style></head><body>
+<textarea id=q aria-label="Name" oninput="document.title='q='+this.value"></textarea>
+<button id=buy onclick="document.title='bought'">Buy now</button>
+</body></html>`;
+
+function site() {
+  const log = [];
+  const srv = http.createServer((req, res) => {
+    log.push(`${req.method} ${req.url}`);
+    res.writeHead(req.url === '/' ? 200 : 404, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(req.url === '/' ? PAGE : 'not found');
+  });
+  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ srv, log, port: srv.address().port })));
+}
+
+// The operator's channel: canonical actions in, results out.
+class Operator {
+  static async open(gw, id, token) {
+    const o = new Operator();
+    const url = gw.base.replace('http:', 'ws:') + `/v1/sessions/${id}/operate`;
+    o.ws = new WebSocket(url, ['deskgate.v1', `bearer.${token}`], { maxPayload: 64 * 1024 * 1024 });
+    o.msgs = [];
+    o.waiters = [];
+    o.closed = null;
+    o.ws.on('message', (d, binary) => {
+      if (binary) return;
+      o.msgs.push(JSON.parse(d.toString()));
+      o.pump();
+    });
+    o.ws.on('close', (code, reason) => { o.closed = { code, reason: reason.toString() }; o.pump(); });
+    await new Promise((res, rej) => { o.ws.once('open', res); o.ws.once('error', rej); });
+    o.hello = await o.next((m) => m.type === 'hello');
+    return o;
+  }
+
+  pump() {
+    for (let i = 0; i < this.waiters.length; i++) {
+      const w = this.waiters[i];
+      const k = this.msgs.findIndex(w.pred);
+      if (k >= 0) {
+        const [m] = this.msgs.splice(k, 1);
+        this.waiters.splice(i--, 1);
+        clearTimeout(w.timer);
+        w.resolve(m);
+      } else if (this.closed) {
+        this.waiters.splice(i--, 1);
+        clearTimeout(w.timer);
+        w.reject(new Error(`the operator's channel closed (${JSON.stringify(this.closed)})`));
+      }
+    }
+  }
+
+  next(pred, timeoutMs = 20000) {
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve, reject };
+      w.timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error(`no operator message within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiters.push(w);
+      this.pump();
+    });
+  }
+
+  // Sends a message (an object or raw text/Buffer); the next result or error.
+  send(m) {
+    this.ws.send(typeof m === 'string' || Buffer.isBuffer(m) ? m : JSON.stringify(m));
+    return this.next((x) => x.type === 'result' || x.type === 'error');
+  }
+
+  close() { try { this.ws.close(); } catch { /* closed */ } }
+}
+
+// The status and JSON of a WebSocket handshake that should be refused.
+function refusedUpgrade(gw, id, tail, token) {
+  return new Promise((resolve) => {
+    const url = gw.base.replace('http:', 'ws:') + `/v1/sessions/${id}/${tail}`;
+    const ws = new WebSocket(url, ['deskgate.v1', `bearer.${token}`]);
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    ws.on('open', () => { ws.close(); resolve({ status: 101, body: '' }); });
+    ws.on('error', () => { /* the unexpected-response says it */ });
+  });
+}
+
+const takeover = (gw, id, token, method = 'POST') => gw.http(method, `/v1/sessions/${id}/takeover`, token);
+
+async function mainFlow(gw, shop, evil, policyFile) {
+  const agent = await Agent.create(gw, { profile: 'browser' });
+  const id = agent.id;
+  const url = `http://shop.test:${shop.port}/`;
+  let r = await agent.act({ type: 'navigate', url });
+  expect('the agent navigates before the takeover', r.ok === true && r.verdict === 'allow', JSON.stringify(r));
+
+  // Who may not.
+  const v = await takeover(gw, id, TOKENS.viewer);
+  expect('a viewer cannot take control (403)', v.status === 403 && v.json.error.code === 'forbidden', `${v.status} ${v.text}`);
+  const a = await takeover(gw, id, TOKENS.agent);
+  expect('the agent cannot take control (403)', a.status === 403, `${a.status} ${a.text}`);
+  const u = await takeover(gw, 'f'.repeat(32), TOKENS.olive);
+  expect('an unknown session is 404', u.status === 404 && u.json.error.code === 'not_found', `${u.status} ${u.text}`);
+  const early = await refusedUpgrade(gw, id, 'operate', TOKENS.olive);
+  expect('the operator channel needs control first (409)', early.status === 409 && /take control first/.test(early.body), `${early.status} ${early.body}`);
+
+  // Olive takes control.
+  const t = await takeover(gw, id, TOKENS.olive);
+  expect('an operator takes control (200)', t.status === 200 && t.json.takeover.operator === 'olive' &&
+    t.json.takeover.expires_in_s === 300 && /\/operate$/.test(t.json.operate_url), `${t.status} ${t.text}`);
+  const again = await takeover(gw, id, TOKENS.olive);
+  expect('asking again keeps it', again.status === 200 && again.json.takeover.operator === 'olive', again.text);
+  const second = await takeover(gw, id, TOKENS.oscar);
+  expect('a second operator gets 409 naming who holds it', second.status === 409 && /olive has control/.test(second.json.error.message), `${second.status} ${second.text}`);
+  const notHis = await takeover(gw, id, TOKENS.oscar, 'DELETE');
+  expect('another operator cannot hand it back (403)', notHis.status === 403, `${notHis.status} ${notHis.text}`);
+  const sj = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+  expect('the session says who has control', sj.takeover && sj.takeover.operator === 'olive', JSON.stringify(sj.takeover));
+
+  // The agent is paused, in each shape.
+  r = await agent.act({ type: 'screenshot' });
+  expect('the agent\'s canonical action is answered paused', r.ok === false && r.rule === 'takeover' &&
+    /paused by an operator/.test(r.reason) && /olive/.test(r.reason), JSON.stringify(r));
+  agent.send({ type: 'tool_use', id: 'toolu_1', name: 'computer', input: { action: 'left_click', coordinate: [640, 200] } });
+  const tr = await agent.next((x) => x.type === 'tool_result');
+  const text = JSON.stringify(tr.content);
+  expect('the agent\'s Anthropic tool_use is answered paused', tr.tool_use_id === 'toolu_1' && tr.is_error === true &&
+    /paused by an operator/.test(text), JSON.stringify(tr).slice(0, 400));
+  agent.send({ type: 'computer_call', id: 'cu_1', call_id: 'call_1', status: 'completed', pending_safety_checks: [],
+    action: { type: 'click', x: 640, y: 200, button: 'left' } });
+  const oa = await agent.next((x) => Array.isArray(x) || x.type === 'error');
+  expect('the agent\'s OpenAI computer_call is answered paused', /paused by an operator/.test(JSON.stringify(oa)), JSON.stringify(oa).slice(0, 400));
+
+  // A CDP client is refused too.
+  const cdpUrl = gw.base.replace('http:', 'ws:') + `/v1/sessions/${id}/cdp`;
+  const cdp = new WebSocket(cdpUrl, { headers: { Authorization: `Bearer ${TOKENS.agent}` } });
+  await new Promise((res, rej) => { cdp.once('open', res); cdp.once('error', rej); });
+  const cdpAnswer = new Promise((res) => cdp.on('message', (d) => { const m = JSON.parse(d.toString()); if (m.id === 1) res(m); }));
+  cdp.send(JSON.stringify({ id: 1, method: 'Target.getTargets' }));
+  const cm = await Promise.race([cdpAnswer, sleep(15000).then(() => ({ timeout: true }))]);
+  expect('a CDP command is refused with "deskgate: ... paused by an operator"', cm.error && cm.error.code === -32000 &&
+    /^deskgate: denied by takeover: paused by an operator/.test(cm.error.message), JSON.stringify(cm));
+  cdp.close();
+
+  // The operator's channel.
+  const op = await Operator.open(gw, id, TOKENS.olive);
+  expect('the operator\'s channel opens with the session\'s hello', op.hello.id === id && op.hello.takeover.connected === true, JSON.stringify(op.hello.takeover));
+  const dup = await refusedUpgrade(gw, id, 'operate', TOKENS.olive);
+  expect('a second operator channel is 409', dup.status === 409, `${dup.status} ${dup.body}`);
+  const osc = await refusedUpgrade(gw, id, 'operate', TOKENS.oscar);
+  expect('another operator\'s channel is 409 naming who holds it', osc.status === 409 && /olive/.test(osc.body), `${osc.status} ${osc.body}`);
+  const vw = await refusedUpgrade(gw, id, 'operate', TOKENS.viewer);
+  expect('a viewer\'s operator channel is 403', vw.status === 403, `${vw.status} ${vw.body}`);
+
+  // The screen: the text field is in the top part of the viewport, the
+  // button in the lower part; find the viewport's top on the screen.
+  r = await op.send({ type: 'click', x: 640, y: 330 });
+  expect('the operator clicks into the text field', r.ok === true && r.verdict === 'allow', JSON.stringify(r));
+  r = await op.send({ type: 'type', text: 'hello' });
+  expect('the operator types through the policy', r.ok === true && r.verdict === 'allow', JSON.stringify(r));
+  const title = await waitFor('the page\'s title to say the typed text', async () => {
+    const s = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+    return s.title === 'q=hello' && s.title;
+  }, 10000).catch((e) => e.message);
+  expect('the page got the operator\'s text', title === 'q=hello', title);
+  r = await op.send({ type: 'type', text: ' secret-42' });
+  expect('denied text is refused for the human, naming the rule', r.ok === false && r.verdict === 'deny' && /^text\.deny/.test(r.rule), JSON.stringify(r));
+  r = await op.send({ type: 'click', x: 640, y: 700 });
+  expect('a click in a denied region is refused for the human, naming the rule', r.ok === false && r.verdict === 'deny' &&
+    r.rule === 'regions[no-buy]', JSON.stringify(r));
+  let s = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+  expect('... and not performed', s.title === 'q=hello', s.title);
+  r = await op.send({ type: 'navigate', url: `http://evil.test:${evil.port}/` });
+  expect('a denied URL is refused for the human', r.ok === false && /^urls\./.test(r.rule), JSON.stringify(r));
+
+  // Hostile operator messages; the channel stays usable.
+  r = await op.send('not json');
+  expect('garbage is bad_request', r.type === 'error' && r.error.code === 'bad_request', JSON.stringify(r));
+  r = await op.send({ type: 'exec', argv: ['id'] });
+  expect('exec is not an operator\'s action', r.type === 'error' && r.error.code === 'bad_request' && /not exec/.test(r.error.message), JSON.stringify(r));
+  r = await op.send({ type: 'tool_use', id: 'toolu_9', name: 'computer', input: { action: 'screenshot' } });
+  expect('an Anthropic block is not an operator\'s message', r.type === 'error' && /canonical/.test(r.error.message), JSON.stringify(r));
+  r = await op.send({ type: 'type', text: 'x'.repeat(64 * 1024) });
+  expect('a message over 64 KiB is too_large', r.type === 'error' && r.error.code === 'too_large' && /65536/.test(r.error.message), JSON.stringify(r));
+  r = await op.send(JSON.stringify({ type: 'wait', ms: 1 }).padEnd(64 * 1024, ' '));
+  expect('a message of exactly 64 KiB is taken', r.type === 'result' && r.ok === true, JSON.stringify(r));
+  r = await op.send(Buffer.from([1, 2, 3]));
+  expect('a binary message is refused', r.type === 'error' && r.error.code === 'binary', JSON.stringify(r));
+  r = await op.send({ type: 'screenshot' });
+  expect('the channel stays usable', r.type === 'result' && r.ok === true, JSON.stringify(r));
+
+  // Hand back.
+  const back = await takeover(gw, id, TOKENS.olive, 'DELETE');
+  expect('the operator hands back (200)', back.status === 200 && back.json.takeover === null, `${back.status} ${back.text}`);
+  const endMsg = await op.next((m) => m.type === 'takeover').catch((e) => ({ error: e.message }));
+  expect('the operator\'s channel is told and closed', endMsg.state === 'ended' && endMsg.reason === 'released', JSON.stringify(endMsg));
+  const none = await takeover(gw, id, TOKENS.olive, 'DELETE');
+  expect('handing back twice is 404', none.status === 404, `${none.status} ${none.text}`);
+  r = await agent.act({ type: 'click', x: 640, y: 330 });
+  expect('the agent works again', r.ok === true && r.verdict === 'allow', JSON.stringify(r));
+  r = await agent.act({ type: 'type', text: '!' });
+  s = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+  expect('... on the same page', r.ok === true && s.title === 'q=hello!', `${JSON.stringify(r)} ${s.title}`);
+
+  // Disconnecting hands back too; an admin may take control.
+  expect('an admin takes control', (await takeover(gw, id, TOKENS.admin)).status === 200);
+  const op2 = await Operator.open(gw, id, TOKENS.admin);
+  op2.close();
+  const gone = await waitFor('control to return after the channel closed', async () => {
+    const g = await gw.api('GET', `/v1/sessions/${id}/takeover`, TOKENS.viewer);
+    return g.takeover === null && g;
+  }, 10000).catch((e) => e.message);
+  expect('closing the operator\'s channel returns control', gone && gone.takeover === null, JSON.stringify(gone));
+  r = await agent.act({ type: 'screenshot' });
+  expect('the agent works after the disconnect', r.ok === true, JSON.stringify(r));
+
+  // The recording.
+  const ev = await gw.events(id);
+  const acts = ev.filter((e) => e.type === 'action');
+  const human = acts.filter((e) => e.actor === 'human:olive');
+  expect('the human\'s actions are recorded with actor human:olive', human.length === 7 &&
+    human.some((e) => e.action.type === 'type' && e.verdict === 'allow') &&
+    human.some((e) => e.rule === 'regions[no-buy]'), human.map((e) => `${e.action.type}:${e.verdict}`).join(' '));
+  expect('the agent\'s actions are recorded with actor agent', acts.filter((e) => e.actor === 'agent').length >= 6 &&
+    acts.every((e) => e.actor === 'agent' || /^human:/.test(e.actor)), acts.map((e) => e.actor).join(' '));
+  const paused = acts.filter((e) => e.rule === 'takeover');
+  expect('the paused agent actions are recorded as refused by the takeover', paused.length === 3 && paused.every((e) => e.actor === 'agent' && e.verdict === 'deny'), paused.length);
+  const tk = ev.filter((e) => e.type === 'takeover').map((e) => `${e.state}:${e.by}:${e.reason}`);
+  expect('the takeover\'s start and end are recorded with who and why',
+    JSON.stringify(tk) === JSON.stringify(['started:olive:asked', 'ended:olive:released', 'started:env-admin:asked', 'ended:env-admin:disconnected']), JSON.stringify(tk));
+  const cdpPaused = ev.filter((e) => e.type === 'cdp' && e.rule === 'takeover');
+  expect('the refused CDP command is recorded', cdpPaused.length === 1 && cdpPaused[0].method === 'Target.getTargets', cdpPaused.length);
+  await agent.end();
+
+  // Replay under the same policy: nothing changes; paused ones are skipped.
+  const rp = spawnSync(bin, ['replay', '--policy', policyFile, '--json', path.join(gw.recordings, id)], { encoding: 'utf8' });
+  let lines = [];
+  try { lines = rp.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l)); } catch { /* below */ }
+  const sum = lines.length ? lines[lines.length - 1].summary : null;
+  expect('replay runs on the recording', rp.status === 0 && sum, `${rp.status} ${rp.stderr} ${String(rp.stdout).slice(0, 300)}`);
+  if (sum) {
+    const skipped = lines.filter((d) => /takeover/.test(d.skipped || ''));
+    expect('replay: no decision changed', sum.changed === 0, JSON.stringify(lines.filter((d) => d.new)).slice(0, 600));
+    expect('replay: the paused ones are skipped as the takeover\'s', skipped.length === 4, JSON.stringify(lines).slice(0, 600));
+  }
+}
+
+// Control returns by itself: idle, then the whole takeover's time (a
+// gateway of its own, with short limits, and an xterm session).
+async function timeouts(bin) {
+  const gw = new Gateway(bin, { policies: {}, limits: { takeover_seconds: 6, takeover_idle_seconds: 2 } });
+  process.on('exit', () => gw.killNow());
+  await gw.start();
+  try {
+    const agent = await Agent.create(gw, { profile: 'xterm' });
+    const id = agent.id;
+    let t0 = Date.now();
+    expect('take control (idle test)', (await takeover(gw, id, TOKENS.olive)).status === 200);
+    await waitFor('control to return when idle', async () => (await gw.api('GET', `/v1/sessions/${id}/takeover`, TOKENS.viewer)).takeover === null, 10000);
+    const idleMs = Date.now() - t0;
+    expect('control returns after takeover_idle_seconds without an operator action', idleMs >= 1900 && idleMs < 5000, idleMs);
+    let r = await agent.act({ type: 'screenshot' });
+    expect('the agent works after the idle timeout', r.ok === true, JSON.stringify(r));
+
+    t0 = Date.now();
+    expect('take control (whole-time test)', (await takeover(gw, id, TOKENS.olive)).status === 200);
+    const op = await Operator.open(gw, id, TOKENS.olive);
+    let end = null;
+    op.next((m) => m.type === 'takeover', 15000).then((m) => { end = m; }, () => {});
+    while (!end && Date.now() - t0 < 12000) {
+      await op.send({ type: 'wait', ms: 200 }).catch(() => null);
+      await sleep(500);
+    }
+    const wholeMs = Date.now() - t0;
+    expect('an active operator keeps control until takeover_seconds, then loses it', end && end.reason === 'timeout' &&
+      wholeMs >= 5500 && wholeMs < 9000, `${JSON.stringify(end)} after ${wholeMs} ms`);
+    r = await agent.act({ type: 'screenshot' });
+    expect('the agent works after the timeout', r.ok === true, JSON.stringify(r));
+    const tk = (await gw.events(id)).filter((e) => e.type === 'takeover' && e.state === 'ended').map((e) => e.reason);
+    expect('the recording says why each ended', JSON.stringify(tk) === JSON.stringify(['idle', 'timeout']), JSON.stringify(tk));
+    await agent.end();
+  } finally {
+    if (gw.proc) await gw.stop();
+  }
+}
+
+async function main() {
+  if (!bin) throw new Error('usage: node takeover.js DESKGATE_BINARY WORK_DIR');
+  const shop = await site(), evil = await site();
+  const policy = {
+    version: 1, default: 'allow',
+    urls: { allow: [`http://shop.test:${shop.port}/**`], deny: [`http://evil.test:${evil.port}/**`] },
+    regions: [{ name: 'no-buy', rect: [0, 600, 1280, 200], actions: ['click', 'mouse_down'], verdict: 'deny', reason: 'buying is off limits' }],
+    text: { deny: ['secret-[0-9]+'] },
+    egress: { allow: [`shop.test:${shop.port}`] },
+  };
+  const gw = new Gateway(bin, {
+    policies: { default: policy },
+    resolve: [`shop.test:${shop.port}=127.0.0.1:${shop.port}`, `evil.test:${evil.port}=127.0.0.1:${evil.port}`],
+  });
+  process.on('exit', () => gw.killNow());
+  await gw.start();
+  say(`gateway on ${gw.base}`);
+  await check('takeover of a browser session', () => mainFlow(gw, shop, evil, path.join(gw.dir, 'policy-default.json')));
+  await check('timeouts', () => timeouts(bin));
+  await finish(gw, shop, evil);
+}
+
+main().catch((e) => {
+  console.error(e.stack || String(e));
+  process.exit(1);
+});
