@@ -387,8 +387,9 @@ static int route_takeover(struct conn *c, const char *id)
 		    dg_auth_may(&c->who, DG_PERM_ACT, s->owner)))
 		return reply_error(c, 404, "not_found", "no such session");
 	if (c->method == 'G')
-		return reply_json(c, 200, json_pack("{s:s, s:o}", "session", s->id, "takeover",
-						    dg_gw_takeover_json(s)));
+		return reply_json(c, 200, json_pack("{s:s, s:o, s:b}", "session", s->id, "takeover",
+						    dg_gw_takeover_json(s), "may_take_control",
+						    dg_auth_may(&c->who, DG_PERM_TAKEOVER, NULL)));
 	if (c->method != 'P' && c->method != 'D')
 		return reply_error(c, 405, "method_not_allowed", "GET, POST or DELETE");
 	if (!dg_auth_may(&c->who, DG_PERM_TAKEOVER, NULL))
@@ -1115,6 +1116,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	unsetenv(DG_ENV_AGENT_TOKEN);
 	unsetenv(DG_ENV_VIEWER_TOKEN);
 	unsetenv(DG_ENV_ADMIN_TOKEN);
+	unsetenv(DG_ENV_OPERATOR_TOKEN);
 	if (root->cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate serve: cleaning up stale jails: %s\n", err.msg);
 	/* The signing key is read (or made) while still root: the key file is
