@@ -278,6 +278,70 @@ async function mainFlow(gw, shop, evil, policyFile) {
   }
 }
 
+// The live page's Take control (web/takeover.js) in Debian's Chromium: an
+// operator takes control, clicks and types on the screen through the
+// policy (a refusal shown with its rule), and hands back; a viewer gets no
+// button.
+async function livePage(gw, shop) {
+  const { chromium } = require('playwright-core');
+  const agent = await Agent.create(gw, { profile: 'browser' });
+  const id = agent.id;
+  let r = await agent.act({ type: 'navigate', url: `http://shop.test:${shop.port}/` });
+  expect('live: the agent opens the form', r.ok === true, JSON.stringify(r));
+  const browser = await chromium.launch({ executablePath: process.env.DG_CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'], headless: true });
+  try {
+    const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 }, baseURL: gw.base });
+    const page = await ctx.newPage();
+    const signIn = async (p, token) => {
+      await p.goto(`/live.html?id=${id}`);
+      await p.fill('#token', token);
+      await p.click('#signin-form button[type=submit]');
+      await p.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+    };
+    const viewerPage = await (await browser.newContext({ baseURL: gw.base })).newPage();
+    await signIn(viewerPage, TOKENS.viewer);
+    await sleep(1000);
+    expect('live: a viewer gets no Take control button', await viewerPage.locator('#takeover-btn').isHidden());
+
+    await signIn(page, TOKENS.olive);
+    await page.waitForSelector('#takeover-btn:not([hidden])', { timeout: 10000 });
+    await page.waitForSelector('#frame:not([hidden])', { timeout: 15000 });
+    await page.click('#takeover-btn');
+    await page.waitForSelector('body[data-control="1"]', { timeout: 10000 });
+    expect('live: the button now hands back', (await page.locator('#takeover-btn').innerText()) === 'Hand back');
+    r = await agent.act({ type: 'screenshot' });
+    expect('live: the agent is paused while the page has control', r.rule === 'takeover', JSON.stringify(r));
+
+    // Screen pixels to page coordinates through the shown frame.
+    const box = await page.locator('#frame').boundingBox();
+    const nat = await page.locator('#frame').evaluate((img) => [img.naturalWidth, img.naturalHeight]);
+    const at = (x, y) => [box.x + (x + 0.5) * box.width / nat[0], box.y + (y + 0.5) * box.height / nat[1]];
+    await page.mouse.click(...at(640, 330));
+    await sleep(700);
+    await page.keyboard.type('web', { delay: 150 });
+    const title = await waitFor('the page\'s title to show the operator\'s typing', async () => {
+      const st = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+      return st.title === 'q=web' && st.title;
+    }, 15000).catch((e) => e.message);
+    expect('live: clicks and keys on the screen reach the page through the policy', title === 'q=web', title);
+    await page.mouse.click(...at(640, 700));
+    const refused = await page.waitForSelector('#takeover-status:not([hidden])', { timeout: 10000 })
+      .then(() => page.waitForFunction(() => /Refused by regions\[no-buy\]/.test(document.querySelector('#takeover-status').textContent), null, { timeout: 10000 }))
+      .then(() => true, (e) => e.message);
+    expect('live: a click in the denied region is refused, the rule shown', refused === true, refused);
+    await page.click('#takeover-btn');
+    await page.waitForSelector('body:not([data-control="1"])', { timeout: 10000 });
+    r = await agent.act({ type: 'screenshot' });
+    expect('live: after Hand back the agent works again', r.ok === true, JSON.stringify(r));
+    const human = (await gw.events(id)).filter((e) => e.type === 'action' && e.actor === 'human:olive');
+    expect('live: the page\'s actions are recorded as the operator\'s', human.length === 5 &&
+      human.filter((e) => e.action.type === 'type').length === 3, human.map((e) => e.action.type).join(' '));
+  } finally {
+    await browser.close();
+    await agent.end();
+  }
+}
+
 // Control returns by itself: idle, then the whole takeover's time (a
 // gateway of its own, with short limits, and an xterm session).
 async function timeouts(bin) {
@@ -335,6 +399,7 @@ async function main() {
   await gw.start();
   say(`gateway on ${gw.base}`);
   await check('takeover of a browser session', () => mainFlow(gw, shop, evil, path.join(gw.dir, 'policy-default.json')));
+  await check('the live page', () => livePage(gw, shop));
   await check('timeouts', () => timeouts(bin));
   await finish(gw, shop, evil);
 }
