@@ -87,6 +87,13 @@ int dg_gw_takeover_take(struct gw_session *s, const struct dg_principal *who, ch
 				"reason", "asked", "takeover_seconds", (int)l->takeover_seconds,
 				"takeover_idle_seconds", (int)l->takeover_idle_seconds));
 	dg_gw_runner_pause(s);
+	/* CDP commands allowed earlier from the worker's verdict cache would
+	 * still run unasked: the worker forgets them, and cdp-link.c keeps
+	 * none while the takeover lasts. */
+	if (s->profile == DG_PROFILE_BROWSER && s->worker &&
+	    dg_ipc_send(lws_get_socket_fd(s->worker), DG_MSG_CDP_FORGET, "", 0) != 0)
+		lwsl_err("deskgate: session %s: the worker could not be told to forget its CDP "
+			 "verdicts\n", s->id);
 	return 0;
 }
 
