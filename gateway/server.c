@@ -701,7 +701,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		/* /mcp's messages are the agent's, bounded as its WebSocket's. */
 		size_t max = strcmp(c->path, "/mcp") == 0 ? G->cfg.limits.max_message_bytes
 							  : DG_HTTP_BODY_MAX;
-		if (c->body_ignored)
+		/* An empty body (a bodiless POST: taking control) comes as in
+		 * NULL, len 0: nothing to keep. */
+		if (c->body_ignored || len == 0)
 			return 0;
 		if (c->body_len + len > max) {
 			c->body_too_big = true;
