@@ -1,8 +1,9 @@
 'use strict';
 // A human's takeover (docs/api.md#takeover) against a real gateway and a
 // real browser session: an operator takes control, the agent's next
-// actions are answered "paused by an operator" on its WebSocket (canonical
-// and Anthropic shapes) and a CDP client's commands are refused; the
+// actions are answered "paused by an operator" on its WebSocket (canonical,
+// Anthropic and OpenAI shapes) and over MCP, and a CDP client's commands
+// are refused (one the worker had cached too); the
 // operator types into a loopback page through the policy (a click in a
 // denied region and denied text refused for the human too, naming the
 // rule); the recording has the human's actions (actor human:olive), the
@@ -11,7 +12,8 @@
 // and the idle and whole timeouts return control. Hostile: a viewer and an
 // agent cannot take control (403), a second operator gets 409 naming who
 // holds it, an unknown session 404, oversize, binary and garbage operator
-// messages are refused and the channel stays usable.
+// messages are refused and the channel stays usable. The live page's Take
+// control button in Debian's Chromium.
 //
 //   node takeover.js DESKGATE_BINARY WORK_DIR
 
@@ -344,6 +346,36 @@ async function livePage(gw, shop) {
   }
 }
 
+// An MCP client's tool call (raw JSON-RPC on /mcp, docs/mcp.md) while an
+// operator has control of its desktop: a tool result with isError and the
+// paused reason; after the hand back the call works.
+async function mcpPaused(gw) {
+  let sid = null;
+  const rpc = async (id, method, params) => {
+    const headers = { authorization: `Bearer ${TOKENS.agent}`, 'content-type': 'application/json', accept: 'application/json' };
+    if (sid) Object.assign(headers, { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' });
+    const res = await fetch(`${gw.base}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, method, params }) });
+    sid = sid || res.headers.get('mcp-session-id');
+    return id === undefined ? null : res.json();
+  };
+  const before = new Set((await gw.api('GET', '/v1/sessions', TOKENS.agent)).sessions.map((x) => x.id));
+  await rpc(1, 'initialize', { protocolVersion: '2025-11-25', clientInfo: { name: 'takeover-test', version: '1' },
+    capabilities: { experimental: { deskgate: { profile: 'xterm' } } } });
+  await rpc(undefined, 'notifications/initialized');
+  let r = await rpc(2, 'tools/call', { name: 'computer', arguments: { action: 'cursor_position' } });
+  expect('mcp: a tool call works', r.result && !r.result.isError, JSON.stringify(r).slice(0, 300));
+  const desk = (await gw.api('GET', '/v1/sessions', TOKENS.agent)).sessions.find((x) => !before.has(x.id));
+  expect('mcp: its desktop is listed', !!desk);
+  expect('mcp: an operator takes control of it', (await takeover(gw, desk.id, TOKENS.olive)).status === 200);
+  r = await rpc(3, 'tools/call', { name: 'computer', arguments: { action: 'cursor_position' } });
+  expect('mcp: a tool call is answered paused', r.result && r.result.isError === true &&
+    /paused by an operator/.test(JSON.stringify(r.result.content)), JSON.stringify(r).slice(0, 400));
+  expect('mcp: the operator hands back', (await takeover(gw, desk.id, TOKENS.olive, 'DELETE')).status === 200);
+  r = await rpc(4, 'tools/call', { name: 'computer', arguments: { action: 'cursor_position' } });
+  expect('mcp: the tool call works again', r.result && !r.result.isError, JSON.stringify(r).slice(0, 300));
+  await fetch(`${gw.base}/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKENS.agent}`, 'mcp-session-id': sid } });
+}
+
 // Control returns by itself: idle, then the whole takeover's time (a
 // gateway of its own, with short limits, and an xterm session).
 async function timeouts(bin) {
@@ -375,6 +407,7 @@ async function timeouts(bin) {
       wholeMs >= 5500 && wholeMs < 9000, `${JSON.stringify(end)} after ${wholeMs} ms`);
     r = await agent.act({ type: 'screenshot' });
     expect('the agent works after the timeout', r.ok === true, JSON.stringify(r));
+    await check('an MCP tool call is answered paused', () => mcpPaused(gw));
     const tk = (await gw.events(id)).filter((e) => e.type === 'takeover' && e.state === 'ended').map((e) => e.reason);
     expect('the recording says why each ended', JSON.stringify(tk) === JSON.stringify(['idle', 'timeout']), JSON.stringify(tk));
     await agent.end();
