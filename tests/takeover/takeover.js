@@ -340,6 +340,19 @@ async function livePage(gw, shop) {
     const human = (await gw.events(id)).filter((e) => e.type === 'action' && e.actor === 'human:olive');
     expect('live: the page\'s actions are recorded as the operator\'s', human.length === 5 &&
       human.filter((e) => e.action.type === 'type').length === 3, human.map((e) => e.action.type).join(' '));
+    // The player shows them as the human's.
+    await page.goto(`/player.html?id=${id}`);
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+    await page.waitForSelector('#steps li', { timeout: 15000 });
+    const marked = await page.locator('#steps li[data-actor="human:olive"]').count();
+    const agents = await page.locator('#steps li[data-actor="agent"]').count();
+    expect('player: the operator\'s steps are marked as theirs', marked === 5 && agents >= 3, `${marked} human, ${agents} agent`);
+    await page.locator('#steps li[data-actor="human:olive"] button').first().click();
+    const by = await page.locator('#step-actor').innerText().catch((e) => e.message);
+    expect('player: a human step says who', /olive, an operator/.test(by), by);
+    await page.locator('#steps li[data-actor="agent"] button').first().click();
+    const byAgent = await page.locator('#step-actor').innerText().catch((e) => e.message);
+    expect('player: an agent step says the agent', byAgent === 'the agent', byAgent);
   } finally {
     await browser.close();
     await agent.end();
