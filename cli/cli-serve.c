@@ -49,9 +49,9 @@ const struct dg_opt_cmd dg_serve_cmd = {
 	.details = "Starts as root (its spawner makes namespaces, cgroups and uid maps); the\n"
 		   "network-facing gateway then drops every privilege. Flags override the\n"
 		   "configuration file. On a start with no token in the configuration or the\n"
-		   "environment (DESKGATE_AGENT_TOKEN, DESKGATE_VIEWER_TOKEN, DESKGATE_ADMIN_TOKEN)\n"
-		   "and no STATE_DIR/tokens.json, it generates one token per role and prints\n"
-		   "them once.\n"
+		   "environment (DESKGATE_AGENT_TOKEN, DESKGATE_VIEWER_TOKEN, DESKGATE_ADMIN_TOKEN,\n"
+		   "DESKGATE_OPERATOR_TOKEN) and no STATE_DIR/tokens.json, it generates an agent,\n"
+		   "a viewer and an admin token and prints them once.\n"
 		   "exit status: 0 stopped by SIGINT/SIGTERM; 2 on a usage error or a bad\n"
 		   "configuration or policy; 125 when it could not start or lost its spawner.\n",
 	.doc = "docs/configuration.md",

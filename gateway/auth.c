@@ -126,8 +126,13 @@ static const struct {
 	{ DG_ROLE_AGENT, DG_ENV_AGENT_TOKEN, "env-agent", "generated-agent" },
 	{ DG_ROLE_VIEWER, DG_ENV_VIEWER_TOKEN, "env-viewer", "generated-viewer" },
 	{ DG_ROLE_ADMIN, DG_ENV_ADMIN_TOKEN, "env-admin", "generated-admin" },
+	/* Taking control of a desktop is given deliberately, never by a
+	 * first start: no generated operator token. */
+	{ DG_ROLE_OPERATOR, DG_ENV_OPERATOR_TOKEN, "env-operator", NULL },
 };
 #define N_ROLES (sizeof(role_sources) / sizeof(role_sources[0]))
+#define N_GENERATED 3 /* the first entries of role_sources: struct dg_auth_generated */
+_Static_assert(N_GENERATED <= N_ROLES, "generated roles");
 
 /* Describes where entry e came from, for messages. */
 static void describe(const struct dg_auth_entry *e, char *out, size_t len)
@@ -396,16 +401,16 @@ static int store_tokens_file(const char *dir, const char *path,
 	return 0;
 }
 
-/* First start: one token per role, stored, returned in clear. */
+/* First start: one token per role but operator, stored, returned in clear. */
 static int generate(const char *dir, const char *path, struct dg_auth *a, size_t cap,
 		    struct dg_auth_generated *gen, struct dg_err *err)
 {
 	int rc = ensure_state_dir(dir, err);
 	if (rc)
 		return rc;
-	struct dg_config_token t[N_ROLES];
+	struct dg_config_token t[N_GENERATED];
 	memset(t, 0, sizeof(t));
-	for (size_t i = 0; i < N_ROLES && rc == 0; i++) {
+	for (size_t i = 0; i < N_GENERATED && rc == 0; i++) {
 		struct dg_generated_token *g = &gen->t[i];
 		g->role = t[i].role = role_sources[i].role;
 		snprintf(g->name, sizeof(g->name), "%s", role_sources[i].gen_name);
@@ -415,14 +420,14 @@ static int generate(const char *dir, const char *path, struct dg_auth *a, size_t
 			rc = dg_err_set(err, rc, "generating tokens: getrandom: %s", strerror(-rc));
 	}
 	if (rc == 0)
-		rc = store_tokens_file(dir, path, t, N_ROLES, err);
-	for (size_t i = 0; i < N_ROLES && rc == 0; i++)
+		rc = store_tokens_file(dir, path, t, N_GENERATED, err);
+	for (size_t i = 0; i < N_GENERATED && rc == 0; i++)
 		rc = add_entry(a, cap, &t[i], DG_TOKEN_GENERATED, "generated token", err);
 	if (rc) {
 		dg_auth_generated_wipe(gen);
 		return rc;
 	}
-	gen->n = N_ROLES;
+	gen->n = N_GENERATED;
 	return 0;
 }
 
@@ -641,6 +646,7 @@ bool dg_auth_may(const struct dg_principal *p, enum dg_permission perm, const ch
 		case DG_PERM_READ_RECORDINGS:
 		case DG_PERM_APPROVE:
 		case DG_PERM_ADMIN:
+		case DG_PERM_TAKEOVER:
 			return true;
 		}
 		return false;
@@ -652,6 +658,13 @@ bool dg_auth_may(const struct dg_principal *p, enum dg_permission perm, const ch
 		if (perm == DG_PERM_ACT)
 			return owner_name && p->name[0] && strcmp(owner_name, p->name) == 0;
 		return false;
+	case DG_ROLE_OPERATOR:
+		/* A viewer who may also take the wheel; acting on a session
+		 * otherwise (creating, ending, its agent's channels) stays the
+		 * agent's. */
+		if (perm == DG_PERM_TAKEOVER)
+			return true;
+		/* fall through */
 	case DG_ROLE_VIEWER:
 		return perm == DG_PERM_WATCH || perm == DG_PERM_READ_RECORDINGS ||
 		       perm == DG_PERM_APPROVE;

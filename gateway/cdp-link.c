@@ -228,6 +228,16 @@ static int decide(struct gw_session *s, const struct dg_cdp_decide *q, bool note
 	struct dg_decision d;
 	bool cacheable;
 	dg_gw_decide_cdp(s, q, &d, &cacheable);
+	if (s->op.held && !noted) {
+		/* An operator has control: a client's commands wait for the
+		 * agent's turn like its actions (answered "deskgate: denied by
+		 * takeover: paused by an operator ..."), and none is cached. */
+		d.verdict = DG_VERDICT_DENY;
+		cacheable = false;
+		snprintf(d.rule, sizeof(d.rule), "takeover");
+		snprintf(d.reason, sizeof(d.reason),
+			 "paused by an operator: %s has control of the desktop", s->op.by.name);
+	}
 	json_t *ev = json_pack("{s:s, s:I, s:I, s:s, s:s, s:s?}", "type", "cdp", "client",
 			       (json_int_t)q->client, "req", (json_int_t)q->req, "method", q->method,
 			       "session", q->session, "frame_before",

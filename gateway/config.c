@@ -117,6 +117,8 @@ enum dg_role dg_role_from_name(const char *s)
 		return DG_ROLE_VIEWER;
 	if (strcmp(s, "admin") == 0)
 		return DG_ROLE_ADMIN;
+	if (strcmp(s, "operator") == 0)
+		return DG_ROLE_OPERATOR;
 	return DG_ROLE_NONE;
 }
 
@@ -129,6 +131,8 @@ const char *dg_role_name(enum dg_role role)
 		return "viewer";
 	case DG_ROLE_ADMIN:
 		return "admin";
+	case DG_ROLE_OPERATOR:
+		return "operator";
 	case DG_ROLE_NONE:
 		break;
 	}
@@ -561,7 +565,8 @@ static int parse_token(const struct dg_jctx *c, json_t *obj, const char *at,
 	if (t->role == DG_ROLE_NONE) {
 		char val[DG_SHOW_VALUE_MAX];
 		dg_show_value(role, val, sizeof(val));
-		return dg_jfail(c, "%s.role: %s is not a role; allowed: \"agent\", \"viewer\", \"admin\"",
+		return dg_jfail(c, "%s.role: %s is not a role; allowed: \"agent\", \"viewer\", "
+				"\"operator\", \"admin\"",
 				at, val);
 	}
 
@@ -840,6 +845,8 @@ static const struct limit_field limit_fields[] = {
 	LIMIT(max_pending_actions, MAX_PENDING_ACTIONS),
 	LIMIT(idle_seconds, IDLE_SECONDS),
 	LIMIT(approval_seconds, APPROVAL_SECONDS),
+	LIMIT(takeover_seconds, TAKEOVER_SECONDS),
+	LIMIT(takeover_idle_seconds, TAKEOVER_IDLE_SECONDS),
 	LIMIT(recording_fsync_ms, RECORDING_FSYNC_MS),
 	LIMIT(retention_days, RETENTION_DAYS),
 	LIMIT(retention_mb, RETENTION_MB),
@@ -922,6 +929,8 @@ void dg_config_default(struct dg_config *cfg)
 		.max_pending_actions = DG_GW_MAX_PENDING_ACTIONS_DEFAULT,
 		.idle_seconds = DG_GW_IDLE_SECONDS_DEFAULT,
 		.approval_seconds = DG_GW_APPROVAL_SECONDS_DEFAULT,
+		.takeover_seconds = DG_GW_TAKEOVER_SECONDS_DEFAULT,
+		.takeover_idle_seconds = DG_GW_TAKEOVER_IDLE_SECONDS_DEFAULT,
 		.recording_fsync_ms = DG_GW_RECORDING_FSYNC_MS_DEFAULT,
 		.retention_days = DG_GW_RETENTION_DAYS_DEFAULT,
 		.retention_mb = DG_GW_RETENTION_MB_DEFAULT,

@@ -68,6 +68,11 @@ void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct d
 	struct dg_decide_ctx ctx;
 	decide_ctx(s, &ctx);
 	dg_policy_decide(&s->policy, a, &ctx, &r->decision);
+	dg_gw_decide_state(s, r);
+}
+
+void dg_gw_decide_state(struct gw_session *s, struct request *r)
+{
 	free(r->b_url);
 	free(r->b_title);
 	r->b_url = s->url ? strdup(s->url) : NULL;

@@ -105,8 +105,9 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
  *         Who may connect (at most DG_TOKENS_MAX entries). name: unique,
  *         1-64 of [A-Za-z0-9._-]; it owns the sessions created with the
  *         token. role: "agent" (create sessions, act on its own), "viewer"
- *         (watch sessions, read recordings, approve actions) or "admin"
- *         (everything). Exactly one of token (the secret itself:
+ *         (watch sessions, read recordings, approve actions), "operator"
+ *         (a viewer who may also take control of a session: takeover.c)
+ *         or "admin" (everything). Exactly one of token (the secret itself:
  *         DG_TOKEN_MIN to DG_TOKEN_MAX printable ASCII characters, no
  *         spaces; to be sent in the WebSocket subprotocol it must also avoid
  *         the HTTP separators ()<>@,;:\"/[]?={}; a base64url string
@@ -116,9 +117,10 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
  *         Only the hash is kept in memory either way. The same token under
  *         two names is an error.
  *         Tokens also come from the environment: DESKGATE_AGENT_TOKEN,
- *         DESKGATE_VIEWER_TOKEN, DESKGATE_ADMIN_TOKEN (names env-agent,
- *         env-viewer, env-admin). With no token in the file nor in the
- *         environment, the first start generates one token per role, prints
+ *         DESKGATE_VIEWER_TOKEN, DESKGATE_ADMIN_TOKEN, DESKGATE_OPERATOR_TOKEN
+ *         (names env-agent, env-viewer, env-admin, env-operator). With no
+ *         token in the file nor in the environment, the first start
+ *         generates one token per role but operator, prints
  *         them once, and keeps their hashes in STATE_DIR/tokens.json (mode
  *         0600; delete it to generate new tokens).
  *     "policy": "/etc/deskgate/policy.json",
@@ -162,6 +164,10 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
  *       "approval_seconds": 120,       an action the policy asks about waits this
  *                                      long for a viewer's or admin's approval;
  *                                      then it is refused
+ *       "takeover_seconds": 300,       an operator holds a session's control at
+ *                                      most this long, then it returns to the agent
+ *       "takeover_idle_seconds": 60,   ... or after this long without an operator
+ *                                      action
  *       "recording_fsync_ms": 1000,    recordings reach the disk at most this
  *                                      long after an event (0: after every event)
  *       "retention_days": 30,          recordings older than this are deleted,
@@ -219,6 +225,12 @@ int dg_gw_policy_load(const char *path, struct dg_policy *p, char **text, size_t
 #define DG_GW_APPROVAL_SECONDS_DEFAULT 120
 #define DG_GW_APPROVAL_SECONDS_MIN 1
 #define DG_GW_APPROVAL_SECONDS_MAX (24 * 3600)
+#define DG_GW_TAKEOVER_SECONDS_DEFAULT 300
+#define DG_GW_TAKEOVER_SECONDS_MIN 1
+#define DG_GW_TAKEOVER_SECONDS_MAX (24 * 3600)
+#define DG_GW_TAKEOVER_IDLE_SECONDS_DEFAULT 60
+#define DG_GW_TAKEOVER_IDLE_SECONDS_MIN 1
+#define DG_GW_TAKEOVER_IDLE_SECONDS_MAX (24 * 3600)
 #define DG_GW_RECORDING_FSYNC_MS_DEFAULT 1000
 #define DG_GW_RECORDING_FSYNC_MS_MIN 0
 #define DG_GW_RECORDING_FSYNC_MS_MAX 60000
@@ -250,6 +262,8 @@ struct dg_gw_limits {
 	uint32_t handshake_seconds;
 	uint32_t actions_per_second;
 	uint32_t approval_seconds;
+	uint32_t takeover_seconds;
+	uint32_t takeover_idle_seconds;
 	uint32_t recording_fsync_ms;
 	uint32_t retention_days;
 	uint32_t retention_mb;
@@ -262,6 +276,7 @@ enum dg_role {
 	DG_ROLE_AGENT,
 	DG_ROLE_VIEWER,
 	DG_ROLE_ADMIN,
+	DG_ROLE_OPERATOR, /* a viewer who may also take control of a session (takeover.c) */
 };
 
 #define DG_SHA256_LEN 32
@@ -370,6 +385,7 @@ const char *dg_config_policy_path(const struct dg_config *cfg, const char *name)
 #define DG_ENV_AGENT_TOKEN "DESKGATE_AGENT_TOKEN"
 #define DG_ENV_VIEWER_TOKEN "DESKGATE_VIEWER_TOKEN"
 #define DG_ENV_ADMIN_TOKEN "DESKGATE_ADMIN_TOKEN"
+#define DG_ENV_OPERATOR_TOKEN "DESKGATE_OPERATOR_TOKEN" /* never generated */
 
 /* WebSocket authentication by subprotocol, for clients (browsers) that cannot
  * set headers: the client offers
@@ -486,6 +502,7 @@ enum dg_permission {
 	DG_PERM_APPROVE,        /* answer an "ask" decision: viewer, admin; never an agent,
 				   which would approve its own actions */
 	DG_PERM_ADMIN,          /* admin only */
+	DG_PERM_TAKEOVER,       /* take control of a session from its agent: operator, admin */
 };
 
 /* Whether p may do perm. owner_name is the name of the session's owner, used
@@ -493,7 +510,7 @@ enum dg_permission {
  * agent). NULL p, DG_ROLE_NONE or an unknown perm: false. */
 bool dg_auth_may(const struct dg_principal *p, enum dg_permission perm, const char *owner_name);
 
-/* "agent", "viewer", "admin", or "none". */
+/* "agent", "viewer", "operator", "admin", or "none". */
 const char *dg_role_name(enum dg_role role);
 
 #endif

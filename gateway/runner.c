@@ -23,6 +23,7 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 static void run_next(struct gw_session *s);
 static void run_step(struct gw_session *s);
 static void refuse_current(struct gw_session *s);
+static void withdraw_approval(struct gw_session *s);
 
 void dg_gw_request_free(struct request *r)
 {
@@ -84,6 +85,11 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 			       (json_int_t)(dg_now_ms() - r->t_step));
 	if (!ev)
 		return;
+	/* Who acted: the agent, or the operator holding control. */
+	char actor[DG_TOKEN_NAME_MAX + 8];
+	snprintf(actor, sizeof(actor), "%s%s", r->human[0] ? "human:" : "agent",
+		 r->human);
+	json_object_set_new(ev, "actor", json_string(actor));
 	if (r->index == 0 && r->ad.raw) {
 		/* What the agent sent, as the adapter decoded it (not again). */
 		json_object_set(ev, "input", r->ad.raw);
@@ -136,6 +142,7 @@ static void record_action(struct gw_session *s, struct request *r, json_t *res, 
 			json_object_set_new(obs, "approved_by", json_string(r->approved_by));
 		if (json_object_get(ev, "element"))
 			json_object_set(obs, "element", json_object_get(ev, "element"));
+		json_object_set(obs, "actor", json_object_get(ev, "actor"));
 		dg_gw_broadcast(s, obs);
 	}
 	json_decref(ev);
@@ -302,6 +309,8 @@ static void answer(struct gw_session *s, struct request *r)
 				json_object_set_new(j, "approved_by", json_string(r->approved_by));
 		}
 		json_object_set_new(j, "total_ms", json_real(ms));
+		if (r->human[0])
+			json_object_del(j, "frame"); /* an operator sees the screen on its watch channel */
 		bool frame = json_object_get(j, "frame") && (r->zoom_png || s->png);
 		dg_gw_ws_send_json(c, j);
 		if (frame && r->zoom_png)
@@ -722,12 +731,28 @@ static void resolved(struct gw_session *s, struct request *r, json_t *res)
 	run_step(s);
 }
 
+/* r's current action is refused because an operator holds control. */
+static void paused(struct gw_session *s, struct request *r)
+{
+	r->decision.verdict = DG_VERDICT_DENY;
+	snprintf(r->decision.rule, sizeof(r->decision.rule), "takeover");
+	snprintf(r->decision.reason, sizeof(r->decision.reason),
+		 "paused by an operator: %s has control of the desktop", s->op.by.name);
+}
+
 static void run_step(struct gw_session *s)
 {
 	struct request *r = s->cur;
 	if (r->ad.wire == DG_WIRE_HELLO)
 		return agent_hello(s);
 	s->last_activity_ms = dg_now_ms(); /* session.c's idle timer reads it */
+	if (s->op.held && !r->human[0]) {
+		/* The agent's turn is an operator's now: not decided, not
+		 * resolved (which may scroll the page), not run. */
+		dg_gw_decide_state(s, r);
+		paused(s, r);
+		return refuse_current(s);
+	}
 	/* An action on an element or at a viewport point is decided where it
 	 * will act: the browser is asked first (resolved() comes back here). */
 	struct dg_resolve_req q;
@@ -868,7 +893,9 @@ void dg_gw_step_done(struct gw_session *s, json_t *res)
 		finish_request(s);
 }
 
-void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len)
+/* Whether a message of c may be queued now: within its rate and the
+ * session's queue (else c is told why). */
+static bool admit(struct gw_session *s, struct conn *c)
 {
 	struct gw *gw = s->gw;
 	long long now = dg_now_ms();
@@ -878,15 +905,96 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 	}
 	if ((uint32_t)++c->window_count > gw->cfg.limits.actions_per_second) {
 		gw->m.protocol_errors++;
-		return dg_gw_error_json(c, "rate_limited", "at most %d messages a second",
-					gw->cfg.limits.actions_per_second);
+		dg_gw_error_json(c, "rate_limited", "at most %d messages a second",
+				 gw->cfg.limits.actions_per_second);
+		return false;
 	}
 	if ((uint32_t)s->queued >= gw->cfg.limits.max_pending_actions) {
 		gw->m.protocol_errors++;
-		return dg_gw_error_json(c, "too_many_pending",
-					"%d requests are waiting already (limits.max_pending_actions)",
-					s->queued);
+		dg_gw_error_json(c, "too_many_pending",
+				 "%d requests are waiting already (limits.max_pending_actions)",
+				 s->queued);
+		return false;
 	}
+	return true;
+}
+
+/* r (parsed) joins s's queue, answered to c when it has run. */
+static void enqueue(struct gw_session *s, struct conn *c, struct request *r)
+{
+	r->agent = c;
+	r->resolved_index = -1;
+	if (s->queue_tail)
+		s->queue_tail->next = r;
+	else
+		s->queue = r;
+	s->queue_tail = r;
+	s->queued++;
+	run_next(s);
+}
+
+/* What a person at the screen does: an operator's actions are these. */
+static bool human_action(enum dg_action_type t)
+{
+	switch (t) {
+	case DG_ACTION_CLICK:
+	case DG_ACTION_MOVE:
+	case DG_ACTION_DRAG:
+	case DG_ACTION_MOUSE_DOWN:
+	case DG_ACTION_MOUSE_UP:
+	case DG_ACTION_SCROLL:
+	case DG_ACTION_TYPE:
+	case DG_ACTION_KEY:
+	case DG_ACTION_HOLD_KEY:
+	case DG_ACTION_NAVIGATE:
+	case DG_ACTION_BACK:
+	case DG_ACTION_FORWARD:
+	case DG_ACTION_RELOAD:
+	case DG_ACTION_SCREENSHOT:
+	case DG_ACTION_CURSOR_POSITION:
+	case DG_ACTION_WAIT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void dg_gw_operator_message(struct gw_session *s, struct conn *c, const char *text, size_t len)
+{
+	if (!admit(s, c))
+		return;
+	struct request *r = calloc(1, sizeof(*r));
+	if (!r)
+		return dg_gw_error_json(c, "internal", "out of memory");
+	struct dg_adapt_scale scale = {s->width, s->height, s->model_w, s->model_h, NULL};
+	struct dg_err err = {{0}};
+	int cx = s->cursor_x < s->width ? s->cursor_x : s->width - 1;
+	int cy = s->cursor_y < s->height ? s->cursor_y : s->height - 1;
+	int rc = dg_adapt_parse(text, len, &scale, cx, cy, &r->ad, &err);
+	if (rc == 0 && (r->ad.wire != DG_WIRE_CANONICAL || r->ad.pending))
+		rc = dg_err_set(&err, -EINVAL, "an operator sends canonical actions with their "
+				"screen coordinates, one or a batch (docs/agents.md)");
+	for (int i = 0; rc == 0 && i < r->ad.n; i++)
+		if (!human_action(r->ad.act[i].type))
+			rc = dg_err_set(&err, -EINVAL, "actions[%d]: an operator's action is input, "
+					"navigation, a screenshot or a wait, not %s", i,
+					r->ad.name[i]);
+	if (rc != 0) {
+		s->gw->m.protocol_errors++;
+		dg_gw_error_json(c, "bad_request", "%s", err.msg);
+		dg_gw_request_free(r);
+		return;
+	}
+	snprintf(r->human, sizeof(r->human), "%s", c->who.name);
+	s->op.last_ms = dg_now_ms(); /* takeover.c's idle timer reads it */
+	enqueue(s, c, r);
+}
+
+void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len)
+{
+	struct gw *gw = s->gw;
+	if (!admit(s, c))
+		return;
 	struct request *r = calloc(1, sizeof(*r));
 	if (!r)
 		return dg_gw_error_json(c, "internal", "out of memory");
@@ -924,8 +1032,6 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 		dg_gw_request_free(r);
 		return;
 	}
-	r->agent = c;
-	r->resolved_index = -1;
 	if (r->ad.browser && s->tabs) {
 		/* browser_state's "tab_opened": the tabs the call finds open. */
 		r->tabs_before = json_array();
@@ -933,13 +1039,7 @@ void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const cha
 			json_array_append(r->tabs_before,
 					  json_object_get(json_array_get(s->tabs, i), "id"));
 	}
-	if (s->queue_tail)
-		s->queue_tail->next = r;
-	else
-		s->queue = r;
-	s->queue_tail = r;
-	s->queued++;
-	run_next(s);
+	enqueue(s, c, r);
 }
 
 void dg_gw_runner_withdraw(struct gw_session *s, struct conn *agent, const char *why)
@@ -965,13 +1065,30 @@ void dg_gw_runner_withdraw(struct gw_session *s, struct conn *agent, const char 
 		return;
 	/* Nobody waits for its answer: a human must not be asked to let it
 	 * run any more. */
-	dg_gw_approval_clear(s);
 	r->decision.verdict = DG_VERDICT_DENY;
 	snprintf(r->decision.rule, sizeof(r->decision.rule), "approval");
 	snprintf(r->decision.reason, sizeof(r->decision.reason), "withdrawn: %s", why);
+	withdraw_approval(s);
+}
+
+/* The approval the current request waits for is withdrawn, and the request
+ * refused with the decision already set in it. */
+static void withdraw_approval(struct gw_session *s)
+{
+	dg_gw_approval_clear(s);
 	dg_gw_note(s, json_pack("{s:s, s:s, s:s}", "type", "approval", "state", "withdrawn",
-			       "reason", r->decision.reason));
+			       "reason", s->cur->decision.reason));
 	refuse_current(s);
+}
+
+void dg_gw_runner_pause(struct gw_session *s)
+{
+	/* A takeover does not wait for an agent's action to be approved: it
+	 * could otherwise run under the operator's hands. */
+	if (!s->cur || !s->appr.pending || s->cur->human[0])
+		return;
+	paused(s, s->cur);
+	withdraw_approval(s);
 }
 
 void dg_gw_runner_end(struct gw_session *s, const char *reason)

@@ -47,6 +47,8 @@
 #define DG_GW_VNC_IN_MAX (256 * 1024)
 #define DG_GW_VNC_BACKLOG_MAX (40u * 1024 * 1024)
 #define DG_GW_VNC_READ_CHUNK (64 * 1024)
+#define DG_GW_OPERATOR_MSG_MAX DG_ACTION_JSON_MAX /* bytes of an operator's message: one
+					 * canonical action (or a small batch), never more */
 /* The egress proxy's supervision (egress-link.c). */
 #define DG_GW_EGRESS_DEATHS_MAX 5       /* deaths within DG_GW_EGRESS_WINDOW_MS that end
 					 * it: the 5th is not restarted (failed starts count) */
@@ -89,7 +91,7 @@ struct outmsg {
 	unsigned char data[]; /* LWS_PRE + len */
 };
 
-enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH, CONN_CDP, CONN_VNC };
+enum conn_kind { CONN_NONE, CONN_HTTP, CONN_AGENT, CONN_WATCH, CONN_CDP, CONN_VNC, CONN_OPERATOR };
 
 /* Per-wsi state of the server protocol. */
 struct conn {
@@ -161,7 +163,10 @@ struct request {
 	char approved_by[DG_TOKEN_NAME_MAX + 1];
 	unsigned char *zoom_png; /* a zoom's answer: not the session's screen */
 	size_t zoom_len;
-	struct conn *agent;   /* who asked (NULL once gone) */
+	struct conn *agent;   /* who asked (NULL once gone): the agent's channel, an MCP
+			       * call, or an operator's channel */
+	char human[DG_TOKEN_NAME_MAX + 1]; /* an operator's request: its token's name;
+					    * "" for the agent's */
 	/* For the recording: the state the current action was decided in
 	 * (replay decides it again in it); the agent's message is ad.raw. */
 	int recorded;         /* actions of ad recorded so far */
@@ -308,6 +313,15 @@ struct gw_session {
 	 * error when the exec could not run), not to the runner. */
 	struct blast_run *blast;
 	void (*blast_exec)(struct gw_session *s, json_t *res, const char *error);
+	/* A human's takeover (takeover.c): while held, the agent's actions are
+	 * refused as paused and the operator's run under the same policy. */
+	struct {
+		bool held;
+		struct dg_principal by;
+		long long since_ms, last_ms; /* taken; the operator's last action */
+		struct conn *conn;           /* the operator's channel, while open */
+	} op;
+	lws_sorted_usec_list_t sul_takeover;
 	lws_sorted_usec_list_t sul_life, sul_idle, sul_grace, sul_create, sul_approval, sul_rec,
 		sul_gone, sul_notes;
 };
@@ -384,6 +398,8 @@ struct gw {
  *   egress-link.c   the egress proxy: listeners, events, supervision
  *   session.c       sessions' lifecycle: create, ready, end, timers, who is
  *                   attached
+ *   takeover.c      a human's takeover: who holds control, its timers, the
+ *                   operator's channel
  *   runner.c        the agent's requests: approvals, perform, answer
  *   decide.c        the decision module: actions and browser requests
  *   vnc-link.c      the live view's viewers, relayed to the worker
@@ -532,6 +548,9 @@ void dg_gw_note_decision(struct gw_session *s, json_t *ev);
  * answered on fd and recorded: 0, or -EPROTO (malformed) or a send error
  * (err says which), when the caller ends the session. */
 void dg_gw_decide_action(struct gw_session *s, struct request *r, const struct dg_action *a);
+/* Only the state part: what r's current action is decided in, kept for the
+ * recording (an action refused without a decision: paused by a takeover). */
+void dg_gw_decide_state(struct gw_session *s, struct request *r);
 void dg_gw_count_action(struct gw_session *s);
 /* Adds one to pm's current second; the sum over the last minute. */
 void dg_gw_per_minute_add(struct gw_per_minute *pm);
@@ -547,6 +566,14 @@ void dg_gw_decide_cdp(struct gw_session *s, const struct dg_cdp_decide *q, struc
 
 /* runner.c */
 void dg_gw_session_agent_message(struct gw_session *s, struct conn *c, const char *text, size_t len);
+/* An operator's message on its channel c (s->op.conn): canonical actions
+ * of a person at the screen only (input, navigation, screenshot, wait),
+ * queued with the agent's and decided by the same policy; answered on c. */
+void dg_gw_operator_message(struct gw_session *s, struct conn *c, const char *text, size_t len);
+/* A takeover began: an agent's action waiting for a human's approval is
+ * withdrawn and refused as paused (the one running at the desktop
+ * finishes). */
+void dg_gw_runner_pause(struct gw_session *s);
 /* The worker's result of the current action (res stolen), or its failure. */
 void dg_gw_step_done(struct gw_session *s, json_t *res);
 void dg_gw_step_failed(struct gw_session *s, const char *fmt, ...)
@@ -623,6 +650,25 @@ void dg_gw_session_agent_attach(struct gw_session *s, struct conn *c);
 void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c);
 void dg_gw_session_observer_attach(struct gw_session *s, struct conn *c);
 void dg_gw_session_observer_detach(struct gw_session *s, struct conn *c);
+
+/* takeover.c (docs/api.md#takeover): an operator (or admin) takes control
+ * of a session (-EBUSY: someone else holds it, err names who; -EAGAIN: the
+ * session is not ready), releases it (-ENOENT: nobody holds it; -EPERM: who
+ * is neither the holder nor an admin), or loses it (reason: "released",
+ * "timeout", "idle", "disconnected", "the session ended"); the takeover's
+ * state as JSON (null when nobody holds it); the operator's channel. */
+int dg_gw_takeover_take(struct gw_session *s, const struct dg_principal *who, char *err,
+			size_t errlen);
+int dg_gw_takeover_release(struct gw_session *s, const struct dg_principal *who, char *err,
+			   size_t errlen);
+void dg_gw_takeover_end(struct gw_session *s, const char *reason, const char *by);
+json_t *dg_gw_takeover_json(const struct gw_session *s);
+/* 0, or -EBUSY/-EPERM with err (the handshake's 409/403): whether c's
+ * principal may open the operator's channel of s now. */
+int dg_gw_takeover_may_attach(const struct gw_session *s, const struct conn *c, char *err,
+			      size_t errlen);
+void dg_gw_takeover_attach(struct gw_session *s, struct conn *c);
+void dg_gw_takeover_detach(struct gw_session *s, struct conn *c);
 
 /* egress-link.c: the session's listener goes to the proxy once the desktop
  * exists (attach; session.c withdraws it at the session's end); the proxy's

@@ -403,6 +403,43 @@ static bool session_token_auth(struct conn *c)
 	return session_token_login(c, dg_gw_session_find(G, id), false);
 }
 
+/* GET, POST, DELETE /v1/sessions/{id}/takeover (takeover.c): its state;
+ * taking control (an operator or admin); handing it back (its holder or an
+ * admin). The session reads as missing to whoever may not see it. */
+static int route_takeover(struct conn *c, const char *id)
+{
+	struct gw_session *s = dg_gw_session_find(G, id);
+	if (!s || !(dg_auth_may(&c->who, DG_PERM_WATCH, NULL) ||
+		    dg_auth_may(&c->who, DG_PERM_ACT, s->owner)))
+		return reply_error(c, 404, "not_found", "no such session");
+	if (c->method == 'G')
+		return reply_json(c, 200, json_pack("{s:s, s:o, s:b}", "session", s->id, "takeover",
+						    dg_gw_takeover_json(s), "may_take_control",
+						    dg_auth_may(&c->who, DG_PERM_TAKEOVER, NULL)));
+	if (c->method != 'P' && c->method != 'D')
+		return reply_error(c, 405, "method_not_allowed", "GET, POST or DELETE");
+	if (!dg_auth_may(&c->who, DG_PERM_TAKEOVER, NULL))
+		return reply_error(c, 403, "forbidden", "taking control needs an operator or admin token");
+	char err[DG_ERR_MAX];
+	int rc = c->method == 'P' ? dg_gw_takeover_take(s, &c->who, err, sizeof(err))
+				  : dg_gw_takeover_release(s, &c->who, err, sizeof(err));
+	if (rc == -EBUSY || rc == -EAGAIN)
+		return reply_error(c, 409, "conflict", "%s", err);
+	if (rc == -ENOENT)
+		return reply_error(c, 404, "not_found", "%s", err);
+	if (rc == -EPERM)
+		return reply_error(c, 403, "forbidden", "%s", err);
+	if (rc != 0)
+		return reply_error(c, 500, "internal", "%s", err);
+	char ws[300], url[512];
+	dg_config_base_url(&G->cfg, true, ws, sizeof(ws));
+	snprintf(url, sizeof(url), "%s/v1/sessions/%s/operate", ws, s->id);
+	json_t *j = json_pack("{s:s, s:o}", "session", s->id, "takeover", dg_gw_takeover_json(s));
+	if (c->method == 'P')
+		json_object_set_new(j, "operate_url", json_string(url));
+	return reply_json(c, 200, j);
+}
+
 static int route(struct conn *c, const char *raw, size_t raw_len)
 {
 	const char *path = c->path;
@@ -487,6 +524,8 @@ static int route(struct conn *c, const char *raw, size_t raw_len)
 			return reply_error(c, 404, "not_found", "an xterm session has no browser");
 		return reply_json(c, 200, dg_gw_cdp_version(s));
 	}
+	if (tail && strcmp(tail, "/takeover") == 0)
+		return route_takeover(c, id);
 	if (tail && *tail == '\0') {
 		struct gw_session *s = dg_gw_session_find(G, id);
 		if (!s || !(dg_auth_may(&c->who, DG_PERM_WATCH, NULL) ||
@@ -534,7 +573,8 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 	}
 	const char *tail = session_path(path, id, sizeof(id));
 	if (!tail || (strcmp(tail, "/ws") != 0 && strcmp(tail, "/watch") != 0 &&
-		      strcmp(tail, "/cdp") != 0 && strcmp(tail, "/vnc") != 0)) {
+		      strcmp(tail, "/cdp") != 0 && strcmp(tail, "/vnc") != 0 &&
+		      strcmp(tail, "/operate") != 0)) {
 		snprintf(why, whylen, "no such endpoint");
 		return -1;
 	}
@@ -561,6 +601,27 @@ static int ws_bind(struct conn *c, char *why, size_t whylen, int *status)
 		snprintf(why, whylen, "this endpoint's subprotocol is %s",
 			 vnc ? DG_WS_RFB_PROTOCOL : DG_WS_PROTOCOL);
 		return -1;
+	}
+	if (strcmp(tail, "/operate") == 0) {
+		/* The operator holding control; nobody else. */
+		if (!s || !(dg_auth_may(&c->who, DG_PERM_WATCH, NULL) ||
+			    dg_auth_may(&c->who, DG_PERM_ACT, s->owner))) {
+			snprintf(why, whylen, "no such session");
+			return -1;
+		}
+		if (!dg_auth_may(&c->who, DG_PERM_TAKEOVER, NULL)) {
+			*status = 403;
+			snprintf(why, whylen, "taking control needs an operator or admin token");
+			return -1;
+		}
+		int rc = dg_gw_takeover_may_attach(s, c, why, whylen);
+		if (rc) {
+			*status = 409;
+			return -1;
+		}
+		c->kind = CONN_OPERATOR;
+		c->s = s;
+		return 0;
 	}
 	if (strcmp(tail, "/cdp") == 0) {
 		/* A CDP client acts on the browser: its agent or an admin, never
@@ -639,6 +700,8 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 	size_t max = G->cfg.limits.max_message_bytes;
 	if (c->kind == CONN_CDP && max > DG_CDP_CLIENT_MSG_MAX)
 		max = DG_CDP_CLIENT_MSG_MAX;
+	if (c->kind == CONN_OPERATOR && max > DG_GW_OPERATOR_MSG_MAX)
+		max = DG_GW_OPERATOR_MSG_MAX;
 	if (!c->rx_too_big) {
 		if (c->rx_len + len > max) {
 			c->rx_too_big = true;
@@ -685,6 +748,8 @@ static void ws_receive(struct conn *c, void *in, size_t len, bool first, bool fi
 	} else if (binary) {
 		G->m.protocol_errors++;
 		dg_gw_error_json(c, "binary", "actions are JSON text messages, not binary");
+	} else if (c->s && c->kind == CONN_OPERATOR) {
+		dg_gw_operator_message(c->s, c, c->rx ? c->rx : "", c->rx_len);
 	} else if (c->s) {
 		dg_gw_session_agent_message(c->s, c, c->rx ? c->rx : "", c->rx_len);
 	}
@@ -719,7 +784,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		/* /mcp's messages are the agent's, bounded as its WebSocket's. */
 		size_t max = strcmp(c->path, "/mcp") == 0 ? G->cfg.limits.max_message_bytes
 							  : DG_HTTP_BODY_MAX;
-		if (c->body_ignored)
+		/* An empty body (a bodiless POST: taking control) comes as in
+		 * NULL, len 0: nothing to keep. */
+		if (c->body_ignored || len == 0)
 			return 0;
 		if (c->body_len + len > max) {
 			c->body_too_big = true;
@@ -786,6 +853,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			snprintf(body, sizeof(body),
 				 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
 				 status == 401 ? "unauthorized" : status == 409 ? "conflict" :
+				 status == 403 ? "forbidden" :
 				 status == 429 ? "too_many" : status == 400 ? "bad_request" : "not_found", why);
 			dg_gw_write_http_wsi(wsi, status, "application/json", body, strlen(body));
 			return 1;
@@ -805,7 +873,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			dg_gw_cdp_attach(c->s, c);
 		else if (c->kind == CONN_VNC)
 			dg_gw_vnc_attach(c->s, c);
-		else
+		else if (c->kind == CONN_OPERATOR) {
+			dg_gw_takeover_attach(c->s, c);
+			dg_gw_ws_send_json(c, dg_gw_session_hello(c->s));
+		} else
 			dg_gw_session_observer_attach(c->s, c);
 		return 0;
 	}
@@ -826,6 +897,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			dg_gw_session_agent_detach(c->s, c);
 		else if (c->s && c->kind == CONN_CDP)
 			dg_gw_cdp_detach(c->s, c);
+		else if (c->s && c->kind == CONN_OPERATOR)
+			dg_gw_takeover_detach(c->s, c);
 		else if (c->s && c->kind == CONN_WATCH)
 			dg_gw_session_observer_detach(c->s, c);
 		else if (c->s && c->kind == CONN_VNC)
@@ -1164,6 +1237,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	unsetenv(DG_ENV_AGENT_TOKEN);
 	unsetenv(DG_ENV_VIEWER_TOKEN);
 	unsetenv(DG_ENV_ADMIN_TOKEN);
+	unsetenv(DG_ENV_OPERATOR_TOKEN);
 	if (root->cleanup_stale(&err) < 0)
 		fprintf(stderr, "deskgate serve: cleaning up stale jails: %s\n", err.msg);
 	/* The signing key is read (or made) while still root: the key file is

@@ -49,6 +49,7 @@ json_t *dg_gw_session_json(const struct gw_session *s, bool with_token)
 	if (s->title)
 		json_object_set_new(j, "title", json_string(s->title));
 	json_object_set_new(j, "warm", json_boolean(s->warm));
+	json_object_set_new(j, "takeover", dg_gw_takeover_json(s));
 	return j;
 }
 
@@ -441,6 +442,7 @@ void dg_gw_session_end(struct gw_session *s, const char *reason)
 	/* The action in progress (it may have reached the desktop) is recorded
 	 * and answered with the reason, and queued ones are answered as not
 	 * run, before the agent's connection closes. */
+	dg_gw_takeover_end(s, "the session ended", NULL);
 	dg_gw_runner_end(s, reason);
 	if (s->creator) {
 		dg_gw_http_reply(s->creator, 503,
@@ -519,9 +521,11 @@ void dg_gw_session_agent_detach(struct gw_session *s, struct conn *c)
 	if (s->agent != c)
 		return;
 	s->agent = NULL;
+	/* An operator's requests are not the agent's: they stay answered. */
 	for (struct request *r = s->queue; r; r = r->next)
-		r->agent = NULL;
-	if (s->cur)
+		if (r->agent == c)
+			r->agent = NULL;
+	if (s->cur && s->cur->agent == c)
 		s->cur->agent = NULL;
 	lws_sul_schedule(s->gw->ctx, 0, &s->sul_grace, on_grace,
 			 (lws_usec_t)s->gw->cfg.limits.disconnect_grace_seconds * US + 1);

@@ -111,6 +111,12 @@ static int replay_action(struct rctx *c, const struct dg_rec_ev *ev)
 		d.skipped = "no recorded verdict";
 		return emit(c, &d);
 	}
+	if (strcmp(d.old_rule, "takeover") == 0) {
+		/* The gateway's, not the policy's: the agent waited for a human
+		 * who had taken control (docs/recordings.md#takeovers). */
+		d.skipped = "paused by an operator's takeover: the policy did not decide it";
+		return emit(c, &d);
+	}
 	int w = c->width, h = c->height, px, py;
 	json_t *screen = json_object_get(o, "screen");
 	if (screen && !int_pair(screen, 1, DG_ACTION_SCREEN_MAX, DG_ACTION_SCREEN_MAX, &w, &h)) {
@@ -261,6 +267,8 @@ static int replay_cdp(struct rctx *c, const struct dg_rec_ev *ev)
 		d.skipped = "\"method\" is not a method name";
 	else if (verdict_of(d.old_verdict) < 0)
 		d.skipped = "no recorded verdict";
+	else if (strcmp(d.old_rule, "takeover") == 0)
+		d.skipped = "paused by an operator's takeover: the policy did not decide it";
 	else if (action && !json_is_object(action))
 		d.skipped = "\"action\" is not an action";
 	else if (jurl && (!json_is_string(jurl) || json_string_length(jurl) > DG_ACTION_URL_MAX ||

@@ -5,8 +5,8 @@
  *   the WebSocket subprotocol "bearer.<token>": never in a URL.
  * - Everything shown comes from the API and is inserted as text (el(),
  *   textContent), never as HTML.
- * - The pages only read, except the approval buttons: nothing here sends
- *   anything to a session.
+ * - The pages only read, except the approval buttons and taking control
+ *   (takeover.js, an operator's): nothing here sends anything to a session.
  */
 'use strict';
 
@@ -366,22 +366,32 @@ const DG = (() => {
   // screen it left (cdpFrameAfter), or null. Also returns the session's
   // lifecycle facts, and cdpClients: the token name each CDP client
   // connected with, by client number.
+  // An action's actor as people read it: "NAME (operator)" for a human's,
+  // null for the agent's (the usual case, not repeated on every line).
+  function actorLabel(actor) {
+    return typeof actor === 'string' && actor.startsWith('human:') ? `${oneLine(actor.slice(6), 64)} (operator)` : null;
+  }
+
   function buildSteps(evs) {
     const steps = [];
     let pending = { approvals: [], decisions: [], pages: [] };
     let waiting = []; // CDP steps whose frame has not come yet
     const info = {
       created: null, ready: null, ended: null, seal: null, first: evs[0] || null, last: evs[evs.length - 1] || null,
-      cdpClients: new Map(),
+      cdpClients: new Map(), takeovers: [],
     };
     for (const e of evs) {
       if (e.type === 'action') {
         const approval = pending.approvals.find((x) => x.state === 'pending') || null;
         const outcome = pending.approvals.find((x) => x.state !== 'pending') || null;
         const action = e.action || {};
+        // Who acted: "agent", or "human:NAME" for an operator holding
+        // control (recordings before takeovers say nothing: the agent).
+        const actor = typeof e.actor === 'string' ? e.actor : 'agent';
         steps.push({
           n: steps.length + 1, kind: 'action', type: action.type, ev: e, action, verdict: e.verdict,
           asked: !!approval, approval, outcome, decisions: pending.decisions, pages: pending.pages,
+          actor, human: actor.startsWith('human:') ? actor.slice(6) : null,
         });
         pending = { approvals: [], decisions: [], pages: [] };
       } else if (e.type === 'cdp') {
@@ -401,6 +411,8 @@ const DG = (() => {
         pending.decisions.push(e);
       } else if (e.type === 'page') {
         pending.pages.push(e);
+      } else if (e.type === 'takeover') {
+        info.takeovers.push(e);
       } else if (e.type === 'lifecycle') {
         info[e.state] = e;
       } else if (e.type === 'seal') {
@@ -734,7 +746,7 @@ const DG = (() => {
   }
 
   return {
-    el, svg, clear, append, $, api, getJSON, events, frameURL, ApiError, token,
+    el, svg, clear, append, $, api, getJSON, events, frameURL, ApiError, token, actorLabel,
     fmtTime, fmtClock, fmtDuration, fmtAgo, fmtBytes, shortId, plural,
     describe, typedText, chords, oneLine, elementName, elementRef, elementBox, tabId, valueText, badge, verifyInfo, verifyBadge, buildSteps, countVerdicts,
     drawOverlay, start, every, showError, param, refreshApprovalCount, setApprovalCount, COLORS,

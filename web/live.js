@@ -2,9 +2,9 @@
  * and what the agent did, with the policy's verdicts (the session's
  * recording, which is written as the session goes).
  *
- * Strictly read-only: this page never sends anything on the socket (the
- * gateway drops whatever an observer sends anyway) and has no input
- * handlers on the screen. */
+ * Read-only on its own: this page never sends anything on the observer
+ * socket (the gateway drops whatever an observer sends anyway). Taking
+ * control, for an operator's token, is takeover.js's: its own channel. */
 'use strict';
 
 (() => {
@@ -73,13 +73,16 @@
         if (e.verdict !== 'allow') why = `${e.rule}: ${e.reason}`;
         if (e.approved_by) why = `approved by ${e.approved_by} (${e.rule})`;
         if (e.error) why = (why ? why + ' · ' : '') + `failed: ${e.error}`;
-        out.push({ key: `a${e.seq}`, t, verdict: e.verdict, label: e.approved_by ? 'Approved' : null, desc: DG.describe(e.action, e.element), why, kind: 'action' });
+        const who = DG.actorLabel(e.actor);
+        out.push({ key: `a${e.seq}`, t, verdict: e.verdict, label: e.approved_by ? 'Approved' : null, desc: (who ? `${who}: ` : '') + DG.describe(e.action, e.element), why, kind: 'action' });
       } else if (e.type === 'approval' && e.state === 'pending' && !answered.has(e.id)) {
         out.push({ key: `p${e.seq}`, t, verdict: 'ask', desc: `waiting for approval: ${DG.describe(e.action, e.element)}`, why: `${e.rule}: ${e.reason}`, kind: 'pending' });
       } else if (e.type === 'decision' && e.verdict !== 'allow') {
         const what = e.layer === 'egress' ? e.target || e.host : e.layer === 'browser' ? e.url : `${e.kind || 'download'} ${e.url || ''}`;
         const layer = { egress: 'network', browser: 'page request', 'browser-guard': 'browser' }[e.layer] || e.layer;
         out.push({ key: `d${e.seq}`, t, verdict: 'deny', desc: `blocked ${what}`, why: `${layer} · ${e.rule}`, kind: 'decision' });
+      } else if (e.type === 'takeover') {
+        out.push({ key: `t${e.seq}`, t, verdict: null, desc: e.state === 'started' ? `${e.by} took control` : `${e.by} handed control back (${e.reason})`, why: null, kind: 'takeover' });
       } else if (e.type === 'lifecycle' && (e.state === 'ready' || e.state === 'ended')) {
         out.push({ key: `l${e.seq}`, t, verdict: null, desc: e.state === 'ready' ? 'desktop ready' : `session ended: ${e.reason}`, why: null, kind: 'lifecycle' });
       }
@@ -227,6 +230,7 @@
     connect();
     window.DGLiveSession = id; // for live-vnc.js, if it loads later
     if (window.DGLiveVNC) window.DGLiveVNC.start(id);
+    DGTakeover.mount({ id, toolbar: $('.toolbar'), screen: $('#screen'), target: () => $('#frame'), status: $('#takeover-status') });
     refreshEvents();
     // Refused actions reach observers only through the recording: poll it.
     DG.every(1500, () => { if (!document.hidden) refreshEvents(); });

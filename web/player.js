@@ -135,10 +135,12 @@
     lit = null;
     for (const s of shown) {
       const desc = describeStep(s);
-      const b = el('button', { type: 'button', 'aria-label': `Step ${s.n}: ${desc}, ${s.verdict}` },
-        el('span', { class: 'no' }, String(s.n)), el('span', { class: 'desc' }, desc), DG.badge(s.verdict, s.verdict === 'ask' && s.ev.approved_by ? 'Approved' : null));
+      const who = s.human ? DG.actorLabel(s.actor) : null;
+      const b = el('button', { type: 'button', 'aria-label': `Step ${s.n}: ${who ? who + ': ' : ''}${desc}, ${s.verdict}` },
+        el('span', { class: 'no' }, String(s.n)), who ? el('span', { class: 'badge badge-info actor' }, who) : null,
+        el('span', { class: 'desc' }, desc), DG.badge(s.verdict, s.verdict === 'ask' && s.ev.approved_by ? 'Approved' : null));
       b.addEventListener('click', () => { stop(); go(s); });
-      const li = el('li', { dataset: { n: s.n, verdict: s.verdict, type: s.type }, class: untrusted(s) ? 'untrusted' : null }, b);
+      const li = el('li', { dataset: { n: s.n, verdict: s.verdict, type: s.type, actor: s.actor || '' }, class: untrusted(s) ? 'untrusted' : null }, b);
       items.set(s.n, li);
       list.append(li);
     }
@@ -355,6 +357,7 @@
     if (s.kind === 'cdp') { cdpDetails(s); return; }
     const e = s.ev;
     const [box, row] = opening(s, s.asked && s.verdict === 'ask' ? 'Asked · approved' : s.asked && s.verdict === 'deny' ? 'Asked · denied' : null);
+    row('By', el('span', { id: 'step-actor' }, s.human ? `${DG.oneLine(s.human, 64)}, an operator holding control` : 'the agent'));
     row('Page', pageCell(e.url, e.title));
     if (e.url_after !== undefined && (e.url_after !== e.url || e.title_after !== e.title)) row('Page after', pageCell(e.url_after, e.title_after));
     if (e.element && typeof e.element === 'object') row('Element', elementCell(e.element));

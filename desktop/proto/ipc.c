@@ -35,6 +35,7 @@ size_t dg_ipc_max(uint32_t type)
 	case DG_MSG_CDP_CLOSE:
 	case DG_MSG_CDP_DROP:
 	case DG_MSG_CDP_VERDICT:
+	case DG_MSG_CDP_FORGET:
 		return DG_IPC_CDP_SMALL_MAX;
 	default:
 		return 0;

@@ -154,7 +154,9 @@ enum dg_msg_type {
 	DG_MSG_CDP_FRAME = 16,  /* worker -> owner: u64 first, u64 last, a PNG: the screen
 				 * after CDP clients' commands first..last (their req
 				 * numbers; 0, 0: none, the screen as a client opened) */
-	DG_MSG_TYPE_MAX = 16,
+	DG_MSG_CDP_FORGET = 17, /* owner -> worker, empty: drop every cached verdict (an
+				 * operator took control: no command is allowed unasked) */
+	DG_MSG_TYPE_MAX = 17,
 };
 
 #define DG_IPC_HEADER 8

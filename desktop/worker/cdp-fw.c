@@ -612,7 +612,17 @@ static int on_verdict(struct dg_cdpfw *fw, const uint8_t *data, size_t len, stru
 bool dg_cdpfw_handles(uint32_t type)
 {
 	return type == DG_MSG_CDP_OPEN || type == DG_MSG_CDP_CLOSE || type == DG_MSG_CDP_IN ||
-	       type == DG_MSG_CDP_VERDICT;
+	       type == DG_MSG_CDP_VERDICT || type == DG_MSG_CDP_FORGET;
+}
+
+/* Every kept verdict is dropped: the next command of each kind is asked
+ * about again. */
+static void cache_forget(struct dg_cdpfw *fw)
+{
+	for (int i = 0; i < DG_CDPFW_CACHE_MAX; i++) {
+		free(fw->cache[i].key);
+		fw->cache[i] = (struct cached){0};
+	}
 }
 
 int dg_cdpfw_message(struct dg_cdpfw *fw, uint32_t type, const uint8_t *data, size_t len,
@@ -620,6 +630,12 @@ int dg_cdpfw_message(struct dg_cdpfw *fw, uint32_t type, const uint8_t *data, si
 {
 	if (type == DG_MSG_CDP_VERDICT)
 		return on_verdict(fw, data, len, err);
+	if (type == DG_MSG_CDP_FORGET) {
+		if (len != 0)
+			return dg_err_set(err, -EPROTO, "CDP forget message: %zu bytes", len);
+		cache_forget(fw);
+		return 0;
+	}
 	uint32_t num;
 	const uint8_t *rest;
 	size_t rest_len;

@@ -725,25 +725,28 @@ Test(auth, permission_matrix)
 	struct dg_principal other = { .role = DG_ROLE_AGENT, .name = "other-agent" };
 	struct dg_principal viewer = { .role = DG_ROLE_VIEWER, .name = "alice" };
 	struct dg_principal admin = { .role = DG_ROLE_ADMIN, .name = "ops" };
+	struct dg_principal oper = { .role = DG_ROLE_OPERATOR, .name = "ci-agent" };
 	struct dg_principal nobody = { .role = DG_ROLE_NONE, .name = "" };
 	struct dg_principal unnamed = { .role = DG_ROLE_AGENT, .name = "" };
 
 	const enum dg_permission perms[] = { DG_PERM_CREATE_SESSION, DG_PERM_ACT, DG_PERM_WATCH,
 					     DG_PERM_READ_RECORDINGS, DG_PERM_APPROVE,
-					     DG_PERM_ADMIN };
-	/* Expected with the session owned by "ci-agent". */
+					     DG_PERM_ADMIN, DG_PERM_TAKEOVER };
+	/* Expected with the session owned by "ci-agent": an operator named
+	 * like the owner still does not act as its agent. */
 	const struct {
 		const struct dg_principal *p;
-		bool may[6];
+		bool may[7];
 	} rows[] = {
-		{ &agent, { true, true, false, false, false, false } },
-		{ &other, { true, false, false, false, false, false } },
-		{ &viewer, { false, false, true, true, true, false } },
-		{ &admin, { true, true, true, true, true, true } },
-		{ &nobody, { false, false, false, false, false, false } },
+		{ &agent, { true, true, false, false, false, false, false } },
+		{ &other, { true, false, false, false, false, false, false } },
+		{ &viewer, { false, false, true, true, true, false, false } },
+		{ &oper, { false, false, true, true, true, false, true } },
+		{ &admin, { true, true, true, true, true, true, true } },
+		{ &nobody, { false, false, false, false, false, false, false } },
 	};
 	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++)
-		for (size_t j = 0; j < 6; j++)
+		for (size_t j = 0; j < 7; j++)
 			cr_assert_eq(dg_auth_may(rows[r].p, perms[j], "ci-agent"), rows[r].may[j],
 				     "%s \"%s\" perm %d", dg_role_name(rows[r].p->role),
 				     rows[r].p->name, (int)perms[j]);

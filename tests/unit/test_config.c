@@ -93,6 +93,8 @@ static void assert_default_limits(const struct dg_gw_limits *l)
 	cr_assert_eq(l->max_pending_actions, DG_GW_MAX_PENDING_ACTIONS_DEFAULT);
 	cr_assert_eq(l->idle_seconds, DG_GW_IDLE_SECONDS_DEFAULT);
 	cr_assert_eq(l->approval_seconds, DG_GW_APPROVAL_SECONDS_DEFAULT);
+	cr_assert_eq(l->takeover_seconds, DG_GW_TAKEOVER_SECONDS_DEFAULT);
+	cr_assert_eq(l->takeover_idle_seconds, DG_GW_TAKEOVER_IDLE_SECONDS_DEFAULT);
 	cr_assert_eq(l->session_seconds, DG_GW_SESSION_SECONDS_DEFAULT);
 	cr_assert_eq(l->disconnect_grace_seconds, DG_GW_DISCONNECT_GRACE_SECONDS_DEFAULT);
 	cr_assert_eq(l->max_observers, DG_GW_MAX_OBSERVERS_DEFAULT);
@@ -192,6 +194,8 @@ static const struct bound bounds[] = {
 	B(max_pending_actions, MAX_PENDING_ACTIONS),
 	B(idle_seconds, IDLE_SECONDS),
 	B(approval_seconds, APPROVAL_SECONDS),
+	B(takeover_seconds, TAKEOVER_SECONDS),
+	B(takeover_idle_seconds, TAKEOVER_IDLE_SECONDS),
 	B(recording_fsync_ms, RECORDING_FSYNC_MS),
 	B(retention_days, RETENTION_DAYS),
 	B(retention_mb, RETENTION_MB),
@@ -420,7 +424,7 @@ Test(config, bad_roles_refused)
 				      "\"" TOK24 "\"}]}",
 				      bad[i]));
 		assert_msg_has("tokens[0].role: ");
-		assert_msg_has("is not a role; allowed: \"agent\", \"viewer\", \"admin\"");
+		assert_msg_has("is not a role; allowed: \"agent\", \"viewer\", \"operator\", \"admin\"");
 	}
 	assert_refused(parse_token("{\"name\": \"a\", \"token\": \"" TOK24 "\"}"));
 	assert_msg_has("tokens[0]: missing required key \"role\"");

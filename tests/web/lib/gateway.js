@@ -16,6 +16,8 @@ const TOKENS = {
   viewer: 'web-test-viewer-token-0123456789abcdef', // env-viewer
   admin: 'web-test-admin-token-0123456789abcdef',   // env-admin
   alice: 'web-test-alice-viewer-token-0123456789',  // config token "alice", a viewer
+  olive: 'web-test-olive-operator-token-012345678', // config token "olive", an operator
+  oscar: 'web-test-oscar-operator-token-012345678', // config token "oscar", an operator
 };
 
 function freePort() {
@@ -85,7 +87,9 @@ class Gateway {
       listen: `127.0.0.1:${this.port}`,
       state_dir: path.join(this.dir, 'state'),
       recordings: this.recordings,
-      tokens: [{ name: 'alice', role: 'viewer', token: TOKENS.alice }],
+      tokens: [{ name: 'alice', role: 'viewer', token: TOKENS.alice },
+        { name: 'olive', role: 'operator', token: TOKENS.olive },
+        { name: 'oscar', role: 'operator', token: TOKENS.oscar }],
       limits: this.limits,
     };
     if (this.policies.default) config.policy = path.join(this.dir, 'policy-default.json');
@@ -189,8 +193,49 @@ class Gateway {
   }
 }
 
+// Messages received on a WebSocket, waited for by what they match: the
+// subclass pushes each to this.queue and calls pump(), sets this.closed
+// when the socket closes; this.label names it in errors.
+class Inbox {
+  constructor(label) {
+    this.label = label;
+    this.queue = [];
+    this.waiters = [];
+  }
+
+  pump() {
+    for (let i = 0; i < this.waiters.length; i++) {
+      const w = this.waiters[i];
+      const k = this.queue.findIndex(w.pred);
+      if (k >= 0) {
+        const [m] = this.queue.splice(k, 1);
+        this.waiters.splice(i--, 1);
+        clearTimeout(w.timer);
+        w.resolve(m);
+      } else if (this.closed) {
+        this.waiters.splice(i--, 1);
+        clearTimeout(w.timer);
+        w.reject(new Error(`${this.label}: the socket closed`));
+      }
+    }
+  }
+
+  // The next message matching pred (messages that match no waiter wait).
+  next(pred, timeoutMs = 20000) {
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve, reject };
+      w.timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error(`${this.label}: no matching message within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiters.push(w);
+      this.pump();
+    });
+  }
+}
+
 // An agent: creates a session and speaks canonical actions on its WebSocket.
-class Agent {
+class Agent extends Inbox {
   static async create(gw, body, token = TOKENS.agent) {
     const s = await gw.api('POST', '/v1/sessions', token, body, 201);
     const a = new Agent(gw, s);
@@ -199,11 +244,10 @@ class Agent {
   }
 
   constructor(gw, session) {
+    super(`session ${session.id}: the agent`);
     this.gw = gw;
     this.session = session;
     this.id = session.id;
-    this.queue = [];
-    this.waiters = [];
   }
 
   connect() {
@@ -222,36 +266,6 @@ class Agent {
       this.ws.once('open', resolve);
       this.ws.once('error', reject);
     }).then(() => this.next((m) => m.type === 'hello', 10000));
-  }
-
-  pump() {
-    for (let i = 0; i < this.waiters.length; i++) {
-      const w = this.waiters[i];
-      const k = this.queue.findIndex(w.pred);
-      if (k >= 0) {
-        const [m] = this.queue.splice(k, 1);
-        this.waiters.splice(i--, 1);
-        clearTimeout(w.timer);
-        w.resolve(m);
-      } else if (this.closed) {
-        this.waiters.splice(i--, 1);
-        clearTimeout(w.timer);
-        w.reject(new Error(`session ${this.id}: the agent's socket closed`));
-      }
-    }
-  }
-
-  // The next message matching pred (messages that match no waiter wait).
-  next(pred, timeoutMs = 20000) {
-    return new Promise((resolve, reject) => {
-      const w = { pred, resolve, reject };
-      w.timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((x) => x !== w);
-        reject(new Error(`session ${this.id}: no matching message within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.waiters.push(w);
-      this.pump();
-    });
   }
 
   send(action) {
@@ -292,4 +306,4 @@ class Agent {
   }
 }
 
-module.exports = { Gateway, Agent, TOKENS, freePort, sleep, waitFor };
+module.exports = { Gateway, Agent, Inbox, TOKENS, freePort, sleep, waitFor };
