@@ -96,6 +96,18 @@ def metric(url, token, name):
     return -1
 
 
+async def wait_metric(urls, token, name, at_least, seconds=10):
+    """The sum of one /metrics line over urls once it reaches at_least (the
+    gateway counts an upload when it reaps its transfer child, every 200 ms,
+    just after the child removed the local copy), or at the deadline."""
+    deadline = time.monotonic() + seconds
+    while True:
+        total = sum(metric(u, token, name) for u in urls)
+        if total >= at_least or time.monotonic() > deadline:
+            return total
+        await asyncio.sleep(0.2)
+
+
 def read_from_bucket(B, V, sess, status):
     """How many of sess GET /v1/recordings/{id} through the balancer answers
     with the status, from the bucket (its host has no local copy left)."""
@@ -254,9 +266,9 @@ async def scenario(env, cdir, prefix, t0):
     check(f"{ENDED} ended sessions' recordings uploaded, their local copies gone",
           gone == ENDED, f"{gone} of {ENDED}")
     print(f"uploaded within {time.monotonic() - t:.1f} s", flush=True)
-    check("the owners count the uploads in /metrics",
-          sum(metric(direct[names.index(n)], V, 'deskgate_recording_uploads_total{result="ok"}')
-              for n in names[:2]) >= ENDED)
+    uploads = 'deskgate_recording_uploads_total{result="ok"}'
+    n = await wait_metric(direct[:2], V, uploads, ENDED)
+    check("the owners count the uploads in /metrics", n == ENDED, n)
     sealed = read_from_bucket(B, V, ended, "sealed")
     check(f"{ENDED} ended sessions' recordings read through the balancer from the bucket, sealed",
           sealed == ENDED, f"{sealed} of {ENDED}")
@@ -318,7 +330,8 @@ async def scenario(env, cdir, prefix, t0):
             http("DELETE", f"{B}/v1/sessions/{s['id']}", A)
 
     # ---- host 1 restarted: its orphans sealed and uploaded ----
-    orphans = [sessions[i] for i in on_victim]
+    # Its live sessions when it died: on_victim and the PRELOAD made on it.
+    orphans = [sessions[i] for i in on_victim] + pre
     check(f"the killed host's {len(orphans)} orphaned recordings are on its disk only",
           all(os.path.exists(local_copy(cdir, names, s)) for s in orphans))
     subprocess.run([UP, "--restart", "1", cdir], check=True)
@@ -330,8 +343,8 @@ async def scenario(env, cdir, prefix, t0):
     check(f"the killed host's {len(orphans)} orphaned recordings uploaded after its restart",
           gone == len(orphans), f"{gone} of {len(orphans)}")
     print(f"orphans uploaded within {time.monotonic() - t:.1f} s of the restart", flush=True)
-    check("the restarted host counts their uploads in /metrics",
-          metric(direct[0], V, 'deskgate_recording_uploads_total{result="ok"}') >= len(orphans))
+    n = await wait_metric(direct[:1], V, uploads, len(orphans))
+    check("the restarted host counts their uploads in /metrics", n == len(orphans), n)
     ok = read_from_bucket(B, V, orphans, "sealed-after-crash")
     check(f"the killed host's {len(orphans)} orphaned recordings sealed, read from the bucket",
           ok == len(orphans), f"{ok} of {len(orphans)}")
