@@ -8,11 +8,13 @@ starts with PRELOAD sessions made on it directly, so it has less free
 capacity: of the 30 sessions made through the balancer, host 2 must get
 more than host 1, both some, host 3 none. Each is driven over its
 WebSocket (one action, its result and screenshot), one is watched by an
-observer, 10 are ended and their recordings read through the balancer
-(sealed). Then host 1 is killed (SIGKILL): its WebSockets close, its
-sessions' requests get 503 naming it, new sessions land on host 2, and
-host 2's WebSockets keep working. Restarted, host 1 seals the recordings
-its death left open. Everything runs under WORK_DIR (the build directory)
+observer, 10 are ended: each owner uploads its recording to the cluster's
+bucket (s3rver) and removes its local copy, and each is read through the
+balancer from the bucket (sealed). Then host 1 is killed (SIGKILL): its
+WebSockets close, its sessions' requests get 503 naming it, its uploaded
+recordings are served by host 2 from the bucket, new sessions land on
+host 2, and host 2's WebSockets keep working. Restarted, host 1 seals the
+recordings its death left open and uploads them. Everything runs under WORK_DIR (the build directory)
 and is stopped by deploy/cluster/down, which stops only what up started.
 """
 import asyncio
@@ -69,6 +71,55 @@ def http(method, url, token=None, body=None, timeout=60):
         return status, json.loads(raw)
     except ValueError:
         return status, raw.decode(errors="replace")
+
+
+def local_copy(cdir, names, s):
+    return os.path.join(cdir, f"c{names.index(s['host']) + 1}", "recordings", s["id"])
+
+
+async def wait_uploaded(cdir, names, sess, seconds):
+    """How many of sess have no local copy left within seconds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        n = sum(not os.path.exists(local_copy(cdir, names, s)) for s in sess)
+        if n == len(sess) or time.monotonic() > deadline:
+            return n
+        await asyncio.sleep(0.2)
+
+
+def metric(url, token, name):
+    """The value of one /metrics line (-1 when absent)."""
+    st, body = http("GET", url + "/metrics", token)
+    for line in body.splitlines() if st == 200 and isinstance(body, str) else []:
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return -1
+
+
+async def wait_metric(urls, token, name, at_least, seconds=10):
+    """The sum of one /metrics line over urls once it reaches at_least (the
+    gateway counts an upload when it reaps its transfer child, every 200 ms,
+    just after the child removed the local copy), or at the deadline."""
+    deadline = time.monotonic() + seconds
+    while True:
+        total = sum(metric(u, token, name) for u in urls)
+        if total >= at_least or time.monotonic() > deadline:
+            return total
+        await asyncio.sleep(0.2)
+
+
+def read_from_bucket(B, V, sess, status):
+    """How many of sess GET /v1/recordings/{id} through the balancer answers
+    with the status, from the bucket (its host has no local copy left)."""
+    ok = 0
+    for s in sess:
+        st, r = http("GET", f"{B}/v1/recordings/{s['id']}", V)
+        good = st == 200 and r["verify"]["status"] == status and r.get("from_bucket") is True \
+            and not r["live"]
+        ok += good
+        if not good:
+            print(f"  {s['id']}: {st} {str(r)[:300]}", flush=True)
+    return ok
 
 
 async def create(env, n, parallel=6):
@@ -207,16 +258,20 @@ async def scenario(env, cdir, prefix, t0):
         check(f"DELETE {sessions[i]['id']}", st == 200 and r.get("status") == "ended", (st, r))
     for i in idx:
         await closed_within(wss[i], 5)
-    sealed = 0
-    for i in idx:
-        for _ in range(50):
-            st, r = http("GET", f"{B}/v1/recordings/{sessions[i]['id']}", V)
-            if st == 200 and r["verify"]["status"] == "sealed":
-                sealed += 1
-                break
-            await asyncio.sleep(0.1)
-    check(f"{ENDED} ended sessions' recordings read through the balancer, sealed",
-          sealed == len(idx) == ENDED, f"{sealed} of {len(idx)}")
+    # Uploaded: keep_local is false, so the owner removes its local copy
+    # only once the bucket's copy is confirmed (fetched back and verified).
+    ended = [sessions[i] for i in idx]
+    t = time.monotonic()
+    gone = await wait_uploaded(cdir, names, ended, 60)
+    check(f"{ENDED} ended sessions' recordings uploaded, their local copies gone",
+          gone == ENDED, f"{gone} of {ENDED}")
+    print(f"uploaded within {time.monotonic() - t:.1f} s", flush=True)
+    uploads = 'deskgate_recording_uploads_total{result="ok"}'
+    n = await wait_metric(direct[:2], V, uploads, ENDED)
+    check("the owners count the uploads in /metrics", n == ENDED, n)
+    sealed = read_from_bucket(B, V, ended, "sealed")
+    check(f"{ENDED} ended sessions' recordings read through the balancer from the bucket, sealed",
+          sealed == ENDED, f"{sealed} of {ENDED}")
     live = [i for i in range(len(sessions)) if i not in idx]
 
     # ---- host 1 killed ----
@@ -251,6 +306,18 @@ async def scenario(env, cdir, prefix, t0):
         check("a later request to its session: 503 naming the host as down",
               st == 503 and isinstance(e, dict) and e["error"]["code"] == "host_down" and
               victim in e["error"]["message"], (st, e))
+    # Its recordings in the bucket are still read through the balancer:
+    # with the owner down, another host fetches them from the bucket.
+    mine = [s for s in ended if s["host"] == victim]
+    fetched = 'deskgate_recording_fetches_total{result="ok"}'
+    f0 = metric(direct[1], V, fetched)
+    n_ok = read_from_bucket(B, V, mine, "sealed")
+    f1 = metric(direct[1], V, fetched)
+    check(f"the killed host's {len(mine)} uploaded recordings served by host 2 from the bucket",
+          n_ok == len(mine) > 0 and f1 - f0 == len(mine), f"{n_ok} of {len(mine)}, fetches {f0}->{f1}")
+    st, e = http("GET", f"{B}/v1/recordings/{victim}-{'0' * 32}", V)
+    check("a recording in no bucket, its host down: 404 from another host",
+          st == 404 and isinstance(e, dict) and "bucket" in e["error"]["message"], (st, e))
     after = await create(env, 4, parallel=2)
     hosts_after = [s.get("host") for st, s in after if st == 201]
     check("new sessions land on the remaining open host", hosts_after == [names[1]] * 4,
@@ -262,17 +329,25 @@ async def scenario(env, cdir, prefix, t0):
         if st == 201:
             http("DELETE", f"{B}/v1/sessions/{s['id']}", A)
 
-    # ---- host 1 restarted: its orphans sealed ----
+    # ---- host 1 restarted: its orphans sealed and uploaded ----
+    # Its live sessions when it died: on_victim and the PRELOAD made on it.
+    orphans = [sessions[i] for i in on_victim] + pre
+    check(f"the killed host's {len(orphans)} orphaned recordings are on its disk only",
+          all(os.path.exists(local_copy(cdir, names, s)) for s in orphans))
     subprocess.run([UP, "--restart", "1", cdir], check=True)
     env2 = read_env(os.path.join(cdir, "env"))
     check("the restarted host has a new pid in HOST_PIDS",
           env2["HOST_PIDS"].split()[0] != str(victim_pid), env2["HOST_PIDS"])
-    ok = 0
-    for i in on_victim:
-        st, r = http("GET", f"{B}/v1/recordings/{sessions[i]['id']}", V)
-        ok += st == 200 and r["verify"]["status"] == "sealed-after-crash" and not r["live"]
-    check(f"the killed host's {len(on_victim)} orphaned recordings are sealed after its restart",
-          ok == len(on_victim), f"{ok} of {len(on_victim)}")
+    t = time.monotonic()
+    gone = await wait_uploaded(cdir, names, orphans, 60)
+    check(f"the killed host's {len(orphans)} orphaned recordings uploaded after its restart",
+          gone == len(orphans), f"{gone} of {len(orphans)}")
+    print(f"orphans uploaded within {time.monotonic() - t:.1f} s of the restart", flush=True)
+    n = await wait_metric(direct[:1], V, uploads, len(orphans))
+    check("the restarted host counts their uploads in /metrics", n == len(orphans), n)
+    ok = read_from_bucket(B, V, orphans, "sealed-after-crash")
+    check(f"the killed host's {len(orphans)} orphaned recordings sealed, read from the bucket",
+          ok == len(orphans), f"{ok} of {len(orphans)}")
     st, h = http("GET", direct[0] + "/v1/health")
     check("the restarted host is empty and open", st == 200 and h["sessions"] == 0 and
           not h["full"], h)
