@@ -78,7 +78,14 @@ static int set_limit(int res, rlim_t v, const char *name, struct dg_err *err)
 int dg_jail_set_rlimits(const struct dg_limits *lim, struct dg_err *err)
 {
 	int r;
-	if (setpriority(PRIO_PROCESS, 0, DG_JAIL_NICE) != 0)
+	/* Only ever lowered: a jail started from a process already below
+	 * DG_JAIL_NICE (`nice -n 19 deskgate exec`) stays there, since going
+	 * back up would need CAP_SYS_NICE in the host's namespace. */
+	errno = 0;
+	int nice_now = getpriority(PRIO_PROCESS, 0);
+	if (nice_now == -1 && errno)
+		return dg_err_set(err, -errno, "jail: getpriority: %s", strerror(errno));
+	if (nice_now < DG_JAIL_NICE && setpriority(PRIO_PROCESS, 0, DG_JAIL_NICE) != 0)
 		return dg_err_set(err, -errno, "jail: setpriority %d: %s", DG_JAIL_NICE,
 				  strerror(errno));
 	if ((r = set_limit(RLIMIT_NICE, 0, "nice", err)) ||
