@@ -1400,6 +1400,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 			break;
 	}
 	gw.stopping = true;
+	dg_gw_video_stop(&gw); /* an export running now is not finished */
 	for (int i = 0; i < gw.n_sessions; i++) {
 		if (gw.sessions[i].used)
 			dg_gw_session_end(&gw.sessions[i], gw.spawner_lost ?
@@ -1408,7 +1409,6 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	/* Let the agents and observers read why (bounded). */
 	for (long long end = dg_now_ms() + DG_GW_STOP_FLUSH_MS; dg_now_ms() < end;)
 		lws_service(gw.ctx, 20);
-	dg_gw_video_stop(&gw);
 	dg_gw_rec_stop(&gw); /* every recording is sealed by now */
 	dg_gw_mcp_stop(&gw);
 	lws_context_destroy(gw.ctx);

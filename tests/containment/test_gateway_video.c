@@ -6,7 +6,10 @@
  * waiting is forgotten; unknown id, bad format, no token and a live
  * session's recording are refused. ffprobe runs without a shell. */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,10 +156,11 @@ static int send_get(const char *id, const char *tail)
 	return fd;
 }
 
-/* The status of the response on fd, read to its end. */
-static int read_status(int fd, size_t *len)
+/* The status of the response on fd, read to its end; *body (malloc'd) its
+ * first 4 KiB when body is not NULL. */
+static int read_response(int fd, size_t *len, char **body)
 {
-	char head[64] = "";
+	char head[4096] = "";
 	size_t got = 0;
 	char buf[65536];
 	double end = now_s() + T_EXPORT;
@@ -178,7 +182,56 @@ static int read_status(int fd, size_t *len)
 	*len = got;
 	int status = 0;
 	sscanf(head, "HTTP/1.%*d %d", &status);
+	if (body)
+		*body = strdup(head);
 	return status;
+}
+
+static int read_status(int fd, size_t *len)
+{
+	return read_response(fd, len, NULL);
+}
+
+static int read_status_body(int fd, char **body)
+{
+	size_t len;
+	return read_response(fd, &len, body);
+}
+
+/* The gateway's export child (argv[1] "export"), waited for up to 30 s;
+ * 0 when none came. */
+static pid_t export_child(void)
+{
+	for (double end = now_s() + 30; now_s() < end; usleep(5000)) {
+		pid_t kids[64];
+		int n = dg_test_children(srv.pid, kids, 64);
+		for (int i = 0; i < n; i++) {
+			char path[64], cmd[256] = "";
+			snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)kids[i]);
+			FILE *f = fopen(path, "r");
+			size_t k = f ? fread(cmd, 1, sizeof(cmd) - 1, f) : 0;
+			if (f)
+				fclose(f);
+			if (k > 9 && strcmp(cmd, "deskgate") == 0 && strcmp(cmd + 9, "export") == 0)
+				return kids[i];
+		}
+	}
+	return 0;
+}
+
+/* Files under the exports cache whose name contains what. */
+static int exports_named(const char *what)
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/state/exports", srv.dir);
+	DIR *d = opendir(dir);
+	cr_assert(d, "%s", dir);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += strstr(e->d_name, what) != NULL;
+	closedir(d);
+	return n;
 }
 
 Test(gateway_video, a_recording_as_webm_and_mp4_cached_and_refused)
@@ -236,6 +289,22 @@ Test(gateway_video, a_recording_as_webm_and_mp4_cached_and_refused)
 	cr_assert_eq(read_status(fd, &len), 200);
 	cr_assert_gt(len, 1000);
 
+	/* The waiters' bound at its boundary: DG_GW_EXPORT_WAITERS_MAX (16)
+	 * requests wait for one export, the 17th is refused. */
+	enum { WAITERS = 16 };
+	int fds[WAITERS + 1];
+	snprintf(cached, sizeof(cached), "%s/state/exports/%s.mp4", srv.dir, a.id);
+	cr_assert_eq(unlink(cached), 0, "%s", cached);
+	for (int i = 0; i <= WAITERS; i++)
+		fds[i] = send_get(a.id, "/video.mp4");
+	int ok = 0, busy = 0;
+	for (int i = 0; i <= WAITERS; i++) {
+		int status = read_status(fds[i], &len);
+		ok += status == 200;
+		busy += status == 503;
+	}
+	cr_assert(ok == WAITERS && busy == 1, "%d served, %d refused", ok, busy);
+
 	/* A client that leaves while waiting is forgotten; the export ends. */
 	close(send_get(b.id, "/video.mp4"));
 	get(b.id, "/video.mp4", DG_TEST_VIEWER_TOKEN, &r);
@@ -250,4 +319,25 @@ Test(gateway_video, a_recording_as_webm_and_mp4_cached_and_refused)
 	cr_assert(strstr(r.body, "still recording"), "%s", r.body);
 	dg_http_free(&r);
 	end_session(&c);
+
+	/* A killed export: 500 naming the recording; the next GET exports again. */
+	fd = send_get(c.id, "/video.webm");
+	pid_t kid = export_child();
+	cr_assert_gt(kid, 0, "no export child");
+	cr_assert_eq(kill(kid, SIGKILL), 0);
+	char *body = NULL;
+	int status = read_status_body(fd, &body);
+	cr_assert_eq(status, 500, "killed export: %d %s", status, body);
+	cr_assert(strstr(body, c.id) && strstr(body, "killed"), "%s", body);
+	free(body);
+
+	/* Stopping the gateway stops an export and leaves no half video. */
+	fd = send_get(c.id, "/video.mp4");
+	kid = export_child();
+	cr_assert_gt(kid, 0, "no export child");
+	cr_assert_eq(dg_test_serve_stop(&srv, 30, true), 0);
+	close(fd);
+	cr_assert(kill(kid, 0) != 0 && errno == ESRCH, "export %d outlived the gateway", (int)kid);
+	cr_assert_eq(exports_named(".tmp-"), 0, "a temporary video was left");
+	cr_assert_eq(exports_named(c.id), 0, "a video of the stopped export was left");
 }
