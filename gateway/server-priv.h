@@ -549,6 +549,12 @@ int dg_gw_bucket_wait(struct gw *gw, struct conn *c, const char *id, int *status
 		      size_t cap);
 void dg_gw_bucket_conn_closed(struct gw *gw, struct conn *c);
 
+/* fork() for a child of the gateway that reports through a pipe: the
+ * child's pid in the parent (*fd the pipe's read end, close-on-exec), 0 in
+ * the child (*fd the write end, close-on-exec; SIGTERM and SIGINT at their
+ * defaults), or a negative errno (bucket.c). */
+int dg_gw_fork_reporting(int *fd);
+
 /* video.c: see there. */
 int dg_gw_video_start(struct gw *gw, struct dg_err *err); /* as root, after the key */
 void dg_gw_video_stop(struct gw *gw);                     /* kills a running export */

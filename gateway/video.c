@@ -118,26 +118,16 @@ static int spawn(struct gw_video *v, const struct vjob *j)
 	char out[sizeof(v->dir) + DG_REC_ID_MAX + 16], rec[DG_CONFIG_PATH_MAX + DG_REC_ID_MAX + 2];
 	snprintf(out, sizeof(out), "%s/%s.%s", v->dir, j->id, j->fmt);
 	snprintf(rec, sizeof(rec), "%s/%s", j->root, j->id);
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) != 0)
-		return -errno;
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(p[0]);
-		close(p[1]);
-		return -e;
-	}
+	int fd;
+	int pid = dg_gw_fork_reporting(&fd);
+	if (pid < 0)
+		return pid;
 	if (pid == 0) {
 		/* Nothing of the gateway's stays open: stdin is /dev/null, stdout
 		 * and stderr the report pipe. */
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGINT, SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
 		int null = open("/dev/null", O_RDONLY);
-		if (null < 0 || dup2(null, 0) != 0 || dup2(p[1], 1) != 1 || dup2(p[1], 2) != 2)
+		if (null < 0 || dup2(null, 0) != 0 || dup2(fd, 1) != 1 || dup2(fd, 2) != 2)
 			_exit(127);
 		close_range(3, ~0U, 0);
 		if (setpriority(PRIO_PROCESS, 0, DG_GW_EXPORT_NICE) != 0)
@@ -148,10 +138,9 @@ static int spawn(struct gw_video *v, const struct vjob *j)
 		fprintf(stderr, "execv /proc/self/exe: %s\n", strerror(errno));
 		_exit(127);
 	}
-	close(p[1]);
-	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	fcntl(fd, F_SETFL, O_NONBLOCK);
 	v->pid = pid;
-	v->fd = p[0];
+	v->fd = fd;
 	v->run = *j;
 	v->started_ms = dg_now_ms();
 	v->out_len = 0;
