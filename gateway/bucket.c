@@ -164,7 +164,7 @@ static int child_retention(struct gw *gw, struct dg_err *err)
 	return rc || failed ? CHILD_FAILED : CHILD_OK;
 }
 
-static int child_start(struct gw *gw, struct child *c, const char *id, enum job job)
+int dg_gw_fork_reporting(int *fd)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
@@ -179,20 +179,35 @@ static int child_start(struct gw *gw, struct child *c, const char *id, enum job 
 		return -e;
 	}
 	if (pid == 0) {
-		/* Nothing of the gateway's stays open here (sockets, channels):
-		 * only stderr and the report pipe, as fd 3. */
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
-		if (dup2(p[1], 3) != 3)
+		close(p[0]);
+		*fd = p[1];
+		return 0;
+	}
+	close(p[1]);
+	*fd = p[0];
+	return pid;
+}
+
+static int child_start(struct gw *gw, struct child *c, const char *id, enum job job)
+{
+	int fd;
+	int pid = dg_gw_fork_reporting(&fd);
+	if (pid < 0)
+		return pid;
+	if (pid == 0) {
+		/* Nothing of the gateway's stays open here (sockets, channels):
+		 * only stderr and the report pipe, as fd 3. */
+		if (dup2(fd, 3) != 3)
 			_exit(CHILD_FAILED);
 		close_range(4, ~0U, 0);
 		struct dg_err err = {{0}};
 		child_exit(job == JOB_UPLOAD ? child_upload(gw, id, &err) :
 			   job == JOB_FETCH ? child_fetch(gw, id, &err) : child_retention(gw, &err), &err);
 	}
-	close(p[1]);
 	c->pid = pid;
-	c->fd = p[0];
+	c->fd = fd;
 	snprintf(c->id, sizeof(c->id), "%s", id);
 	return 0;
 }

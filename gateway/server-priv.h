@@ -76,9 +76,23 @@
 #define DG_GW_FETCH_FAIL_MS 10000       /* for this long */
 #define DG_GW_BUCKET_CACHE_DIR "bucket-cache" /* under the state dir */
 
+/* Recordings as videos (video.c). */
+#define DG_GW_EXPORT_DIR "exports"      /* under the state dir: the videos, and */
+#define DG_GW_EXPORT_PUBKEY "recording-pub.pem" /* the key the export checks seals with */
+#define DG_GW_EXPORT_TICK_MS 200        /* the export child is polled this often */
+#define DG_GW_EXPORT_WAIT_S 600         /* an export runs at most this long (then 504) */
+#define DG_GW_EXPORT_QUEUE_MAX 8        /* videos waiting for the one export child */
+#define DG_GW_EXPORT_WAITERS_MAX 16     /* HTTP requests waiting for exports (more: 503) */
+#define DG_GW_EXPORT_FAILS 16           /* failed exports remembered, */
+#define DG_GW_EXPORT_FAIL_MS 10000      /* for this long */
+#define DG_GW_EXPORTS_KEPT 32           /* videos kept in the cache (the oldest go) */
+#define DG_GW_EXPORT_REPORT_MAX 1024    /* bytes of the child's output kept */
+#define DG_GW_EXPORT_NICE 10            /* the child's priority (the desktops' is 0) */
+
 struct gw;
 struct gw_session;
 struct gw_bucket;
+struct gw_video;
 struct blast_run;
 struct mcp_call;
 struct mcp_session;
@@ -112,6 +126,8 @@ struct conn {
 	bool waiting;         /* the create request waits for its session */
 	bool fetch_wait;      /* a GET of a recording waits for its fetch (bucket.c) */
 	bool fetch_done;      /* ... which ended: route it again, once */
+	bool export_wait;     /* a GET of a video waits for its export (video.c) */
+	bool export_done;     /* ... which ended: route it again, once */
 	bool body_ignored;    /* unauthenticated: its body is read, not kept */
 	struct mcp_call *mcp_call; /* POST /mcp: the tool call this connection answers (mcp.c) */
 	/* A connection that is not a socket (mcp.c: an MCP session's agent, a
@@ -361,6 +377,7 @@ struct gw {
 	char *policy_text;            /* the gateway policy's text (owned) */
 	size_t policy_len;
 	struct dg_rec_key *rec_key;   /* signs every recording's seal */
+	struct gw_video *video;       /* video exports (video.c) */
 	struct gw_bucket *bucket;     /* the object store; NULL: none configured */
 	lws_sorted_usec_list_t sul_retention, sul_flush;
 	struct gw_verify_cache verify_cache[DG_GW_VERIFY_CACHE];
@@ -531,6 +548,23 @@ const char *dg_gw_bucket_cache(struct gw *gw);             /* NULL: no object st
 int dg_gw_bucket_wait(struct gw *gw, struct conn *c, const char *id, int *status, char *msg,
 		      size_t cap);
 void dg_gw_bucket_conn_closed(struct gw *gw, struct conn *c);
+
+/* fork() for a child of the gateway that reports through a pipe: the
+ * child's pid in the parent (*fd the pipe's read end, close-on-exec), 0 in
+ * the child (*fd the write end, close-on-exec; SIGTERM and SIGINT at their
+ * defaults), or a negative errno (bucket.c). */
+int dg_gw_fork_reporting(int *fd);
+
+/* video.c: see there. */
+int dg_gw_video_start(struct gw *gw, struct dg_err *err); /* as root, after the key */
+void dg_gw_video_stop(struct gw *gw);                     /* kills a running export */
+/* c's GET of recording id (in root, sealed) as a video of format fmt
+ * ("webm", "mp4"): 1 when file now names the video to serve; 0 when c waits
+ * for its export (c->export_done and a writable callback when it ended:
+ * route it again); else < 0 with the answer, *status (500, 503, 504), msg. */
+int dg_gw_video_get(struct gw *gw, struct conn *c, const char *root, const char *id,
+		    const char *fmt, char *file, size_t file_cap, int *status, char *msg, size_t cap);
+void dg_gw_video_conn_closed(struct gw *gw, struct conn *c);
 
 /* GET /v1/policies: the gateway's policies (default first) as their JSON. */
 json_t *dg_gw_policies_json(struct gw *gw);

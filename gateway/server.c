@@ -284,8 +284,8 @@ static int route_approvals(struct conn *c, const char *path, const char *raw, si
 					    approve ? "approved" : "denied", "by", c->who.name));
 }
 
-/* GET /v1/recordings[/{id}[/events | /frames/{sha256}.png]]: viewers and
- * admins. The id and the hash are checked against their exact grammar
+/* GET /v1/recordings[/{id}[/events | /frames/{sha256}.png | /video.webm |
+ * /video.mp4]]: viewers and admins. The id and the hash are checked against their exact grammar
  * before any path is built, so no request can name a file outside the
  * recordings directory. */
 static int route_recordings(struct conn *c, const char *path)
@@ -307,8 +307,13 @@ static int route_recordings(struct conn *c, const char *path)
 		return reply_error(c, 404, "not_found", "no such recording");
 	const char *tail = rest + n;
 	char file[DG_CONFIG_PATH_MAX + 256];
-	if (*tail && strcmp(tail, "/events") != 0 && strncmp(tail, "/frames/", 8) != 0)
+	bool video = strncmp(tail, "/video.", 7) == 0;
+	if (*tail && strcmp(tail, "/events") != 0 && strncmp(tail, "/frames/", 8) != 0 && !video)
 		return reply_error(c, 404, "not_found", "no such resource");
+	const char *fmt = video ? tail + 7 : NULL;
+	if (video && strcmp(fmt, "webm") != 0 && strcmp(fmt, "mp4") != 0)
+		return reply_error(c, 404, "not_found", "recording %s: no video format \"%.16s\": "
+				   "video.webm or video.mp4", id, fmt);
 	/* Not on this host: fetched from the bucket first (the request waits,
 	 * the loop does not), then routed again. */
 	const char *root = dg_gw_rec_root(G, id);
@@ -319,6 +324,26 @@ static int route_recordings(struct conn *c, const char *path)
 			return 0;
 		return reply_error(c, status, status == 404 ? "not_found" : status == 502 ? "bad_gateway"
 				   : "unavailable", "%s", msg);
+	}
+	if (video) {
+		if (dg_gw_session_find(G, id))
+			return reply_error(c, 409, "conflict", "recording %s: still recording: its "
+					   "session is running; the video can be made once it ends", id);
+		int status;
+		char msg[DG_ERR_MAX];
+		int r = dg_gw_video_get(G, c, root, id, fmt, file, sizeof(file), &status, msg,
+					sizeof(msg));
+		if (r == 0)
+			return 0;
+		if (r < 0)
+			return reply_error(c, status, status == 503 ? "unavailable" : status == 504 ?
+					   "timeout" : "internal", "%s", msg);
+		char hdr[DG_REC_ID_MAX + 128];
+		int hn = snprintf(hdr, sizeof(hdr), "content-disposition: attachment; "
+				  "filename=\"deskgate-%s.%s\"\r\ncache-control: no-store\r\n", id, fmt);
+		r = lws_serve_http_file(c->wsi, file, fmt[0] == 'w' ? "video/webm" : "video/mp4",
+					hdr, hn);
+		return r < 0 ? -1 : 0;
 	}
 	if (!*tail) {
 		json_t *j = dg_gw_rec_info(G, id);
@@ -807,6 +832,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (c->mcp_call)
 			return dg_gw_mcp_writable(c);
+		if (c->export_wait)
+			return 0;
+		if (c->export_done && !c->reply) {
+			/* Its export ended: the wait's timeout no longer applies. */
+			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+			c->fetch_done = false;
+			return route_recordings(c, c->path);
+		}
 		if (c->fetch_done && !c->reply) {
 			/* Its fetch ended: the wait's timeout no longer applies. */
 			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
@@ -826,6 +859,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (c && c->kind == CONN_HTTP) {
 			dg_gw_mcp_http_closed(c);
 			dg_gw_bucket_conn_closed(G, c);
+			dg_gw_video_conn_closed(G, c);
 			dg_gw_blast_http_closed(c);
 			for (int i = 0; i < G->n_sessions; i++) {
 				if (G->sessions[i].creator == c)
@@ -1243,7 +1277,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	/* The signing key is read (or made) while still root: the key file is
 	 * root's, mode 0600; the gateway keeps it in memory only. Recordings a
 	 * dead gateway left are sealed before any new session starts. */
-	if (dg_gw_rec_start(&gw, &err) != 0) {
+	if (dg_gw_rec_start(&gw, &err) != 0 || dg_gw_video_start(&gw, &err) != 0) {
 		fprintf(stderr, "deskgate serve: recordings: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
@@ -1366,6 +1400,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 			break;
 	}
 	gw.stopping = true;
+	dg_gw_video_stop(&gw); /* an export running now is not finished */
 	for (int i = 0; i < gw.n_sessions; i++) {
 		if (gw.sessions[i].used)
 			dg_gw_session_end(&gw.sessions[i], gw.spawner_lost ?

@@ -527,6 +527,36 @@
     if (done) ev.preventDefault();
   }
 
+  /* ---- the recording as a video (GET .../video.webm|mp4) ---- */
+
+  // The gateway renders the video while the request waits (seconds to
+  // minutes); the token goes in the header, so the file comes as a blob
+  // saved through a download link, never as a URL with the token in it.
+  async function downloadVideo(fmt) {
+    const buttons = [$('#video-webm'), $('#video-mp4')];
+    const status = $('#video-status');
+    buttons.forEach((b) => { b.disabled = true; });
+    status.dataset.state = 'rendering';
+    status.textContent = `rendering the ${fmt === 'mp4' ? 'MP4' : 'WebM'} video…`;
+    try {
+      const res = await DG.api(`/v1/recordings/${encodeURIComponent(id)}/video.${fmt}`);
+      const blob = await res.blob();
+      const url = URL.createObjectURL(blob);
+      const a = el('a', { href: url, download: `deskgate-${id}.${fmt}`, hidden: true });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      status.dataset.state = 'done';
+      status.textContent = `Video saved (${DG.fmtBytes(blob.size)}).`;
+    } catch (e) {
+      status.dataset.state = 'error';
+      status.textContent = `The video could not be made: ${e && e.message ? e.message : String(e)}`;
+    } finally {
+      buttons.forEach((b) => { b.disabled = !!(rec && rec.live); });
+    }
+  }
+
   DG.start(async () => {
     if (!/^[a-z0-9-]{1,80}$/.test(id)) {
       DG.showError(new Error('No recording given: open one from the Sessions page.'));
@@ -549,6 +579,11 @@
       const l = $('#live-link');
       l.href = `live.html?id=${encodeURIComponent(id)}`;
       l.hidden = false;
+    }
+    for (const b of [$('#video-webm'), $('#video-mp4')]) {
+      b.disabled = !!rec.live;
+      if (rec.live) b.title = 'The session is still recording: its video can be made once it ends';
+      b.addEventListener('click', () => downloadVideo(b.dataset.format));
     }
     $('#prev').addEventListener('click', () => { stop(); step(-1); });
     $('#next').addEventListener('click', () => { stop(); step(1); });

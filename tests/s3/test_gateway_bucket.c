@@ -300,6 +300,15 @@ Test(gateway_bucket, a_sealed_recording_goes_to_the_bucket_and_is_served_back)
 	cr_assert(len > 8 && memcmp(body, "\x89PNG", 4) == 0, "not a PNG");
 	free(body);
 	cr_assert_eq(metric(&b, "deskgate_recording_fetches_total{result=\"ok\"} "), 1);
+	/* As a video (issue #21): exported from the bucket's cache. */
+	snprintf(path, sizeof(path), "/v1/recordings/%s/video.webm", x.id);
+	cr_assert_eq(get(&b, path, &body, &len), 200, "%s", body);
+	cr_assert(len > 1000 && memcmp(body, "\x1a\x45\xdf\xa3", 4) == 0, "not a WebM: %zu bytes", len);
+	free(body);
+	char cached[512];
+	struct stat st;
+	snprintf(cached, sizeof(cached), "%s/state/exports/%s.webm", b.dir, x.id);
+	cr_assert(stat(cached, &st) == 0 && (size_t)st.st_size == len, "%s", cached);
 
 	/* The gateway's retention looked at the bucket at start. */
 	char *log = NULL;

@@ -639,6 +639,18 @@ async function main() {
     assert.deepEqual(verdicts, script.map((x) => x.v));
   });
 
+  check('the player downloads the recording as a WebM video', async () => {
+    current = P1;
+    assert.equal(await text(P1, '#video-mp4'), 'Download video (MP4)');
+    const [dl] = await Promise.all([P1.waitForEvent('download', { timeout: 120000 }), P1.click('#video-webm')]);
+    assert.equal(dl.suggestedFilename(), `deskgate-${A.id}.webm`);
+    const video = fs.readFileSync(await dl.path());
+    assert.ok(video.length > 1000, `${video.length} bytes`);
+    assert.equal(video.subarray(0, 4).toString('hex'), '1a45dfa3', 'not a WebM (EBML) file');
+    await P1.waitForSelector('#video-status[data-state="done"]');
+    assert.match(await text(P1, '#video-status'), /Video saved/);
+  }, 150000);
+
   check('the player steps forward and back with the keyboard and draws each action where it happened', async () => {
     current = P1;
     await P1.locator('body').click({ position: { x: 5, y: 300 } });
