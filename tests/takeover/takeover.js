@@ -316,11 +316,16 @@ async function livePage(gw, shop) {
     r = await agent.act({ type: 'screenshot' });
     expect('live: the agent is paused while the page has control', r.rule === 'takeover', JSON.stringify(r));
 
-    // Screen pixels to page coordinates through the shown frame.
-    const box = await page.locator('#frame').boundingBox();
-    const nat = await page.locator('#frame').evaluate((img) => [img.naturalWidth, img.naturalHeight]);
-    const at = (x, y) => [box.x + (x + 0.5) * box.width / nat[0], box.y + (y + 0.5) * box.height / nat[1]];
-    await page.mouse.click(...at(640, 330));
+    // Screen pixels to page coordinates through the shown frame, measured
+    // at each click: the noVNC card and the banners load and change size
+    // while the test runs, and a box read once can go stale.
+    const at = async (x, y) => {
+      await page.locator('#frame').scrollIntoViewIfNeeded();
+      const box = await page.locator('#frame').boundingBox();
+      const nat = await page.locator('#frame').evaluate((img) => [img.naturalWidth, img.naturalHeight]);
+      return [box.x + (x + 0.5) * box.width / nat[0], box.y + (y + 0.5) * box.height / nat[1]];
+    };
+    await page.mouse.click(...await at(640, 330));
     await sleep(700);
     await page.keyboard.type('web', { delay: 150 });
     const title = await waitFor('the page\'s title to show the operator\'s typing', async () => {
@@ -328,10 +333,14 @@ async function livePage(gw, shop) {
       return st.title === 'q=web' && st.title;
     }, 15000).catch((e) => e.message);
     expect('live: clicks and keys on the screen reach the page through the policy', title === 'q=web', title);
-    await page.mouse.click(...at(640, 700));
-    const refused = await page.waitForSelector('#takeover-status:not([hidden])', { timeout: 10000 })
-      .then(() => page.waitForFunction(() => /Refused by regions\[no-buy\]/.test(document.querySelector('#takeover-status').textContent), null, { timeout: 10000 }))
-      .then(() => true, (e) => e.message);
+    await page.mouse.click(...await at(640, 700));
+    const refused = await page.waitForFunction(() => +document.body.dataset.refusals > 0 &&
+        /Refused by regions\[no-buy\]/.test(document.querySelector('#takeover-status').textContent), null, { timeout: 15000 })
+      .then(() => true, async (e) => {
+        const banner = await page.locator('#takeover-status').textContent().catch(() => '?');
+        const last = (await gw.events(id)).filter((ev) => ev.type === 'action' && ev.actor === 'human:olive').pop();
+        return `${e.message}; the banner says "${banner}"; the operator's last recorded action: ${JSON.stringify(last)}`;
+      });
     expect('live: a click in the denied region is refused, the rule shown', refused === true, refused);
     await page.click('#takeover-btn');
     await page.waitForSelector('body:not([data-control="1"])', { timeout: 10000 });
