@@ -162,6 +162,10 @@ async function viaDeskgate(port) {
 	console.log(`  Playwright, local headless Chromium (mouse.click + screenshot):  ${row(pw)}`);
 	console.log(`  deskgate, agent WebSocket (click, settled screenshot):           ${row(dg)}`);
 	console.log(`  deskgate is ${(pct(pw, 0.5) / pct(dg, 0.5)).toFixed(2)}x as fast at p50 (issue 22's target: 4x)`);
+	// For the table (tests/bench/table.py), when asked.
+	if (process.env.DG_BENCH_JSON)
+		require('fs').writeFileSync(process.env.DG_BENCH_JSON, JSON.stringify({ rounds, load: os.loadavg()[0],
+			playwright_p50_ms: pct(pw, 0.5), deskgate_p50_ms: pct(dg, 0.5) }));
 })().catch((e) => {
 	console.error(e.stack || String(e));
 	process.exit(1);

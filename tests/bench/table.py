@@ -239,6 +239,40 @@ def median(v):
     return statistics.median(v) if v else float("nan")
 
 
+def read_json(name):
+    """A node benchmark's figures, written by .ci/bench before this runs
+    (DG_BENCH_JSON); None when it did not run."""
+    try:
+        with open(os.path.join(BUILD, "bench", name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+# Published figures of a peer, as context: not measured here, no ratio.
+ANCHORS = (
+    ("Kernel (published): browser create p50, warm VM", 30.0, "ms"),
+    ("Kernel (published): headful CDP screenshot", 94.0, "ms"),
+    ("Kernel (published): mouse move", 15.6, "ms"),
+)
+
+
+def peer_rows():
+    pc = read_json("peer_click.json")
+    if pc:
+        row("click -> screenshot, deskgate (agent WebSocket, settled)", pc["deskgate_p50_ms"], "ms",
+            "Playwright + local Chromium: mouse.click + screenshot", pc["playwright_p50_ms"],
+            target=pc["playwright_p50_ms"] / 4,
+            note="target: 4x Playwright's in the same run; load %.1f" % pc["load"])
+    cdp = read_json("cdp.json")
+    if cdp:
+        row("CDP round trip added by deskgate (Runtime.evaluate, p50 of pairs)", cdp["added_p50_ms"],
+            "ms", target=0.3, note="direct pipe p50 %.3f ms, through deskgate %.3f ms; warm-up %.3f ms added" % (
+                cdp["direct_p50_ms"], cdp["deskgate_p50_ms"], cdp["warm_added_p50_ms"]))
+    for figure, value, unit in ANCHORS:
+        row(figure, value, unit, note="context: published, not measured here")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -316,6 +350,7 @@ def main():
         "the action's own latency", act_ms, better="lower",
         note="%.1f%% of the action (target <= 5%%)" % (100 * rec_ms_per_action / act_ms if act_ms else 0))
     row("recording bytes per action event", bytes_per_action, "bytes")
+    peer_rows()
 
     print()
     print("%-66s %12s %-6s %12s %8s %8s  %s" % ("figure", "value", "unit", "baseline", "ratio",
