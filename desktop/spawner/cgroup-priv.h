@@ -69,8 +69,50 @@ int dg_cgroup_detect(const char *root, struct dg_cgroup_sys *sys, struct dg_err 
 int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
 		     struct dg_cgroup *cg, struct dg_err *err);
 
-/* Moves pid into the group(s). */
+/* Moves pid into the group(s): a migration, which on both versions takes
+ * the kernel's global threadgroup lock for writing, and that waits for an
+ * RCU grace period (1-20 ms, more on a loaded host). Jails do not start this
+ * way (dg_cgroup_clone); it stays for moving a process that already runs. */
 int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err);
+
+/* Starting a process inside the group(s) without that migration on the
+ * start path. The privileged parent opens the descriptors before cloning:
+ *  v2: fd[0] the group's directory, for clone3(CLONE_INTO_CGROUP): the
+ *      kernel creates the child in the group; fd[1] its cgroup.procs, used
+ *      only when clone3 is refused with ENOSYS (a kernel before 5.7, or a
+ *      seccomp filter of the caller's container).
+ *  v1: fd[0..2] the tasks files of memory, pids and cpu: the child writes
+ *      "0" to each itself. v1 moves one thread that is the caller without
+ *      the global lock (only a whole thread group or another process needs
+ *      it), and checks the opener's credentials, not the child's.
+ * The descriptors are close-on-exec; the child closes its copies in
+ * dg_cgroup_entry_join, the parent with dg_cgroup_entry_close. */
+#define DG_CGROUP_ENTRY_FDS 3
+struct dg_cgroup_entry {
+	enum dg_cgroup_version version;
+	int fd[DG_CGROUP_ENTRY_FDS];
+	bool placed; /* in the child: the kernel created it in the group */
+};
+
+/* An entry holding no descriptor (closing it does nothing). */
+void dg_cgroup_entry_reset(struct dg_cgroup_entry *e);
+/* Opens e's descriptors for cg (a created group). */
+int dg_cgroup_entry_open(const struct dg_cgroup *cg, struct dg_cgroup_entry *e,
+			 struct dg_err *err);
+void dg_cgroup_entry_close(struct dg_cgroup_entry *e);
+
+/* A fork-like clone (no new stack) with flags (CLONE_NEW* namespaces and
+ * the like; SIGCHLD is added) into e's group on v2, or in the caller's
+ * groups on v1. Returns the child's pid in the parent, 0 in the child, or a
+ * negative errno. The child must call dg_cgroup_entry_join, while it is
+ * still single-threaded, before anything that the limits should cover. */
+pid_t dg_cgroup_clone(struct dg_cgroup_entry *e, uint64_t flags, struct dg_err *err);
+
+/* In the child of dg_cgroup_clone (or any single-threaded process that
+ * inherited e): puts the caller into cg's group(s) unless the kernel already
+ * did, then closes e's descriptors. */
+int dg_cgroup_entry_join(const struct dg_cgroup *cg, struct dg_cgroup_entry *e,
+			 struct dg_err *err);
 
 /* Kills every process in the group(s) (cgroup.kill on v2, SIGKILL to each
  * listed pid until empty on v1) and waits, bounded, until they are empty. */

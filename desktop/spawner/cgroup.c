@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
+#include <linux/sched.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -630,6 +631,110 @@ int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err)
 		r = write_file(cg->pids, "cgroup.procs", text, W_CONTROL, err);
 	if (r == 0)
 		r = write_file(cg->cpu, "cgroup.procs", text, W_CONTROL, err);
+	return r;
+}
+
+/* The v1 directories in the order the entry holds their tasks files. */
+static void v1_dirs(const struct dg_cgroup *cg, const char *dirs[DG_CGROUP_ENTRY_FDS])
+{
+	dirs[0] = cg->memory;
+	dirs[1] = cg->pids;
+	dirs[2] = cg->cpu;
+}
+
+static int open_control(const char *dir, const char *name, int flags, struct dg_err *err)
+{
+	char path[PATH_MAX];
+	if (join(path, dir, name))
+		return too_long(err, dir, name);
+	int fd = open(path, flags | O_CLOEXEC);
+	return fd >= 0 ? fd : fail_errno(err, errno, "opening", path);
+}
+
+void dg_cgroup_entry_reset(struct dg_cgroup_entry *e)
+{
+	e->version = 0;
+	e->placed = false;
+	for (int i = 0; i < DG_CGROUP_ENTRY_FDS; i++)
+		e->fd[i] = -1;
+}
+
+int dg_cgroup_entry_open(const struct dg_cgroup *cg, struct dg_cgroup_entry *e,
+			 struct dg_err *err)
+{
+	dg_cgroup_entry_reset(e);
+	e->version = cg->version;
+	int r = 0;
+	if (cg->version == DG_CGROUP_V2) {
+		e->fd[0] = r = open_control(cg->v2, ".", O_RDONLY | O_DIRECTORY, err);
+		if (r >= 0)
+			e->fd[1] = r = open_control(cg->v2, "cgroup.procs", O_WRONLY, err);
+	} else if (cg->version == DG_CGROUP_V1) {
+		const char *dirs[DG_CGROUP_ENTRY_FDS];
+		v1_dirs(cg, dirs);
+		for (int i = 0; i < DG_CGROUP_ENTRY_FDS && r >= 0; i++)
+			e->fd[i] = r = open_control(dirs[i], "tasks", O_WRONLY, err);
+	} else {
+		r = dg_err_set(err, -EINVAL, "cgroup: not created");
+	}
+	if (r < 0) {
+		dg_cgroup_entry_close(e);
+		return r;
+	}
+	return 0;
+}
+
+void dg_cgroup_entry_close(struct dg_cgroup_entry *e)
+{
+	for (int i = 0; i < DG_CGROUP_ENTRY_FDS; i++)
+		dg_close_fd(&e->fd[i]);
+}
+
+pid_t dg_cgroup_clone(struct dg_cgroup_entry *e, uint64_t flags, struct dg_err *err)
+{
+	long p = -1;
+	errno = ENOSYS;
+	if (e->version == DG_CGROUP_V2) {
+		struct clone_args a;
+		memset(&a, 0, sizeof(a));
+		a.flags = flags | CLONE_INTO_CGROUP;
+		a.exit_signal = SIGCHLD;
+		a.cgroup = (uint64_t)e->fd[0];
+		p = syscall(SYS_clone3, &a, sizeof(a));
+		if (p == 0)
+			e->placed = true;
+	}
+	if (p < 0 && errno == ENOSYS)
+		p = syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, 0);
+	if (p < 0)
+		return dg_err_set(err, -errno, "cgroup: clone%s: %s",
+				  e->version == DG_CGROUP_V2 ? "3 into the group" : "",
+				  strerror(errno));
+	return (pid_t)p;
+}
+
+int dg_cgroup_entry_join(const struct dg_cgroup *cg, struct dg_cgroup_entry *e,
+			 struct dg_err *err)
+{
+	const char *dirs[DG_CGROUP_ENTRY_FDS] = {cg->v2, NULL, NULL};
+	const char *name = "cgroup.procs";
+	int n = e->placed ? 0 : 1, r = 0;
+	if (e->version == DG_CGROUP_V1) {
+		v1_dirs(cg, dirs);
+		name = "tasks";
+		n = DG_CGROUP_ENTRY_FDS;
+	}
+	for (int i = 0; i < n && r == 0; i++) {
+		int fd = e->fd[e->version == DG_CGROUP_V2 ? 1 : i];
+		ssize_t k;
+		do
+			k = write(fd, "0", 1);
+		while (k < 0 && errno == EINTR);
+		if (k != 1)
+			r = dg_err_set(err, k < 0 ? -errno : -EIO, "cgroup: joining %s/%s: %s",
+				       dirs[i], name, strerror(k < 0 ? errno : EIO));
+	}
+	dg_cgroup_entry_close(e);
 	return r;
 }
 

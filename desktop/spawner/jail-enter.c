@@ -280,9 +280,10 @@ __attribute__((noreturn)) static void enter_main(const struct dg_jail *j, struct
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != parent)
 		_exit(DG_JAIL_EXIT_SETUP);
-	/* The cgroup first, while this process still has the host's rights. */
+	/* The cgroup first, while this process still has the host's rights
+	 * (on v1 a single thread moving itself: no RCU grace period). */
 	bool desktop = c->spec->limits->exec_desktop != 0;
-	if (dg_cgroup_attach(j->cgroup, getpid(), &err) != 0 || join(j, &err) != 0 ||
+	if (dg_cgroup_entry_join(j->cgroup, &c->cg_entry, &err) != 0 || join(j, &err) != 0 ||
 	    (!desktop && hide_desktop(&err) != 0) || dg_jail_become_user(&err) != 0)
 		report(c, &err);
 	/* Credentials changed: the death signal must be armed again. */
@@ -321,6 +322,7 @@ int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
 	struct dg_jail_child *c = calloc(1, sizeof(*c));
 	if (!c)
 		return dg_err_set(err, -ENOMEM, "jail enter: out of memory");
+	dg_cgroup_entry_reset(&c->cg_entry);
 	int rep[2] = {-1, -1};
 	if ((r = dg_jail_env_build(prog, &c->env[0], err)))
 		goto out;
@@ -330,6 +332,8 @@ int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
 	}
 	c->spec = &spec;
 	c->report_fd = rep[1];
+	if ((r = dg_cgroup_entry_open(j->cgroup, &c->cg_entry, err)))
+		goto out;
 	pid_t parent = getpid();
 	pid_t p = fork();
 	if (p < 0) {
@@ -340,6 +344,7 @@ int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
 		close(rep[0]);
 		enter_main(j, c, parent);
 	}
+	dg_cgroup_entry_close(&c->cg_entry);
 	close(rep[1]);
 	rep[1] = -1;
 	/* EOF: the program was executed; a record: it could not be. */
@@ -368,6 +373,7 @@ out:
 		close(rep[0]);
 	if (rep[1] >= 0)
 		close(rep[1]);
+	dg_cgroup_entry_close(&c->cg_entry);
 	free(c);
 	return r;
 }

@@ -367,6 +367,11 @@ void dg_jail_init_main(struct dg_jail_child *c)
 	close(c->parent_fds[1]);
 	if (wait_for_go(c) != 0)
 		_exit(DG_JAIL_EXIT_SETUP);
+	/* Into the cgroup before anything else: confine_self's cgroup
+	 * namespace and every allocation from here on belong to the jail. */
+	int r = dg_cgroup_entry_join(c->cgroup, &c->cg_entry, &err);
+	if (r != 0)
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, -r, &err);
 	if (dg_jail_become_user(&err) != 0)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, EPERM, &err);
 	if (arm_parent_death(c) != 0)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "desktop/spawner/cgroup-priv.h"
 #include "desktop/spawner/spawner.h"
 
 /* Where the new root is assembled inside the jail's private mount namespace
@@ -50,7 +51,12 @@ struct dg_jail_child {
 	struct dg_jail_prog progs[DG_JAIL_PROGS_MAX];
 	char *arena;
 	struct dg_jail_env env[DG_JAIL_PROGS_MAX];
-	int go_fd;      /* read end: a byte once maps and cgroup are set; EOF = abort */
+	/* How init gets into the jail's cgroup (cgroup-priv.h): the group's
+	 * descriptors, opened by the parent, and its paths (the parent's
+	 * struct, copied with the address space) for error messages. */
+	struct dg_cgroup_entry cg_entry;
+	const struct dg_cgroup *cgroup;
+	int go_fd;      /* read end: a byte once the uid/gid maps are written; EOF = abort */
 	int report_fd;  /* write end, close-on-exec: an error record, or EOF at exec */
 	int parent_fds[2]; /* the parent's ends of both pipes, closed by the child
 			    * first so that the parent's death reads as EOF */

@@ -30,8 +30,8 @@
 #include "desktop/spawner/jail-priv.h"
 #include "desktop/spawner/seccomp-priv.h"
 
-/* Namespaces created at clone; the cgroup namespace is entered by init after
- * the parent has moved it into its cgroup, so that the group is its root. */
+/* Namespaces created at clone; the cgroup namespace is entered by init once
+ * it is in its cgroup, so that the group is its root. */
 #define DG_JAIL_CLONE_FLAGS \
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
@@ -177,15 +177,23 @@ static void close_pair(int p[2])
 	}
 }
 
-static int clone_init(struct dg_jail_child *child, pid_t *pid, struct dg_err *err)
+/* Clones init into the jail's cgroup: on v2 the kernel creates it there
+ * (CLONE_INTO_CGROUP); on v1 init moves itself first thing after "go"
+ * (dg_cgroup_entry_join). Either way no migration by the parent, whose
+ * RCU grace period used to be on every start (see dg_cgroup_attach). */
+static int clone_init(struct dg_jail *j, struct dg_jail_child *child, struct dg_err *err)
 {
-	/* A fork-like clone: no new stack, the child runs on a copy of ours. */
-	long p = syscall(SYS_clone, DG_JAIL_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL, 0);
-	if (p < 0)
-		return dg_err_set(err, -errno, "jail: clone: %s", strerror(errno));
+	int r = dg_cgroup_entry_open(j->cgroup, &child->cg_entry, err);
+	if (r)
+		return r;
+	child->cgroup = j->cgroup;
+	pid_t p = dg_cgroup_clone(&child->cg_entry, DG_JAIL_CLONE_FLAGS, err);
 	if (p == 0)
 		dg_jail_init_main(child);
-	*pid = (pid_t)p;
+	dg_cgroup_entry_close(&child->cg_entry);
+	if (p < 0)
+		return p;
+	j->pid = p;
 	return 0;
 }
 
@@ -248,15 +256,14 @@ out:
 	return fd;
 }
 
-/* Everything between clone and "go": uid/gid maps, the cgroup and the
- * egress listener (before any program can try to connect). */
+/* Everything between clone and "go": uid/gid maps and the egress listener
+ * (before any program can try to connect). */
 static int prepare_child(struct dg_jail *j, const struct dg_jail_spec *spec, struct dg_err *err)
 {
 	uint32_t host_id = DG_JAIL_ID_BASE + j->slot;
 	int r;
 	if ((r = write_map(j->pid, "uid_map", DG_JAIL_INNER_UID, host_id, err)) ||
-	    (r = write_map(j->pid, "gid_map", DG_JAIL_INNER_GID, host_id, err)) ||
-	    (r = dg_cgroup_attach(j->cgroup, j->pid, err)))
+	    (r = write_map(j->pid, "gid_map", DG_JAIL_INNER_GID, host_id, err)))
 		return r;
 	if (spec->egress) {
 		if ((r = egress_listen(j->pid, err)) < 0)
@@ -398,7 +405,7 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 	j->lock_fd = r;
 	/* The filter is compiled once per process, so each init only loads it. */
 	if ((r = dg_seccomp_prepare(err)) || (r = create_cgroup(j, spec->limits, err)) ||
-	    (r = clone_init(child, &j->pid, err)))
+	    (r = clone_init(j, child, err)))
 		goto fail;
 	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
 	if (j->pidfd < 0) {

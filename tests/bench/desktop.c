@@ -32,7 +32,8 @@
  * clicks 4N, encodes 2N+1 per frame); DG_BENCH_JSON=FILE also writes the
  * table as JSON; DG_BENCH_VERBOSE=1 keeps the children's stderr;
  * DG_BENCH_DUMP=DIR saves the first screenshot of every cold start there;
- * DG_BENCH_POLICY=FILE gives the desktops that policy (default: built-in).
+ * DG_BENCH_POLICY=FILE gives the desktops that policy (default: built-in);
+ * DG_BENCH_ONLY=cold_xterm runs only row 1's xterm starts.
  * Exit status: 0 when everything ran, whether targets were met or not; 2,
  * with the reason on stderr, when something could not run. Every process,
  * temp dir and X display it started is removed on every path.
@@ -1577,10 +1578,22 @@ int main(void)
 	       " desktops' policy: %s (cpus %.2f, memory %llu MiB)\n",
 	       W, H, n, n / 2, 4 * n, 2 * n + 1, policy && *policy ? policy : "default",
 	       bench_policy.limits.cpus, (unsigned long long)bench_policy.limits.memory_mb);
-	printf("row 3: PNG encode...\n");
-	bench_png(2 * n + 1, details);
+	/* DG_BENCH_ONLY=cold_xterm: row 1's xterm start alone (for profiling
+	 * the start without the browser rows). */
+	const char *only = getenv("DG_BENCH_ONLY");
+	bool only_xterm = only && strcmp(only, "cold_xterm") == 0;
+	if (only && *only && !only_xterm) {
+		fprintf(stderr, "bench desktop: DG_BENCH_ONLY must be cold_xterm or empty\n");
+		return 2;
+	}
+	if (!only_xterm) {
+		printf("row 3: PNG encode...\n");
+		bench_png(2 * n + 1, details);
+	}
 	printf("row 1: cold start, xterm (%d runs, interleaved with bare Xvnc)...\n", n);
 	bench_start(DG_PROFILE_XTERM, n, details);
+	if (only_xterm)
+		goto done;
 	printf("row 1: cold start, browser (%d runs, interleaved with bare Xvnc)...\n", n / 2);
 	bench_start(DG_PROFILE_BROWSER, n / 2, details);
 	struct xvfb_setup xs;
@@ -1591,7 +1604,7 @@ int main(void)
 	printf("row 4: PSS of idle desktops (3 xterm, 2 browser)...\n");
 	bench_pss(3, 2, &xs, details);
 	xvfb_setup_stop(&xs);
-
+done:;
 	double elapsed = (now_ms() - t_begin) / 1000;
 	print_table();
 	printf("\n%s", after);

@@ -13,15 +13,21 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1049,4 +1055,287 @@ Test(cgroup_real, create_attach_destroy_time, .timeout = 120)
 	/* Shorter than the first wait step (200 us): an empty group is not waited on. */
 	cr_assert_lt(empty_kill / ROUNDS, 0.000150, "kill of an empty group: %.1f us",
 		     empty_kill * 1e6 / ROUNDS);
+}
+
+/* ---- entering a group at clone (dg_cgroup_clone, dg_cgroup_entry_join) ----
+ *
+ * Both versions are exercised on every host, whichever one deskgate uses
+ * there: each test mounts a hierarchy of its own under /tmp, a cgroup2 one
+ * (the unified hierarchy can be mounted again beside the host's) or a named
+ * v1 one with no controller (name=...), so the v2 path runs on a v1 host and
+ * the v1 path on a v2 host. No controller is needed to see where a process
+ * was created or moved. The host's own hierarchy is covered by
+ * cgroup_real.clone_join_in_jail_group. */
+
+struct own_mount {
+	char dir[256];        /* the mount point */
+	char group[PATH_MAX]; /* a group in it */
+	char rel[64];         /* the group's path as /proc/PID/cgroup shows it */
+	char key[64];         /* its hierarchy field there: "" (v2) or name=... */
+};
+
+/* The mount is made in a mount namespace of the test's own process, so it
+ * goes with that process even when an assertion ends the test early (the
+ * group directory, if left, is an empty one named after the test's pid). */
+static void mount_own(struct own_mount *m, bool v2)
+{
+	cr_assert_eq(geteuid(), 0, "mounting a cgroup hierarchy needs root");
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0,
+		     "making / private: %s", strerror(errno));
+	char *dir = fake_root();
+	snprintf(m->dir, sizeof(m->dir), "%s", dir);
+	free(dir);
+	char opts[64];
+	snprintf(opts, sizeof(opts), "none,name=dgtest%d", (int)getpid());
+	int r = v2 ? mount("none", m->dir, "cgroup2", 0, NULL)
+		   : mount("cgroup", m->dir, "cgroup", 0, opts);
+	cr_assert_eq(r, 0, "mount %s at %s: %s", v2 ? "cgroup2" : opts, m->dir, strerror(errno));
+	snprintf(m->key, sizeof(m->key), "%s", v2 ? "" : opts + strlen("none,"));
+	snprintf(m->rel, sizeof(m->rel), "/dg-entry-%d", (int)getpid());
+	snprintf(m->group, sizeof(m->group), "%s%s", m->dir, m->rel);
+	cr_assert(mkdir(m->group, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", m->group,
+		  strerror(errno));
+}
+
+static void unmount_own(struct own_mount *m)
+{
+	cr_assert(rmdir(m->group) == 0 || errno == ENOENT, "rmdir %s: %s", m->group,
+		  strerror(errno));
+	cr_assert_eq(umount2(m->dir, MNT_DETACH), 0, "umount %s: %s", m->dir, strerror(errno));
+	rmdir(m->dir);
+}
+
+/* A dg_cgroup for the group of m: v2, or v1 with the three controllers'
+ * directories all the one named hierarchy's group. */
+static void own_cgroup(const struct own_mount *m, bool v2, struct dg_cgroup *cg)
+{
+	memset(cg, 0, sizeof(*cg));
+	cg->version = v2 ? DG_CGROUP_V2 : DG_CGROUP_V1;
+	snprintf(v2 ? cg->v2 : cg->memory, PATH_MAX, "%s", m->group);
+	if (!v2) {
+		snprintf(cg->pids, PATH_MAX, "%s", m->group);
+		snprintf(cg->cpu, PATH_MAX, "%s", m->group);
+	}
+}
+
+/* True when the caller is in m's group (its line of /proc/self/cgroup). */
+static bool self_in(const struct own_mount *m)
+{
+	char want[256], line[512];
+	snprintf(want, sizeof(want), ":%s:%s\n", m->key, m->rel);
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return false;
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+		found = colon && strcmp(colon, want) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Exit codes of the cloned child, each naming the step that went wrong. */
+enum { CHILD_OK, CHILD_PLACED_WRONG, CHILD_JOIN_FAILED, CHILD_NOT_IN, CHILD_FDS_LEFT };
+
+/* Clones into m's group with flags, as jail.c does; the child checks where
+ * the kernel put it (in the group at once when want_placed), joins, checks
+ * again and that the entry's descriptors are gone. Returns its exit code;
+ * *msg gets the child's error message when the join failed. */
+static int clone_and_check(const struct own_mount *m, const struct dg_cgroup *cg, uint64_t flags,
+			   bool want_placed, char *msg, size_t msg_len)
+{
+	struct dg_cgroup_entry e;
+	struct dg_err err = {""};
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(dg_cgroup_entry_open(cg, &e, &err), 0, "%s", err.msg);
+	pid_t pid = dg_cgroup_clone(&e, flags, &err);
+	cr_assert(pid >= 0, "%s", err.msg);
+	if (pid == 0) {
+		close(p[0]);
+		int fds[DG_CGROUP_ENTRY_FDS];
+		memcpy(fds, e.fd, sizeof(fds));
+		if (e.placed != want_placed || self_in(m) != want_placed)
+			_exit(CHILD_PLACED_WRONG);
+		if (dg_cgroup_entry_join(cg, &e, &err) != 0) {
+			ssize_t k = write(p[1], err.msg, strlen(err.msg));
+			(void)k;
+			_exit(CHILD_JOIN_FAILED);
+		}
+		if (!self_in(m))
+			_exit(CHILD_NOT_IN);
+		for (int i = 0; i < DG_CGROUP_ENTRY_FDS; i++)
+			if (e.fd[i] != -1 || (fds[i] >= 0 && fcntl(fds[i], F_GETFD) != -1))
+				_exit(CHILD_FDS_LEFT);
+		_exit(CHILD_OK);
+	}
+	close(p[1]);
+	dg_cgroup_entry_close(&e);
+	for (int i = 0; i < DG_CGROUP_ENTRY_FDS; i++)
+		cr_assert_eq(e.fd[i], -1);
+	ssize_t k = read(p[0], msg, msg_len - 1);
+	msg[k > 0 ? k : 0] = '\0';
+	close(p[0]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "child status %#x", st);
+	return WEXITSTATUS(st);
+}
+
+/* The jail's flags: a new user namespace (whose uid is not mapped yet) and
+ * pid namespace; the move must work from there. */
+#define ENTRY_FLAGS ((uint64_t)(CLONE_NEWUSER | CLONE_NEWPID))
+
+Test(cgroup_entry, v2_kernel_creates_child_in_group, .timeout = 30)
+{
+	struct own_mount m;
+	struct dg_cgroup cg;
+	char msg[DG_ERR_MAX];
+	mount_own(&m, true);
+	own_cgroup(&m, true, &cg);
+	int code = clone_and_check(&m, &cg, ENTRY_FLAGS, true, msg, sizeof(msg));
+	cr_assert_eq(code, CHILD_OK, "child exit %d: %s", code, msg);
+	unmount_own(&m);
+}
+
+/* A caller whose clone3 is refused with ENOSYS (older kernels, container
+ * seccomp profiles): plain clone, and the child joins through cgroup.procs. */
+Test(cgroup_entry, v2_without_clone3_child_joins, .timeout = 30)
+{
+	struct own_mount m;
+	struct dg_cgroup cg;
+	mount_own(&m, true);
+	own_cgroup(&m, true, &cg);
+	pid_t tester = fork();
+	cr_assert(tester >= 0);
+	if (tester == 0) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+			_exit(100);
+		char msg[DG_ERR_MAX];
+		_exit(clone_and_check(&m, &cg, ENTRY_FLAGS, false, msg, sizeof(msg)));
+	}
+	int st;
+	cr_assert_eq(waitpid(tester, &st, 0), tester);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == CHILD_OK, "tester status %#x", st);
+	unmount_own(&m);
+}
+
+Test(cgroup_entry, v1_child_moves_itself, .timeout = 30)
+{
+	struct own_mount m;
+	struct dg_cgroup cg;
+	char msg[DG_ERR_MAX];
+	mount_own(&m, false);
+	own_cgroup(&m, false, &cg);
+	int code = clone_and_check(&m, &cg, ENTRY_FLAGS, false, msg, sizeof(msg));
+	cr_assert_eq(code, CHILD_OK, "child exit %d: %s", code, msg);
+	unmount_own(&m);
+}
+
+/* The group went away between open and join (a concurrent teardown): the
+ * join fails, naming the file, and the child stays where it was. */
+Test(cgroup_entry, v1_join_into_removed_group_named, .timeout = 30)
+{
+	struct own_mount m;
+	struct dg_cgroup cg;
+	struct dg_cgroup_entry e;
+	struct dg_err err = {""};
+	mount_own(&m, false);
+	own_cgroup(&m, false, &cg);
+	cr_assert_eq(dg_cgroup_entry_open(&cg, &e, &err), 0, "%s", err.msg);
+	cr_assert_eq(rmdir(m.group), 0, "rmdir %s: %s", m.group, strerror(errno));
+	int r = dg_cgroup_entry_join(&cg, &e, &err);
+	cr_assert_lt(r, 0);
+	cr_assert(strstr(err.msg, m.group) && strstr(err.msg, "/tasks"), "%s", err.msg);
+	cr_assert(!self_in(&m));
+	unmount_own(&m);
+}
+
+Test(cgroup_entry, open_missing_group_named, .timeout = 30)
+{
+	struct dg_cgroup cg;
+	struct dg_cgroup_entry e;
+	struct dg_err err = {""};
+	char *root = fake_root();
+	for (int v2 = 0; v2 < 2; v2++) {
+		memset(&cg, 0, sizeof(cg));
+		cg.version = v2 ? DG_CGROUP_V2 : DG_CGROUP_V1;
+		snprintf(cg.v2, PATH_MAX, "%s/gone", root);
+		snprintf(cg.memory, PATH_MAX, "%s/gone", root);
+		snprintf(cg.pids, PATH_MAX, "%s/gone", root);
+		snprintf(cg.cpu, PATH_MAX, "%s/gone", root);
+		cr_assert_eq(dg_cgroup_entry_open(&cg, &e, &err), -ENOENT);
+		cr_assert(strstr(err.msg, root) && strstr(err.msg, "/gone"), "%s", err.msg);
+		for (int i = 0; i < DG_CGROUP_ENTRY_FDS; i++)
+			cr_assert_eq(e.fd[i], -1);
+	}
+	rm_tree(root);
+}
+
+/* The host's hierarchy, as a jail starts: created with limits, the child
+ * cloned with the jail's flags and in the group after its join. Prints the
+ * child's join time beside the parent's migration (dg_cgroup_attach). */
+Test(cgroup_real, clone_join_in_jail_group, .timeout = 60)
+{
+	struct dg_cgroup_sys sys;
+	struct dg_cgroup cg;
+	struct dg_cgroup_entry e;
+	struct dg_err err = {""};
+	uint32_t slot = REAL_SLOT_BASE + 10;
+	real_sys(&sys);
+	real_create(&sys, slot, limits(64, 16, 1), &cg);
+	int gate[2], back[2];
+	cr_assert_eq(pipe2(gate, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(back, O_CLOEXEC), 0);
+	cr_assert_eq(dg_cgroup_entry_open(&cg, &e, &err), 0, "%s", err.msg);
+	pid_t pid = dg_cgroup_clone(&e, ENTRY_FLAGS, &err);
+	cr_assert(pid >= 0, "%s", err.msg);
+	if (pid == 0) {
+		double t0 = dg_test_now();
+		int r = dg_cgroup_entry_join(&cg, &e, &err);
+		double took = dg_test_now() - t0;
+		ssize_t k = write(back[1], &took, sizeof(took));
+		char c;
+		k = read(gate[0], &c, 1);
+		(void)k;
+		_exit(r == 0 ? 0 : 1);
+	}
+	dg_cgroup_entry_close(&e);
+	double took = 0;
+	cr_assert_eq(read(back[0], &took, sizeof(took)), (ssize_t)sizeof(took));
+	if (cg.version == DG_CGROUP_V1) {
+		cr_assert(in_group(pid, "memory", slot));
+		cr_assert(in_group(pid, "pids", slot));
+		cr_assert(in_group(pid, "cpu", slot));
+	} else {
+		cr_assert(in_group(pid, NULL, slot));
+	}
+	cr_assert_eq(write(gate[1], "x", 1), 1);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	pid_t other = fork_sleeper();
+	double t0 = dg_test_now();
+	cr_assert_eq(dg_cgroup_attach(&cg, other, &err), 0, "%s", err.msg);
+	double attach = dg_test_now() - t0;
+	fprintf(stderr, "cgroup v%d: child's own join %.3f ms (%s), parent's migration %.3f ms\n",
+		(int)cg.version, took * 1e3,
+		cg.version == DG_CGROUP_V2 ? "created in the group by clone3" : "writes 0 to tasks",
+		attach * 1e3);
+	real_destroy(&cg);
+	assert_killed(other);
+	for (int i = 0; i < 2; i++) {
+		close(gate[i]);
+		close(back[i]);
+	}
 }
