@@ -137,16 +137,18 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *                           no dialogs or keyring prompts in the agent's way
  *  --disable-gpu            there is no GPU in the jail
  *  --in-process-gpu, --enable-features=NetworkServiceInProcess2,
- *  --disable-features=SpareRendererForSitePerProcess
+ *  --disable-features=SpareRendererForSitePerProcess, --no-unsandboxed-zygote
  *                           memory: the display compositor (software, no GPU)
  *                           and the network service run in the browser
- *                           process, and no idle renderer is kept started for
- *                           the next navigation; 3 processes fewer, 25 MiB of
- *                           anonymous memory fewer per idle desktop (each
- *                           process Chromium starts without its zygote has
- *                           its own 11 MiB copy of the binary's relocated
- *                           data). Measured with bench/desktop row 4 and
- *                           kept in docs/benchmarks.md, with those dropped.
+ *                           process, no idle renderer is kept started for
+ *                           the next navigation, and one zygote instead of
+ *                           two (with --no-sandbox the second, for unsandboxed
+ *                           utilities, isolates nothing); 4 processes fewer,
+ *                           about 40 MiB of anonymous memory fewer per idle
+ *                           desktop (each process Chromium starts without a
+ *                           zygote has its own 11 MiB copy of the binary's
+ *                           relocated data). Measured with bench/desktop
+ *                           row 4, in docs/benchmarks.md with those dropped.
  *  --window-position, --window-size
  *                           the window fills the screen without a window manager
  */
@@ -185,6 +187,7 @@ static void chromium_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "--password-store=basic");
 	arg(b, "--disable-gpu");
 	arg(b, "--in-process-gpu");
+	arg(b, "--no-unsandboxed-zygote");
 	arg(b, "--ozone-platform=x11");
 	arg(b, "--window-position=0,0");
 	argf(b, "--window-size=%d,%d", s->width, s->height);
