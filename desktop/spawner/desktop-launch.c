@@ -144,7 +144,7 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
  *                           the next navigation, and one zygote instead of
  *                           two (with --no-sandbox the second, for unsandboxed
  *                           utilities, isolates nothing); 4 processes fewer,
- *                           about 40 MiB of anonymous memory fewer per idle
+ *                           37 MiB of anonymous memory fewer per idle
  *                           desktop (each process Chromium starts without a
  *                           zygote has its own 11 MiB copy of the binary's
  *                           relocated data). Measured with bench/desktop
