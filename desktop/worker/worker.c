@@ -115,6 +115,7 @@ struct worker {
 	int png_key[6];
 	bool png_valid;
 	uint64_t png_area;       /* w->area when png was encoded */
+	long long idle_png_ms;   /* when idle_png last encoded */
 	/* the screen as CDP clients left it (cdp_frame) */
 	uint64_t cdp_frame_area; /* w->area when the last one was sent */
 	long long cdp_frame_ms;
@@ -1774,6 +1775,29 @@ static int cdp_frame(struct worker *w)
 	return -1;
 }
 
+/* Keeps the PNG of the screen current between actions (see
+ * DG_WORKER_IDLE_PNG_MS): once the screen changed since the last PNG and
+ * has been quiet for the settle period, it is encoded at the size the
+ * owner asked for last, so the next screenshot of an unchanged screen
+ * only sends it. Returns how long until one may be due (ms), or -1. */
+static int idle_png(struct worker *w)
+{
+	if (w->phase != PHASE_IDLE || (w->png_valid && w->png_area == w->area))
+		return -1;
+	long long now = dg_now_ms(), due = w->last_update + DG_SETTLE_QUIET_MS;
+	if (w->idle_png_ms + DG_WORKER_IDLE_PNG_MS > due)
+		due = w->idle_png_ms + DG_WORKER_IDLE_PNG_MS;
+	if (now < due)
+		return (int)(due - now);
+	w->idle_png_ms = now;
+	encode(w, NULL, w->out_w, w->out_h);
+	if (!w->png_valid) { /* the next screenshot tries again and reports it */
+		free(w->error);
+		w->error = NULL;
+	}
+	return -1;
+}
+
 static void send_ready(struct worker *w)
 {
 	json_t *m = json_pack("{s:s, s:i, s:i, s:s}", "event", "ready", "width", w->width, "height",
@@ -1800,6 +1824,9 @@ static void loop(struct worker *w)
 		int frame_in = cdp_frame(w);
 		if (frame_in >= 0 && (timeout < 0 || frame_in < timeout))
 			timeout = frame_in;
+		int png_in = idle_png(w);
+		if (png_in >= 0 && (timeout < 0 || png_in < timeout))
+			timeout = png_in;
 		if (w->vnc->buffered > 0) {
 			pump_rfb(w);
 			continue;
@@ -1896,8 +1923,11 @@ int dg_worker_main(int argc, char **argv)
 	send_ready(w);
 	/* The first screenshot is ready before anyone asks: its stripes are
 	 * encoded now, while the owner answers its client (a later screenshot of
-	 * an unchanged screen then costs one hashing pass). */
-	encode(w, NULL, w->width, w->height);
+	 * an unchanged screen then costs one hashing pass); idle_png keeps it
+	 * current between actions. */
+	w->out_w = w->width;
+	w->out_h = w->height;
+	encode(w, NULL, w->out_w, w->out_h);
 	loop(w);
 	return 0;
 }

@@ -71,6 +71,15 @@
  * period, at most once per this many ms (a page that animates under a
  * stream of commands costs 4 encodes a second, not 60). */
 #define DG_WORKER_CDP_FRAME_MS 250
+/* Between actions the worker re-encodes a screen that changed and then
+ * stayed quiet for the settle period, at most once per this many ms, so a
+ * screenshot of a screen that changed while nobody acted (a warm desktop's
+ * browser painting after its READY, a page updating on its own) finds its
+ * PNG made: a warm browser desktop's first screenshot encoded 3-29 ms of
+ * PNG on the loaded 2-core VM without it. A page that changes every
+ * second costs one stripe-cache encode a second (only its changed
+ * stripes); one that animates is never quiet and costs nothing. */
+#define DG_WORKER_IDLE_PNG_MS 1000
 #define DG_WORKER_TAB_PROBE_MS 500
 #define DG_WORKER_TAB_SOON_MS 100
 /* Bytes of the open tabs' URLs and titles a browser result lists (its

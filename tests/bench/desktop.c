@@ -33,7 +33,9 @@
  * table as JSON; DG_BENCH_VERBOSE=1 keeps the children's stderr;
  * DG_BENCH_DUMP=DIR saves the first screenshot of every cold start there;
  * DG_BENCH_POLICY=FILE gives the desktops that policy (default: built-in);
- * DG_BENCH_ONLY=cold_xterm runs only row 1's xterm starts.
+ * DG_BENCH_ONLY=cold_xterm runs only row 1's xterm starts;
+ * DG_BENCH_ROWS=4 (or 1,3 ...) runs only those rows; DG_BENCH_IDLE_MS: how
+ * long row 4's desktops idle before their PSS is read (default 2000).
  * Exit status: 0 when everything ran, whether targets were met or not; 2,
  * with the reason on stderr, when something could not run. Every process,
  * temp dir and X display it started is removed on every path.
@@ -1334,24 +1336,73 @@ struct mem {
 	int procs;
 };
 
-/* PSS by program name, summed over the desktops of one profile. */
+/* PSS by program name, summed over the desktops of one profile; Chromium's
+ * processes by their --type (and a utility's --utility-sub-type, its last
+ * dotted part), which is what its switches add or remove. */
 #define MAX_COMMS 24
+#define COMM_NAME_MAX 64
 struct by_comm {
-	char name[16];
+	char name[COMM_NAME_MAX];
 	double kb;
 	int procs;
 };
 static struct by_comm comms[2][MAX_COMMS];
 
+/* The value of switch sw ("--type=") in a command line, up to the next
+ * space, into out; false when absent. Chromium rewrites its children's
+ * command lines into one space-separated string. */
+static bool switch_value(const char *cmd, const char *sw, char *out, size_t size)
+{
+	const char *v = strstr(cmd, sw);
+	if (!v)
+		return false;
+	v += strlen(sw);
+	size_t n = strcspn(v, " ");
+	snprintf(out, size, "%.*s", (int)n, v);
+	return true;
+}
+
+/* "renderer", "utility:NetworkService", ... from a Chromium command line:
+ * its --type, and a utility's --utility-sub-type (the last dotted part);
+ * "browser" when it has no --type. */
+static void chromium_kind(const char *cmd, char *out, size_t size)
+{
+	char type[20], sub[32];
+	if (!switch_value(cmd, "--type=", type, sizeof(type))) {
+		snprintf(out, size, "browser");
+		return;
+	}
+	if (!switch_value(cmd, "--utility-sub-type=", sub, sizeof(sub))) {
+		snprintf(out, size, "%s", type);
+		return;
+	}
+	const char *dot = strrchr(sub, '.');
+	snprintf(out, size, "%s:%s", type, dot && dot[1] ? dot + 1 : sub);
+}
+
 static void comm_add(int profile, pid_t pid, double kb)
 {
-	char path[64], name[16] = "?";
+	char path[64], name[COMM_NAME_MAX] = "?";
 	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
 	FILE *f = fopen(path, "re");
 	if (f) {
-		if (fgets(name, sizeof(name), f))
+		if (fgets(name, 16, f))
 			name[strcspn(name, "\n")] = '\0';
 		fclose(f);
+	}
+	if (strcmp(name, "chromium") == 0) {
+		static char cmd[16384];
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+		if ((f = fopen(path, "re"))) {
+			size_t n = fread(cmd, 1, sizeof(cmd) - 1, f);
+			fclose(f);
+			for (size_t i = 0; i < n; i++)
+				cmd[i] = cmd[i] ? cmd[i] : ' ';
+			cmd[n] = '\0';
+			char kind[COMM_NAME_MAX - 10];
+			chromium_kind(cmd, kind, sizeof(kind));
+			snprintf(name, sizeof(name), "chromium %s", kind);
+		}
 	}
 	for (int i = 0; i < MAX_COMMS; i++) {
 		struct by_comm *c = &comms[profile][i];
@@ -1380,8 +1431,11 @@ static void comm_summary(int profile, int n_desks, char *out, size_t size, json_
 	out[0] = '\0';
 	for (int i = 0; i < MAX_COMMS && c[i].name[0] && len < size; i++) {
 		double mib = c[i].kb / 1024 / n_desks;
+		double per = (double)c[i].procs / n_desks;
 		len += (size_t)snprintf(out + len, size - len, "%s%s %.1f", i ? ", " : "", c[i].name,
 					mib);
+		if (per != 1.0 && len < size)
+			len += (size_t)snprintf(out + len, size - len, " (%.1f processes)", per);
 		json_object_set_new(j, c[i].name, json_real(mib));
 	}
 }
@@ -1449,7 +1503,8 @@ static double cgroup_charge(const struct desk *k)
 	return ok ? (double)v : -1;
 }
 
-static void bench_pss(int n_xterm, int n_browser, struct xvfb_setup *xs, json_t *details)
+static void bench_pss(int n_xterm, int n_browser, int idle_ms, struct xvfb_setup *xs,
+		      json_t *details)
 {
 	int nd = n_xterm + n_browser;
 	struct desk *desks = calloc((size_t)nd, sizeof(*desks));
@@ -1461,7 +1516,7 @@ static void bench_pss(int n_xterm, int n_browser, struct xvfb_setup *xs, json_t 
 	}
 	struct bg bare;
 	xvnc_bare(&bare, true);
-	sleep_ms(2000); /* idle */
+	sleep_ms(idle_ms);
 	pid_t bare_x = child_of(bare.pid);
 	/* Baselines: [0] the bare Xvnc and its unshare; [1] Xvfb; [2] Chromium's group */
 	const pid_t pgrps[3] = {bare.pid, -1, xs->chrome.pid};
@@ -1508,7 +1563,7 @@ static void bench_pss(int n_xterm, int n_browser, struct xvfb_setup *xs, json_t 
 		 "cgroup charge %.1f MiB mean; baseline: %d processes",
 		 mean_b, n_browser, (double)procs_b / n_browser, anon_b,
 		 cg_nb ? cg_b / cg_nb / 1048576 : -1.0, bm[1].procs + bm[2].procs);
-	char by_x[300], by_b[300];
+	char by_x[600], by_b[1200];
 	json_t *jx = json_object(), *jb = json_object();
 	comm_summary(0, n_xterm, by_x, sizeof(by_x), jx);
 	comm_summary(1, n_browser, by_b, sizeof(by_b), jb);
@@ -1532,12 +1587,37 @@ static void bench_pss(int n_xterm, int n_browser, struct xvfb_setup *xs, json_t 
 
 /* ---- main ------------------------------------------------------------------------- */
 
+/* The rows DG_BENCH_ROWS names (bit r for row r); all when it is unset. */
+static unsigned rows_wanted;
+
+static bool want_row(int r)
+{
+	return !rows_wanted || (rows_wanted & (1u << r));
+}
+
 int main(void)
 {
 	double t_begin = now_ms();
 	verbose = getenv("DG_BENCH_VERBOSE") && *getenv("DG_BENCH_VERBOSE") &&
 		  strcmp(getenv("DG_BENCH_VERBOSE"), "0") != 0;
 	int n = getenv("DG_BENCH_N") ? atoi(getenv("DG_BENCH_N")) : 10;
+	const char *rows_env = getenv("DG_BENCH_ROWS");
+	if (rows_env && *rows_env) {
+		for (const char *c = rows_env; *c; c++) {
+			if (*c >= '1' && *c <= '4')
+				rows_wanted |= 1u << (*c - '0');
+			else if (*c != ',') {
+				fprintf(stderr, "bench desktop: DG_BENCH_ROWS: rows are 1 to 4, "
+						"comma-separated\n");
+				return 2;
+			}
+		}
+	}
+	int idle_ms = getenv("DG_BENCH_IDLE_MS") ? atoi(getenv("DG_BENCH_IDLE_MS")) : 2000;
+	if (idle_ms < 0 || idle_ms > 600000) {
+		fprintf(stderr, "bench desktop: DG_BENCH_IDLE_MS must be 0..600000\n");
+		return 2;
+	}
 	if (n < 2 || n > 1000) {
 		fprintf(stderr, "bench desktop: DG_BENCH_N must be 2..1000\n");
 		return 2;
@@ -1586,23 +1666,29 @@ int main(void)
 		fprintf(stderr, "bench desktop: DG_BENCH_ONLY must be cold_xterm or empty\n");
 		return 2;
 	}
-	if (!only_xterm) {
+	if (!only_xterm && want_row(3)) {
 		printf("row 3: PNG encode...\n");
 		bench_png(2 * n + 1, details);
 	}
-	printf("row 1: cold start, xterm (%d runs, interleaved with bare Xvnc)...\n", n);
-	bench_start(DG_PROFILE_XTERM, n, details);
-	if (only_xterm)
-		goto done;
-	printf("row 1: cold start, browser (%d runs, interleaved with bare Xvnc)...\n", n / 2);
-	bench_start(DG_PROFILE_BROWSER, n / 2, details);
+	if (only_xterm || want_row(1)) {
+		printf("row 1: cold start, xterm (%d runs, interleaved with bare Xvnc)...\n", n);
+		bench_start(DG_PROFILE_XTERM, n, details);
+		if (only_xterm)
+			goto done;
+		printf("row 1: cold start, browser (%d runs, interleaved with bare Xvnc)...\n", n / 2);
+		bench_start(DG_PROFILE_BROWSER, n / 2, details);
+	}
 	struct xvfb_setup xs;
 	memset(&xs, 0, sizeof(xs));
-	printf("row 2: click to settled screenshot (%d runs, interleaved with xdotool + scrot)...\n",
-	       4 * n);
-	bench_click(4 * n, details, &xs);
-	printf("row 4: PSS of idle desktops (3 xterm, 2 browser)...\n");
-	bench_pss(3, 2, &xs, details);
+	if (want_row(2)) {
+		printf("row 2: click to settled screenshot (%d runs, interleaved with xdotool + scrot)...\n",
+		       4 * n);
+		bench_click(4 * n, details, &xs);
+	}
+	if (want_row(4)) {
+		printf("row 4: PSS of idle desktops (3 xterm, 2 browser, %d ms idle)...\n", idle_ms);
+		bench_pss(3, 2, idle_ms, &xs, details);
+	}
 	xvfb_setup_stop(&xs);
 done:;
 	double elapsed = (now_ms() - t_begin) / 1000;

@@ -293,6 +293,41 @@ Test(desktop, browser_inputs_reach_the_page, .timeout = 120)
 	desk_end(&k);
 }
 
+/* A screen that changes while no action waits for it (a warm desktop's
+ * browser painting after READY, a page's own timer; here a javascript
+ * action, which answers without a screenshot) has its PNG made once it is
+ * quiet (the worker's idle_png): the next screenshot encodes nothing and
+ * shows the change. */
+Test(desktop, screenshot_after_an_idle_change_reuses_its_png, .timeout = 120)
+{
+	static const char blue_page[] =
+		"data:text/html,<!doctype html><title>idle</title><style>html,body{margin:0;"
+		"height:100%;background:%23204080}</style><body></body>";
+	struct desk k;
+	desk_start(&k, DG_PROFILE_BROWSER, 1280, 800);
+	json_t *nav = json_pack("{s:s, s:s}", "type", "navigate", "url", blue_page);
+	char *text = json_dumps(nav, JSON_COMPACT);
+	json_decref(nav);
+	act_ok(&k, text);
+	free(text);
+	act_ok(&k, "{\"type\":\"javascript\",\"code\":\"document.body.style.background='#20c040'\"}");
+	/* The repaint, the settle period and DG_WORKER_IDLE_PNG_MS, with room
+	 * for a loaded machine. */
+	sleep(3);
+	struct image img;
+	json_t *res = act(&k, "{\"type\":\"screenshot\"}", &img);
+	cr_assert(json_is_real(json_object_get(res, "encode_ms")), "no encode_ms in the result");
+	double enc = json_real_value(json_object_get(res, "encode_ms"));
+	cr_assert_eq(enc, 0.0, "the screenshot encoded for %.2f ms: the idle PNG was not current",
+		     enc);
+	const unsigned char *p = img.rgb + 3 * ((img.h - 100) * img.w + img.w / 2);
+	cr_assert(p[0] == 0x20 && p[1] == 0xc0 && p[2] == 0x40,
+		  "the page shows #%02x%02x%02x, not the green it turned", p[0], p[1], p[2]);
+	free(img.rgb);
+	json_decref(res);
+	desk_end(&k);
+}
+
 Test(desktop, unknown_key_is_an_error_and_nothing_is_typed, .timeout = 120)
 {
 	struct desk k;
