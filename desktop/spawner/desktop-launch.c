@@ -91,6 +91,10 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "-AcceptCutText=0");
 	arg(b, "-SendPrimary=0");
 	arg(b, "-desktop=deskgate");
+	/* Xvnc sends a client at most FrameRate updates a second (60 by
+	 * default): the parts of one repaint then reached the worker 16-17 ms
+	 * apart, and settling's quiet period had to outlast each gap. */
+	argf(b, "-FrameRate=%d", DG_DESKTOP_XVNC_FPS);
 	/* No GLX: nothing in a desktop renders with OpenGL (Chromium runs with
 	 * --disable-gpu), and without it Xvnc does not load Mesa: 15 MB PSS
 	 * instead of 67 MB for a lone server. */

@@ -158,6 +158,8 @@ int dg_jail_cleanup_stale(struct dg_err *err);
  * included, are private to the jail's mount and network namespaces. */
 #define DG_DESKTOP_DISPLAY ":0"
 #define DG_DESKTOP_URL_MAX 8192
+/* Updates a second Xvnc sends the worker at most (its -FrameRate). */
+#define DG_DESKTOP_XVNC_FPS 240
 
 /* What of a desktop programs run by exec never see (unless the policy's
  * limits.exec_desktop): the X server's socket directory, the browser's
