@@ -980,34 +980,70 @@ Test(gateway, zoom_is_scaled_to_the_display)
 #define PYTHON "/usr/bin/python3"
 
 /* Runs a client against the server; returns its JSON lines (an array). */
-static json_t *run_client(const char *script, const char *profile)
-{
+/* A client script run against the gateway: its argv and, once it ended,
+ * its JSON lines. */
+struct client_run {
+	const char *script, *profile;
 	char path[512], base[64];
-	snprintf(path, sizeof(path), "%s/tests/clients/%s", DG_SOURCE_DIR, script);
-	snprintf(base, sizeof(base), "http://127.0.0.1:%d", srv.port);
-	const char *argv[] = {PYTHON, path, base, DG_TEST_AGENT_TOKEN, "--profile", profile, NULL};
+	const char *argv[7];
 	struct dg_proc p;
-	cr_assert_eq(dg_test_start(argv, NULL, NULL, 0, -1, &p), 0);
-	/* While it runs, note the jail slots of the sessions it creates, so the
-	 * end of the test checks nothing of them is left. */
-	while ((p.out >= 0 || p.err >= 0) && dg_test_now() - p.start < 120) {
-		dg_test_pump(&p, "\001never printed", 0.1);
-		note_slots();
-	}
+	bool started, done;
+	json_t *lines;
+};
+
+static void client_start(struct client_run *c)
+{
+	snprintf(c->path, sizeof(c->path), "%s/tests/clients/%s", DG_SOURCE_DIR, c->script);
+	snprintf(c->base, sizeof(c->base), "http://127.0.0.1:%d", srv.port);
+	const char *argv[] = {PYTHON, c->path, c->base, DG_TEST_AGENT_TOKEN, "--profile",
+			      c->profile, NULL};
+	memcpy(c->argv, argv, sizeof(argv));
+	cr_assert_eq(dg_test_start(c->argv, NULL, NULL, 0, -1, &c->p), 0);
+	c->started = true;
+}
+
+static void client_finish(struct client_run *c)
+{
 	struct dg_run r;
-	cr_assert_eq(dg_test_finish(&p, 10, &r), 0);
-	cr_assert_eq(r.exit_code, 0, "%s --profile %s failed (%d):\n%s\n%s", script, profile,
+	cr_assert_eq(dg_test_finish(&c->p, 10, &r), 0);
+	c->done = true;
+	cr_assert_eq(r.exit_code, 0, "%s --profile %s failed (%d):\n%s\n%s", c->script, c->profile,
 		     r.exit_code, r.out, r.err);
-	json_t *lines = json_array();
+	c->lines = json_array();
 	for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
 		json_t *j = json_loads(line, 0, NULL);
-		cr_assert(j, "%s: not a JSON line: %s", script, line);
-		json_array_append_new(lines, j);
+		cr_assert(j, "%s: not a JSON line: %s", c->script, line);
+		json_array_append_new(c->lines, j);
 	}
-	cr_log_info("%s --profile %s: %zu lines in %.1f s", script, profile, json_array_size(lines),
-		    r.seconds);
+	cr_log_info("%s --profile %s: %zu lines in %.1f s", c->script, c->profile,
+		    json_array_size(c->lines), r.seconds);
 	dg_run_free(&r);
-	return lines;
+}
+
+/* Runs the n clients, at most at_once of them side by side (each its own
+ * session), in the order given; each gets 120 s. While they run, notes the
+ * jail slots of the sessions they create, so the end of the test checks
+ * nothing of them is left. */
+static void run_clients(struct client_run *c, size_t n, size_t at_once)
+{
+	size_t next = 0, running = 0;
+	while (next < n || running > 0) {
+		while (running < at_once && next < n) {
+			client_start(&c[next++]);
+			running++;
+		}
+		for (size_t i = 0; i < next; i++) {
+			if (c[i].done)
+				continue;
+			if ((c[i].p.out >= 0 || c[i].p.err >= 0) && dg_test_now() - c[i].p.start < 120)
+				dg_test_pump(&c[i].p, "\001never printed", 0.05);
+			else {
+				client_finish(&c[i]);
+				running--;
+			}
+		}
+		note_slots();
+	}
 }
 
 static void check_anthropic_lines(json_t *lines, const char *profile)
@@ -1062,15 +1098,22 @@ static const char *messages0(json_t *l)
 Test(gateway, python_clients_anthropic_and_openai)
 {
 	serve("");
-	json_t *lines = run_client("anthropic_loop.py", "xterm");
+	/* Two at a time, each its own session (the browser ones, the longest,
+	 * first): 21 s instead of 40 s one after the other. */
+	struct client_run c[4] = {{.script = "openai_loop.py", .profile = "browser"},
+				  {.script = "anthropic_loop.py", .profile = "browser"},
+				  {.script = "openai_loop.py", .profile = "xterm"},
+				  {.script = "anthropic_loop.py", .profile = "xterm"}};
+	run_clients(c, 4, 2);
+	json_t *lines = c[3].lines;
 	check_anthropic_lines(lines, "xterm");
 	json_decref(lines);
-	lines = run_client("anthropic_loop.py", "browser");
+	lines = c[1].lines;
 	check_anthropic_lines(lines, "browser");
 	json_decref(lines);
 
 	/* OpenAI, batched, against xterm: what was typed ran in the shell. */
-	lines = run_client("openai_loop.py", "xterm");
+	lines = c[2].lines;
 	cr_assert_eq(json_array_size(lines), 6);
 	for (size_t i = 0; i < 5; i++)
 		cr_assert_null(messages0(openai_line(lines, i, "xterm")), "call %zu refused", i);
@@ -1079,7 +1122,7 @@ Test(gateway, python_clients_anthropic_and_openai)
 	json_decref(lines);
 
 	/* OpenAI against the browser's test page: each input arrived. */
-	lines = run_client("openai_loop.py", "browser");
+	lines = c[0].lines;
 	cr_assert_eq(json_array_size(lines), 10);
 	static const char *const titles[] = {
 		"ready",          "click:640,400,b0,d1,shift", "text:hi openai",
