@@ -69,14 +69,10 @@ int dg_cgroup_detect(const char *root, struct dg_cgroup_sys *sys, struct dg_err 
 int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
 		     struct dg_cgroup *cg, struct dg_err *err);
 
-/* Moves pid into the group(s): a migration, which on both versions takes
- * the kernel's global threadgroup lock for writing, and that waits for an
- * RCU grace period (1-20 ms, more on a loaded host). Jails do not start this
- * way (dg_cgroup_clone); it stays for moving a process that already runs. */
-int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err);
-
-/* Starting a process inside the group(s) without that migration on the
- * start path. The privileged parent opens the descriptors before cloning:
+/* Starting a process inside the group(s) without a migration by its
+ * parent: a migration takes the kernel's global threadgroup lock for
+ * writing, which waits for an RCU grace period (1-20 ms, more on a loaded
+ * host), and was on every jail's start. The privileged parent opens the descriptors before cloning:
  *  v2: fd[0] the group's directory, for clone3(CLONE_INTO_CGROUP): the
  *      kernel creates the child in the group; fd[1] its cgroup.procs, used
  *      only when clone3 is refused with ENOSYS (a kernel before 5.7, or a

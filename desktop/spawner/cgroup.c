@@ -618,22 +618,6 @@ int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struc
 
 /* ---- life of a group ---- */
 
-int dg_cgroup_attach(const struct dg_cgroup *cg, pid_t pid, struct dg_err *err)
-{
-	char text[16];
-	snprintf(text, sizeof(text), "%d", (int)pid);
-	if (cg->version == DG_CGROUP_V2)
-		return write_file(cg->v2, "cgroup.procs", text, W_CONTROL, err);
-	if (cg->version != DG_CGROUP_V1)
-		return dg_err_set(err, -EINVAL, "cgroup: not created");
-	int r = write_file(cg->memory, "cgroup.procs", text, W_CONTROL, err);
-	if (r == 0)
-		r = write_file(cg->pids, "cgroup.procs", text, W_CONTROL, err);
-	if (r == 0)
-		r = write_file(cg->cpu, "cgroup.procs", text, W_CONTROL, err);
-	return r;
-}
-
 /* The v1 directories in the order the entry holds their tasks files. */
 static void v1_dirs(const struct dg_cgroup *cg, const char *dirs[DG_CGROUP_ENTRY_FDS])
 {

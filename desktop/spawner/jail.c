@@ -180,7 +180,7 @@ static void close_pair(int p[2])
 /* Clones init into the jail's cgroup: on v2 the kernel creates it there
  * (CLONE_INTO_CGROUP); on v1 init moves itself first thing after "go"
  * (dg_cgroup_entry_join). Either way no migration by the parent, whose
- * RCU grace period used to be on every start (see dg_cgroup_attach). */
+ * RCU grace period used to be on every start (cgroup-priv.h). */
 static int clone_init(struct dg_jail *j, struct dg_jail_child *child, struct dg_err *err)
 {
 	int r = dg_cgroup_entry_open(j->cgroup, &child->cg_entry, err);
