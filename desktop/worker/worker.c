@@ -1798,6 +1798,12 @@ static int idle_png(struct worker *w)
 	return -1;
 }
 
+/* The sooner of two poll timeouts in ms, -1 meaning none. */
+static int sooner(int a, int b)
+{
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
 static void send_ready(struct worker *w)
 {
 	json_t *m = json_pack("{s:s, s:i, s:i, s:s}", "event", "ready", "width", w->width, "height",
@@ -1818,15 +1824,10 @@ static void loop(struct worker *w)
 				probe_tabs(w);
 				left = DG_WORKER_TAB_PROBE_MS;
 			}
-			if (timeout < 0 || left < timeout)
-				timeout = (int)left;
+			timeout = sooner(timeout, (int)left);
 		}
-		int frame_in = cdp_frame(w);
-		if (frame_in >= 0 && (timeout < 0 || frame_in < timeout))
-			timeout = frame_in;
-		int png_in = idle_png(w);
-		if (png_in >= 0 && (timeout < 0 || png_in < timeout))
-			timeout = png_in;
+		timeout = sooner(timeout, cdp_frame(w));
+		timeout = sooner(timeout, idle_png(w));
 		if (w->vnc->buffered > 0) {
 			pump_rfb(w);
 			continue;
