@@ -20,6 +20,7 @@ struct dg_input {
 	bool prime;              /* browser: prime keysyms outside the keymap */
 	int buttons;             /* RFB button mask held now */
 	int px, py;              /* pointer position */
+	uint64_t presses;        /* button changes of buttons 1-3 sent, ever (gate.c counts them in the page) */
 	uint32_t primed[DG_WORKER_PRIMED_MAX]; /* keysyms Xvnc has mapped for us */
 	int n_primed;
 	/* Returns once Xvnc has processed every event sent before it, or after

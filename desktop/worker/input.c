@@ -20,6 +20,7 @@ static void pointer(struct dg_input *in, int x, int y, int mask)
 {
 	in->px = x;
 	in->py = y;
+	in->presses += (uint64_t)__builtin_popcount((unsigned)(in->buttons ^ mask) & 7u);
 	in->buttons = mask;
 	if (!in->failed && !SendPointerEvent(in->vnc, x, y, mask))
 		in->failed = true;

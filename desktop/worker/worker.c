@@ -24,6 +24,7 @@
 #include "actions/actions.h"
 #include "desktop/proto/proto.h"
 #include "desktop/worker/ack-priv.h"
+#include "desktop/worker/gate-priv.h"
 #include "desktop/worker/cdp-classify-priv.h"
 #include "desktop/worker/cdp-fw-priv.h"
 #include "desktop/worker/cdp-priv.h"
@@ -45,6 +46,7 @@ enum phase {
 	PHASE_SETTLE,   /* waiting for the screen to settle */
 	PHASE_PRECHECK, /* before input: asking the pages which tab is in front */
 	PHASE_PRESWITCH, /* before input: the current page moves to the tab in front */
+	PHASE_PREGATE,  /* before pointer input: until the page's gate is set up (gate.c) */
 	PHASE_TABS,     /* settled: asking the pages which tab is in front */
 	PHASE_SWITCH,   /* settled: the current page moves to the tab in front */
 	PHASE_REFRESH,  /* settled: asking the browser for the page's URL and title */
@@ -68,6 +70,7 @@ struct worker {
 	struct dg_guard *guard;  /* browser: the policy's browser layer */
 	struct dg_cdpfw *fw;     /* the CDP endpoint's firewall (without a browser: refuses) */
 	struct dg_ack ack;       /* browser: typing the page acknowledges */
+	struct dg_gate gate;     /* browser: pointer input the page acknowledges */
 	struct dg_tree tree;     /* browser: reading the page */
 	struct dg_pagelog *log;  /* browser: each tab's console and network (pagelog.c) */
 	struct dg_script script; /* browser: the javascript action (script.c) */
@@ -81,6 +84,14 @@ struct worker {
 	bool frames_pending;
 	long long frames_deadline;
 	uint64_t frames_gen;
+	long long gated_at;
+	bool gate_first;         /* ... for the first pointer input the page sees */
+	/* The pointer before the action in settling (Xvnc draws the pointer
+	 * into the framebuffer: moving it changes the screen around both
+	 * places), and when the screen last changed elsewhere (0: not since
+	 * the input). */
+	int px_before, py_before;
+	long long painted_at;      /* ms the gate said the page has the input's frame; 0: not gated */
 	int quiet_ms;            /* the quiet period this settling waits for */
 	enum dg_profile profile;
 	int width, height;
@@ -166,6 +177,15 @@ static void vnc_err(const char *fmt, ...)
 	dprintf(2, "deskgate worker: rfb: %s", line);
 }
 
+/* Whether a changed rectangle is only the pointer Xvnc draws at px, py
+ * (its image, up to DG_WORKER_POINTER_BOX pixels square, around the hot
+ * spot). */
+static bool pointer_rect(int px, int py, int x, int y, int w, int h)
+{
+	int b = DG_WORKER_POINTER_BOX;
+	return x >= px - b && y >= py - b && x + w <= px + b && y + h <= py + b;
+}
+
 static void on_update(rfbClient *c, int x, int y, int w, int h)
 {
 	(void)c;
@@ -174,6 +194,9 @@ static void on_update(rfbClient *c, int x, int y, int w, int h)
 	dg_view_damage(W->view, x, y, w, h);
 	W->updates++;
 	W->last_update = dg_now_ms();
+	if (W->phase == PHASE_SETTLE && !pointer_rect(W->px_before, W->py_before, x, y, w, h) &&
+	    !pointer_rect(W->in.px, W->in.py, x, y, w, h))
+		W->painted_at = W->last_update;
 }
 
 /* ---- RFB input ---------------------------------------------------------- */
@@ -366,6 +389,8 @@ static void finish(struct worker *w)
 	free(w->page_url);
 	w->page_url = NULL;
 	w->phase = PHASE_IDLE;
+	if (w->cdp)
+		dg_gate_idle(&w->gate);
 }
 
 /* Chromium announces no title set by a page after it loaded, so the
@@ -461,6 +486,13 @@ static bool probe_tabs(struct worker *w)
 
 static void settled(struct worker *w)
 {
+#ifdef DG_WORKER_TRACE_SETTLE
+	if (w->phase == PHASE_SETTLE)
+		fprintf(stderr, "settle: gate %lld painted %lld last %lld now %lld ms after the input\n",
+			w->gated_at ? w->gated_at - w->t_injected : -1,
+			w->painted_at ? w->painted_at - w->t_injected : -1,
+			w->last_update - w->t_injected, dg_now_ms() - w->t_injected);
+#endif
 	if (w->cdp) {
 		w->phase = PHASE_TABS;
 		w->nav_deadline = dg_now_ms() + DG_WORKER_REFRESH_MAX_MS;
@@ -520,11 +552,35 @@ static void frames_start(struct worker *w)
 static void settle(struct worker *w)
 {
 	w->frames_pending = false;
+	w->gated_at = 0;
+	w->painted_at = 0;
+	w->px_before = w->in.px;
+	w->py_before = w->in.py;
 	w->t_injected = dg_now_ms();
 	w->settle_from = w->t_injected;
 	w->phase = PHASE_SETTLE;
 	w->await_paint = false;
 	w->quiet_ms = DG_SETTLE_QUIET_MS;
+}
+
+/* The gate's answer (gate.c) for the pointer input in settling: with the
+ * input's frame committed, settling needs only DG_GATE_QUIET_MS more (see
+ * advance()); without, it settles as before: the page's two frames, then
+ * the full quiet period. */
+static void gated(void *arg, bool ok)
+{
+	struct worker *w = arg;
+	if (w->phase != PHASE_SETTLE || !w->frames_pending)
+		return;
+	w->frames_pending = false;
+#ifdef DG_WORKER_TRACE_SETTLE
+	fprintf(stderr, "settle: the gate said %s %lld ms after the input\n", ok ? "ok" : "no",
+		dg_now_ms() - w->t_injected);
+#endif
+	if (ok)
+		w->gated_at = dg_now_ms();
+	else
+		frames_start(w);
 }
 
 /* Keyboard input in the browser: keys travel X -> browser process ->
@@ -1107,11 +1163,35 @@ static void run_script(struct worker *w)
 static void run_action(struct worker *w);
 
 /* Input that a rule about the page's URL may have decided (regions). */
+/* Pointer input in a browser whose settling the gate can follow (see
+ * run_action: not a scroll, not a multi-click). */
+static bool gated_type(const struct dg_action *a)
+{
+	return (a->type == DG_ACTION_CLICK && a->count <= 1) || a->type == DG_ACTION_MOVE ||
+	       a->type == DG_ACTION_DRAG || a->type == DG_ACTION_MOUSE_DOWN ||
+	       a->type == DG_ACTION_MOUSE_UP;
+}
+
 static bool is_input(enum dg_action_type t)
 {
 	return t == DG_ACTION_CLICK || t == DG_ACTION_MOVE || t == DG_ACTION_DRAG ||
 	       t == DG_ACTION_MOUSE_DOWN || t == DG_ACTION_MOUSE_UP || t == DG_ACTION_SCROLL ||
 	       t == DG_ACTION_TYPE || t == DG_ACTION_KEY || t == DG_ACTION_HOLD_KEY;
+}
+
+/* Before pointer input in a browser that the gate can follow, the gate is
+ * set up on the page if it is not: the first input on a new page is the
+ * one the page takes longest to see (its repaint came 80-100 ms after it,
+ * later than the old settling waited), so it waits the few milliseconds
+ * the set-up takes, bounded by DG_GATE_SETUP_MS. */
+static void pregate(struct worker *w)
+{
+	if (w->cdp && gated_type(&w->act) && dg_gate_prepare(&w->gate)) {
+		w->phase = PHASE_PREGATE;
+		w->nav_deadline = dg_now_ms() + DG_GATE_SETUP_MS;
+		return;
+	}
+	run_action(w);
 }
 
 /* The tab in front is known now: the action runs only at the page it was
@@ -1127,7 +1207,7 @@ static void precheck_done(struct worker *w)
 		finish(w);
 		return;
 	}
-	run_action(w);
+	pregate(w);
 }
 
 static void start_action(struct worker *w)
@@ -1139,7 +1219,7 @@ static void start_action(struct worker *w)
 			t != DG_ACTION_LIST_TABS && t != DG_ACTION_READ_CONSOLE &&
 			t != DG_ACTION_READ_NETWORK && t != DG_ACTION_JAVASCRIPT;
 	if (!w->cdp || !w->page_url || !is_input(w->act.type)) {
-		run_action(w);
+		pregate(w);
 		return;
 	}
 	w->phase = PHASE_PRECHECK;
@@ -1156,6 +1236,7 @@ static void run_action(struct worker *w)
 {
 	const struct dg_action *a = &w->act;
 	struct dg_err err = {{0}};
+	int px0 = w->in.px, py0 = w->in.py;
 	w->phase = PHASE_IDLE;
 	/* Buttons 8, 9 never reach X over VNC: refused, never "ok" for nothing. */
 	if (a->button == DG_BUTTON_BACK || a->button == DG_BUTTON_FORWARD) {
@@ -1292,8 +1373,21 @@ static void run_action(struct worker *w)
 	 * quiet screen alone could come first (the tab's title, set by the
 	 * click's handler, was read one action late). */
 	settle(w);
-	if (w->cdp && a->type != DG_ACTION_SCROLL)
+	w->px_before = px0;
+	w->py_before = py0;
+	/* Not gated: a scroll (its frames come from the compositor, not from
+	 * input the page sees), a multi-click (its first click may have
+	 * repainted while the next was sent) and keys (settled by barrier()). */
+	if (!w->cdp || !gated_type(a))
+		return;
+	w->gate_first = dg_gate_first(&w->gate);
+	if (dg_gate_start(&w->gate, w->in.px, w->in.py, w->in.px != px0 || w->in.py != py0,
+			  gated, w)) {
+		w->frames_pending = true;
+		w->frames_deadline = dg_now_ms() + DG_WORKER_BARRIER_MAX_MS;
+	} else {
 		frames_start(w);
+	}
 }
 
 /* The owner's message: {"id": N, "action": {...}, "size": [w, h]?}. The
@@ -1380,24 +1474,46 @@ static int advance(struct worker *w)
 		return 0;
 	case PHASE_SETTLE: {
 		long long quiet_from = w->last_update > w->settle_from ? w->last_update : w->settle_from;
+		int quiet_ms = w->quiet_ms;
+		/* Gated pointer input (gated()) that has not changed the screen
+		 * since it was sent: the page has committed its frame, and only
+		 * the time it takes to reach the worker is left. Once the screen
+		 * changes, the full quiet period applies as before, so a repaint
+		 * in parts or a transition is waited out. */
+		if (w->gated_at && !w->painted_at) {
+			quiet_from = w->gated_at > w->last_update ? w->gated_at : w->last_update;
+			/* A page's first input: the frame after it took longer. */
+			quiet_ms = w->gate_first ? DG_SETTLE_QUIET_MS : DG_GATE_QUIET_MS;
+		}
 		/* The browser reports a load a frame or more before it paints the
 		 * page: after a load, wait (bounded) for a first update. */
 		bool painted = !w->await_paint || w->last_update > w->settle_from ||
 			       t - w->settle_from >= DG_WORKER_PAINT_WAIT_MS;
 		bool framed = !w->frames_pending || t >= w->frames_deadline;
-		if ((painted && framed && t - quiet_from >= w->quiet_ms) ||
+		if ((painted && framed && t - quiet_from >= quiet_ms) ||
 		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
 			w->frames_pending = false;
 			settled(w);
 			return 0;
 		}
 		long long a = !painted ? w->settle_from + DG_WORKER_PAINT_WAIT_MS - t
-			      : t - quiet_from < w->quiet_ms ? quiet_from + w->quiet_ms - t
+			      : t - quiet_from < quiet_ms ? quiet_from + quiet_ms - t
 							      : w->frames_deadline - t;
 		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;
 		long long next = a < b ? a : b;
 		return (int)(next > 0 ? next : 0);
 	}
+	case PHASE_PREGATE:
+		if (!dg_gate_preparing(&w->gate) || t >= w->nav_deadline) {
+#ifdef DG_WORKER_TRACE_SETTLE
+			fprintf(stderr, "settle: the gate was set up in %lld ms (%s)\n",
+				t - (w->nav_deadline - DG_GATE_SETUP_MS),
+				dg_gate_preparing(&w->gate) ? "not done" : "done");
+#endif
+			run_action(w); /* unprepared by the deadline: settled the old way */
+			return 0;
+		}
+		return (int)(w->nav_deadline - t);
 	case PHASE_PRECHECK:
 	case PHASE_PRESWITCH:
 		if ((w->phase == PHASE_PRESWITCH && dg_cdp_ready(w->cdp)) || t >= w->nav_deadline) {
@@ -1699,6 +1815,7 @@ static void browser_start(struct worker *w)
 {
 	struct dg_err err = {{0}};
 	w->cdp = dg_cdp_new(DG_WORKER_FD_CDP_OUT, DG_WORKER_FD_CDP_IN);
+	dg_gate_init(&w->gate, w->cdp, &w->in.presses);
 	w->guard = w->cdp ? dg_guard_new(w->cdp, guard_emit, w) : NULL;
 	w->log = dg_pagelog_new(w->cdp);
 	w->fw = dg_cdpfw_new(w->cdp, w->ctl);

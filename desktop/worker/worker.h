@@ -24,6 +24,11 @@
  * the last update), or MAX ms passed. */
 #define DG_SETTLE_QUIET_MS 30
 #define DG_SETTLE_MAX_MS 3000
+/* Xvnc draws the pointer into the framebuffer: a changed rectangle inside
+ * this many pixels around the pointer's old or new place may be only the
+ * pointer (its image measured 15x21 at the hot spot's -2, -2), and does
+ * not count as the page painting (see the gate in advance()). */
+#define DG_WORKER_POINTER_BOX 32
 /* After the first frame, how long the worker waits for the profile's
  * windows to appear before it says READY anyway. */
 #define DG_WORKER_CONTENT_MS 5000

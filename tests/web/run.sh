@@ -6,7 +6,8 @@
 #   tests/web/run.sh DESKGATE_BINARY [TEST.js]
 #
 # TEST.js, a file of tests/web (default web.test.js; blast.test.js is the
-# blast radius tried live, ctest web/blast).
+# blast radius tried live, ctest web/blast; settle.test.js settling against
+# pages that repaint late, ctest web/settle).
 #
 # Installs the npm dev dependencies (package-lock.json) into
 # tests/web/node_modules when they are missing or older than the lock file.
@@ -33,7 +34,7 @@ chromium=${DG_CHROMIUM:-/usr/bin/chromium}
 if [ ! -f "$here/node_modules/.package-lock.json" ] ||
    [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
 	command -v npm >/dev/null || die "npm is missing (apt-get install npm) and tests/web/node_modules is not installed"
-	echo "web tests: installing playwright-core and ws (npm ci) into $here/node_modules"
+	echo "web tests: installing playwright-core, pngjs and ws (npm ci) into $here/node_modules"
 	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in $here"
 fi
 

@@ -1,0 +1,117 @@
+/* gate: pointer input in the browser that the page acknowledges (internal
+ * to desktop/worker/; the worker's settling after click, move, drag,
+ * mouse_down and mouse_up in a browser session).
+ *
+ * Why: a pointer action's screenshot must show what the input caused. A
+ * quiet screen alone (no framebuffer update for DG_SETTLE_QUIET_MS) is
+ * slow, since every action waits the whole quiet period, and the page's
+ * two animation frames asked for over DevTools can resolve before the X
+ * input has even reached the page (DevTools and X are two paths into the
+ * renderer: measured in about one click of five). So the page says when it
+ * has the input: a listener in an isolated world of the page's main frame
+ * (DG_GATE_WORLD, invisible to the page's scripts) counts the trusted
+ * pointer events that change a button and keeps where the last pointer
+ * event was; a promise evaluated there resolves once the count has reached
+ * the button changes the worker sent and the pointer is where it was sent,
+ * and then once the page has run the animation frame after it (the input's
+ * handlers have run and their frame is painted and committed). From then
+ * on, settling needs only the time the committed frame takes to reach
+ * Xvnc and the worker: DG_GATE_QUIET_MS.
+ *
+ * When the gate cannot tell, the caller settles as before (the two frames,
+ * then the full quiet period): an animation or transition running on the
+ * page once the input's frame is committed (a transition's first frame
+ * can look like the page before it; its next frames come later), no world
+ * on this document yet (it is made
+ * for the next action), the point outside the page's viewport (the
+ * browser's own toolbar), a pointer that did not move and no button
+ * changed, the input not seen within DG_GATE_WAIT_MS (an iframe under the
+ * pointer, a native drag that cancelled the pointer, a page whose own
+ * listener swallowed the event, a busy page), or the count unknown after
+ * such a miss until it has been read again between actions.
+ *
+ * A hostile page can only slow its own actions down to that fallback: it
+ * cannot see or touch the isolated world's listener, and a page that
+ * makes the wait fail gets the old, slower settling.
+ */
+#ifndef DG_WORKER_GATE_PRIV_H
+#define DG_WORKER_GATE_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "desktop/worker/cdp-priv.h"
+
+#define DG_GATE_WORLD "deskgate-pointer" /* the isolated world's name */
+/* Longest wait for the page to see the input and draw its frame; past it
+ * the action settles the old way. A click reached the page 2-6 ms after it
+ * was sent on the quiet VM, and in up to 30 ms with the host at load 10. */
+#define DG_GATE_WAIT_MS 60
+/* ... for the first input on a page (no pointer event seen on it yet, so
+ * its viewport is unknown): it reached a page 80-100 ms after its load. */
+#define DG_GATE_FIRST_WAIT_MS 200
+/* Quiet period once the page has committed the input's frame: long enough
+ * for the compositor to draw it and Xvnc to send it (measured: see
+ * docs/benchmarks.md, "Settling"). */
+#define DG_GATE_QUIET_MS 20
+
+/* Longest wait before pointer input for the gate's set-up on a page (its
+ * world, the count so far: two DevTools round trips); past it the input
+ * goes and settles the old way. */
+#define DG_GATE_SETUP_MS 1000
+
+/* The gate's answer for one action: ok, the page has the input and its
+ * frame, and nothing animates; not ok, settle the old way. Called once per dg_gate_start that
+ * returned true, never inside that call. */
+typedef void (*dg_gate_done_fn)(void *arg, bool ok);
+
+/* Lives as long as the worker. */
+struct dg_gate {
+	struct dg_cdp *cdp;
+	uint64_t gen;                /* bumped per wait and per reset: late replies are dropped */
+	int ctx;                     /* the isolated world's context id; 0: none */
+	char ctx_session[DG_CDP_ID_MAX + 1]; /* ... in this page session */
+	uint64_t ctx_loads;          /* ... made at this dg_cdp_loads (its document) */
+	bool setting_up;             /* creating the world or reading the count */
+	long long count;             /* the page's count of button changes; -1 unknown */
+	const uint64_t *presses;     /* the worker's running total of button changes sent */
+	uint64_t presses_at;         /* *presses when count was read */
+	uint64_t asked_presses;      /* ... when the read in flight was sent */
+	int view[4];                 /* the viewport in screen pixels (x, y, w, h); w 0: unknown */
+	bool waiting;
+	uint64_t want_presses;       /* *presses the wait in flight waits for */
+	dg_gate_done_fn done;
+	void *arg;
+};
+
+/* presses: the worker's running total of button changes sent to Xvnc
+ * (dg_input's), which must outlive the gate. */
+void dg_gate_init(struct dg_gate *g, struct dg_cdp *cdp, const uint64_t *presses);
+
+/* After pointer input: x, y where the pointer is now, moved whether the
+ * input moved it. Returns true when the page was asked (done follows),
+ * false when the gate cannot tell (see above; it may set itself up for
+ * the next action meanwhile). One wait at a time: a new one drops the old. */
+bool dg_gate_start(struct dg_gate *g, int x, int y, bool moved, dg_gate_done_fn done, void *arg);
+
+/* Whether no pointer event has reached the current document yet (its
+ * viewport unknown): its first input is the slowest to be seen and drawn
+ * (the frame after it reached the worker more than DG_GATE_QUIET_MS
+ * after the gate on a browser's first page). */
+bool dg_gate_first(const struct dg_gate *g);
+
+/* Before pointer input: sets the gate up on the current page when it is
+ * not (its world, the count). True when that is in flight: the caller may
+ * wait (bounded: DG_GATE_SETUP_MS) until dg_gate_preparing is false. */
+bool dg_gate_prepare(struct dg_gate *g);
+bool dg_gate_preparing(const struct dg_gate *g);
+
+/* Between actions: reads the page's count again when it is unknown, so
+ * the next action can be gated. */
+void dg_gate_idle(struct dg_gate *g);
+
+/* The wait in flight is no longer wanted (its action ended): done is not
+ * called for it. */
+void dg_gate_cancel(struct dg_gate *g);
+
+#endif
