@@ -46,6 +46,7 @@ struct bait_conn {
 struct bait {
 	int fd, port;
 	pthread_t thread;
+	bool serving;      /* the thread runs (bait_serve) */
 	pthread_mutex_t mu;
 	bool stop;
 	/* the probe's side: */
@@ -151,7 +152,9 @@ static void *bait_main(void *arg)
 	return NULL;
 }
 
-static int bait_start(struct bait *b, struct dg_err *err)
+/* The bait site's socket (its port goes into the policy); served by a
+ * thread only while a browser runs (bait_serve). */
+static int bait_listen(struct bait *b, struct dg_err *err)
 {
 	memset(b, 0, sizeof(*b));
 	pthread_mutex_init(&b->mu, NULL);
@@ -163,23 +166,44 @@ static int bait_start(struct bait *b, struct dg_err *err)
 		int e = errno;
 		if (b->fd >= 0)
 			close(b->fd);
+		pthread_mutex_destroy(&b->mu);
 		return dg_err_set(err, -e, "audit: the bait site on 127.0.0.1: %s", strerror(e));
 	}
 	b->port = ntohs(a.sin_port);
-	int r = pthread_create(&b->thread, NULL, bait_main, b);
-	if (r != 0) {
-		close(b->fd);
-		return dg_err_set(err, -r, "audit: the bait site's thread: %s", strerror(r));
-	}
 	return 0;
 }
 
-static void bait_stop(struct bait *b)
+/* Serves the bait site from a thread. Called only once the browser's
+ * session is open: its processes (the egress proxy, the jail, the worker)
+ * are forked from this process, and a fork while another thread runs
+ * leaves the child with that thread's locks held and nobody to release
+ * them (the egress proxy twice did not start within its 5 s, only in the
+ * runs with the bait thread). bait_halt before the session is closed or
+ * another is opened. */
+static int bait_serve(struct bait *b, struct dg_err *err)
 {
+	b->stop = false;
+	int r = pthread_create(&b->thread, NULL, bait_main, b);
+	if (r != 0)
+		return dg_err_set(err, -r, "audit: the bait site's thread: %s", strerror(r));
+	b->serving = true;
+	return 0;
+}
+
+static void bait_halt(struct bait *b)
+{
+	if (!b->serving)
+		return;
 	pthread_mutex_lock(&b->mu);
 	b->stop = true;
 	pthread_mutex_unlock(&b->mu);
 	pthread_join(b->thread, NULL);
+	b->serving = false;
+}
+
+static void bait_close(struct bait *b)
+{
+	bait_halt(b);
 	close(b->fd);
 	pthread_mutex_destroy(&b->mu);
 }
@@ -278,6 +302,8 @@ static int bait_run(struct bait *b, const struct dg_policy *p, const char *resol
 	int r = dg_cli_live_open(p, "browser", resolve, &live, err);
 	if (r)
 		return r;
+	if ((r = bait_serve(b, err)))
+		goto out;
 	bait_say(b, t0, "browser", "started");
 	long long tries_end = dg_now_ms() + DG_AUDIT_BAIT_TRIES_MS;
 	bool ran = false;
@@ -314,6 +340,7 @@ static int bait_run(struct bait *b, const struct dg_policy *p, const char *resol
 	/* Late arrivals count: what the bait saw by the end decides. */
 	bait_wait(b, &live, "GET /secret/omnibox.html ", DG_AUDIT_BAIT_AFTER_MS);
 out:
+	bait_halt(b);
 	dg_cli_live_close(&live);
 	return r;
 }
@@ -325,7 +352,7 @@ int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, bool progress
 	struct bait *b = malloc(sizeof(*b));
 	if (!b)
 		return dg_err_set(err, -ENOMEM, "audit: out of memory");
-	int r = bait_start(b, err);
+	int r = bait_listen(b, err);
 	if (r) {
 		free(b);
 		return r;
@@ -377,7 +404,7 @@ int dg_audit_browser_paths(const struct dg_limits *lim, bool deny, bool progress
 			*c = ';';
 	dg_policy_free(&p);
 out:
-	bait_stop(b);
+	bait_close(b);
 	free(b);
 	return r;
 }
