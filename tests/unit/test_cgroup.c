@@ -1100,10 +1100,24 @@ struct own_mount {
 	char key[64];         /* its hierarchy field there: "" (v2) or name=... */
 };
 
+/* A dg_cgroup for the group of m: v2, or v1 with the three controllers'
+ * directories all the one named hierarchy's group. */
+static void own_cgroup(const struct own_mount *m, bool v2, struct dg_cgroup *cg)
+{
+	memset(cg, 0, sizeof(*cg));
+	cg->version = v2 ? DG_CGROUP_V2 : DG_CGROUP_V1;
+	snprintf(v2 ? cg->v2 : cg->memory, PATH_MAX, "%s", m->group);
+	if (!v2) {
+		snprintf(cg->pids, PATH_MAX, "%s", m->group);
+		snprintf(cg->cpu, PATH_MAX, "%s", m->group);
+	}
+}
+
 /* The mount is made in a mount namespace of the test's own process, so it
  * goes with that process even when an assertion ends the test early (the
- * group directory, if left, is an empty one named after the test's pid). */
-static void mount_own(struct own_mount *m, bool v2)
+ * group directory, if left, is an empty one named after the test's pid).
+ * cg: the group as a dg_cgroup (own_cgroup). */
+static void mount_own(struct own_mount *m, bool v2, struct dg_cgroup *cg)
 {
 	cr_assert_eq(geteuid(), 0, "mounting a cgroup hierarchy needs root");
 	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
@@ -1122,6 +1136,7 @@ static void mount_own(struct own_mount *m, bool v2)
 	snprintf(m->group, sizeof(m->group), "%s%s", m->dir, m->rel);
 	cr_assert(mkdir(m->group, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", m->group,
 		  strerror(errno));
+	own_cgroup(m, v2, cg);
 }
 
 static void unmount_own(struct own_mount *m)
@@ -1130,19 +1145,6 @@ static void unmount_own(struct own_mount *m)
 		  strerror(errno));
 	cr_assert_eq(umount2(m->dir, MNT_DETACH), 0, "umount %s: %s", m->dir, strerror(errno));
 	rmdir(m->dir);
-}
-
-/* A dg_cgroup for the group of m: v2, or v1 with the three controllers'
- * directories all the one named hierarchy's group. */
-static void own_cgroup(const struct own_mount *m, bool v2, struct dg_cgroup *cg)
-{
-	memset(cg, 0, sizeof(*cg));
-	cg->version = v2 ? DG_CGROUP_V2 : DG_CGROUP_V1;
-	snprintf(v2 ? cg->v2 : cg->memory, PATH_MAX, "%s", m->group);
-	if (!v2) {
-		snprintf(cg->pids, PATH_MAX, "%s", m->group);
-		snprintf(cg->cpu, PATH_MAX, "%s", m->group);
-	}
 }
 
 /* True when the caller is in m's group (its line of /proc/self/cgroup). */
@@ -1221,8 +1223,7 @@ static void entry_case(bool v2)
 	struct own_mount m;
 	struct dg_cgroup cg;
 	char msg[DG_ERR_MAX];
-	mount_own(&m, v2);
-	own_cgroup(&m, v2, &cg);
+	mount_own(&m, v2, &cg);
 	int code = clone_and_check(&m, &cg, ENTRY_FLAGS, v2, msg, sizeof(msg));
 	cr_assert_eq(code, CHILD_OK, "child exit %d: %s", code, msg);
 	unmount_own(&m);
@@ -1239,8 +1240,7 @@ Test(cgroup_entry, v2_without_clone3_child_joins, .timeout = 30)
 {
 	struct own_mount m;
 	struct dg_cgroup cg;
-	mount_own(&m, true);
-	own_cgroup(&m, true, &cg);
+	mount_own(&m, true, &cg);
 	pid_t tester = fork();
 	cr_assert(tester >= 0);
 	if (tester == 0) {
@@ -1276,8 +1276,7 @@ Test(cgroup_entry, v1_join_into_removed_group_named, .timeout = 30)
 	struct dg_cgroup cg;
 	struct dg_cgroup_entry e;
 	struct dg_err err = {""};
-	mount_own(&m, false);
-	own_cgroup(&m, false, &cg);
+	mount_own(&m, false, &cg);
 	cr_assert_eq(dg_cgroup_entry_open(&cg, &e, &err), 0, "%s", err.msg);
 	cr_assert_eq(rmdir(m.group), 0, "rmdir %s: %s", m.group, strerror(errno));
 	int r = dg_cgroup_entry_join(&cg, &e, &err);
