@@ -84,14 +84,14 @@ struct worker {
 	bool frames_pending;
 	long long frames_deadline;
 	uint64_t frames_gen;
-	long long gated_at;
+	long long gated_at;      /* ms the gate said the page has the input's frame; 0: not gated */
 	bool gate_first;         /* ... for the first pointer input the page sees */
-	/* The pointer before the action in settling (Xvnc draws the pointer
-	 * into the framebuffer: moving it changes the screen around both
-	 * places), and when the screen last changed elsewhere (0: not since
-	 * the input). */
+	/* Pointer input in settling: where the pointer was before it (Xvnc
+	 * draws the pointer into the framebuffer: moving it changes the screen
+	 * around both places), and when the screen last changed elsewhere (0:
+	 * not since the input). Read only while gated_at is set. */
 	int px_before, py_before;
-	long long painted_at;      /* ms the gate said the page has the input's frame; 0: not gated */
+	long long painted_at;
 	int quiet_ms;            /* the quiet period this settling waits for */
 	enum dg_profile profile;
 	int width, height;
@@ -554,8 +554,6 @@ static void settle(struct worker *w)
 	w->frames_pending = false;
 	w->gated_at = 0;
 	w->painted_at = 0;
-	w->px_before = w->in.px;
-	w->py_before = w->in.py;
 	w->t_injected = dg_now_ms();
 	w->settle_from = w->t_injected;
 	w->phase = PHASE_SETTLE;
