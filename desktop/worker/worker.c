@@ -86,6 +86,7 @@ struct worker {
 	uint64_t frames_gen;
 	long long gated_at;      /* ms the gate said the page has the input's frame; 0: not gated */
 	bool gate_first;         /* ... for the first pointer input the page sees */
+	bool gate_changed;       /* ... and that the page changed something shown (its frame is due) */
 	/* Pointer input in settling: where the pointer was before it (Xvnc
 	 * draws the pointer into the framebuffer: moving it changes the screen
 	 * around both places), and when the screen last changed elsewhere (0:
@@ -553,6 +554,7 @@ static void settle(struct worker *w)
 {
 	w->frames_pending = false;
 	w->gated_at = 0;
+	w->gate_changed = false;
 	w->painted_at = 0;
 	w->t_injected = dg_now_ms();
 	w->settle_from = w->t_injected;
@@ -562,23 +564,27 @@ static void settle(struct worker *w)
 }
 
 /* The gate's answer (gate.c) for the pointer input in settling: with the
- * input's frame committed, settling needs only DG_GATE_QUIET_MS more (see
- * advance()); without, it settles as before: the page's two frames, then
+ * input's frame committed, settling needs only DG_GATE_QUIET_MS more, or
+ * the frame's arrival when the page changed something shown (see
+ * advance()); unsure, it settles as before: the page's two frames, then
  * the full quiet period. */
-static void gated(void *arg, bool ok)
+static void gated(void *arg, enum dg_gate_answer answer)
 {
 	struct worker *w = arg;
 	if (w->phase != PHASE_SETTLE || !w->frames_pending)
 		return;
 	w->frames_pending = false;
 #ifdef DG_WORKER_TRACE_SETTLE
-	fprintf(stderr, "settle: the gate said %s %lld ms after the input\n", ok ? "ok" : "no",
+	fprintf(stderr, "settle: the gate said %s %lld ms after the input\n",
+		answer == DG_GATE_STILL ? "still" : answer == DG_GATE_CHANGED ? "changed" : "unsure",
 		dg_now_ms() - w->t_injected);
 #endif
-	if (ok)
-		w->gated_at = dg_now_ms();
-	else
+	if (answer == DG_GATE_UNSURE) {
 		frames_start(w);
+		return;
+	}
+	w->gated_at = dg_now_ms();
+	w->gate_changed = answer == DG_GATE_CHANGED;
 }
 
 /* Keyboard input in the browser: keys travel X -> browser process ->
@@ -1478,23 +1484,26 @@ static int advance(struct worker *w)
 		 * the time it takes to reach the worker is left. Once the screen
 		 * changes, the full quiet period applies as before, so a repaint
 		 * in parts or a transition is waited out. */
+		bool due = false; /* the page changed something shown: its frame is awaited */
 		if (w->gated_at && !w->painted_at) {
 			quiet_from = w->gated_at > w->last_update ? w->gated_at : w->last_update;
 			/* A page's first input: the frame after it took longer. */
 			quiet_ms = w->gate_first ? DG_SETTLE_QUIET_MS : DG_GATE_QUIET_MS;
+			due = w->gate_changed && t - w->gated_at < DG_GATE_CHANGE_WAIT_MS;
 		}
 		/* The browser reports a load a frame or more before it paints the
 		 * page: after a load, wait (bounded) for a first update. */
 		bool painted = !w->await_paint || w->last_update > w->settle_from ||
 			       t - w->settle_from >= DG_WORKER_PAINT_WAIT_MS;
 		bool framed = !w->frames_pending || t >= w->frames_deadline;
-		if ((painted && framed && t - quiet_from >= quiet_ms) ||
+		if ((painted && framed && !due && t - quiet_from >= quiet_ms) ||
 		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
 			w->frames_pending = false;
 			settled(w);
 			return 0;
 		}
 		long long a = !painted ? w->settle_from + DG_WORKER_PAINT_WAIT_MS - t
+			      : due ? w->gated_at + DG_GATE_CHANGE_WAIT_MS - t
 			      : t - quiet_from < quiet_ms ? quiet_from + quiet_ms - t
 							      : w->frames_deadline - t;
 		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;
