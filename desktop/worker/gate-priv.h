@@ -72,6 +72,10 @@
  * since the action's first event than it keeps, the page counts as
  * changed without looking further. */
 #define DG_GATE_RECORDS 64
+/* Style rules the listener reads at most for :hover ones, when the
+ * element under the pointer changed; past it, every such change counts as
+ * one the page shows. */
+#define DG_GATE_RULES 20000
 /* Longest wait for the screen to change after the gate's answer when the
  * page changed something shown since the input: its frame is committed
  * but not yet on the screen. It came 3-18 ms after the input on the quiet

@@ -15,62 +15,22 @@
 #include <string.h>
 
 #include "desktop/worker/gate-priv.h"
+#include "gate-js.h"
 
-/* The listener: trusted pointer events on the window in the capture phase
- * (before the page's listeners on its elements). A button change is a
- * pointerdown, a pointerup or a chorded pointermove (button not -1); each
- * X button press or release of buttons 1-3 is exactly one. Every event is
- * numbered (k) and its time kept in a ring of DG_GATE_RING, so a wait can
- * tell when its action's first event came. A mutation observer keeps the
- * time and node of the page's last DG_GATE_RECORDS DOM changes; whether a
- * node is shown is asked only once the input's frame is committed (its
- * layout is then clean: asking in the observer would lay the page out in
- * the middle of its own work). Answers the count, the viewport in screen
- * pixels (the last event's screen minus client position; unknown, 0 0,
- * before the first) and the event number. */
-#define SNAPSHOT "[s.n, s.ox, s.oy, innerWidth, innerHeight, s.k]"
+/* The listener (gate.js, embedded as dg_gate_js): called with the gate's
+ * limits, it installs itself once per document and answers the snapshot
+ * [count, viewport x, y, width, height, event number]; the viewport in
+ * screen pixels is the last event's screen minus client position
+ * (unknown, 0 0, before the first). */
 #define SNAPSHOT_N 6
-#define STR_(x) #x
-#define STR(x) STR_(x)
-#define INSTALL_JS                                                                             \
-	"(() => { let s = window.__deskgatePointer; if (!s) { s = window.__deskgatePointer = "  \
-	"{n: 0, k: 0, x: NaN, y: NaN, ox: 0, oy: 0, wake: null, ts: [], mk: 0, mq: []}; const " \
-	"f = e => { if (!e.isTrusted) return; const now = performance.now(); s.ts[++s.k % "     \
-	STR(DG_GATE_RING) "] = e.timeStamp > 0 && e.timeStamp <= now ? e.timeStamp : now; if "  \
-	"(e.button !== -1) s.n++; s.x = e.screenX; s.y = e.screenY; s.ox = e.screenX - "       \
-	"e.clientX; s.oy = e.screenY - e.clientY; if (s.wake) s.wake(); }; for (const t of "     \
-	"['pointerdown', 'pointerup', 'pointermove']) addEventListener(t, f, true); new "       \
-	"MutationObserver(rs => { const now = performance.now(); for (let i = Math.max(0, "     \
-	"rs.length - " STR(DG_GATE_RECORDS) "); i < rs.length; i++) s.mq[s.mk++ % "             \
-	STR(DG_GATE_RECORDS) "] = [now, rs[i].target]; }).observe(document, {subtree: true, "   \
-	"childList: true, attributes: true, characterData: true}); } return " SNAPSHOT "; })()"
+#define INSTALL_FMT "(%s)(%d, %d, %d)"
 
-/* Resolves [answer, ...snapshot] once the count reaches %lld with the
- * pointer at %d, %d and an animation frame ran after it (the message
- * posted from the frame's callback runs once the frame is committed):
- * answer 1 when the page changed nothing shown since the action's first
- * event (after event %lld), 3 when it did (a rendered element in the
- * viewport, or more changes than kept: its pixels are on their way), 2
- * when an animation or transition runs (its first frame may look like the
- * last, the next ones come later: a click starting a 200 ms transition
- * was answered with its start), or 0 after %d ms. With more events than
- * the ring holds, the oldest kept one stands for the first. */
-#define WAIT_JS                                                                                \
-	"new Promise(r => { const s = window.__deskgatePointer; if (!s) { r(null); return; } "   \
-	"const want = %lld, x = %d, y = %d, k0 = %lld; const shown = n => { const e = "          \
-	"n.nodeType === 1 ? n : n.parentElement; if (!e || !e.isConnected || (e.checkVisibility " \
-	"&& !e.checkVisibility())) return false; const b = e.getBoundingClientRect(); return "   \
-	"b.width > 0 && b.height > 0 && b.right > 0 && b.bottom > 0 && b.left < innerWidth && "  \
-	"b.top < innerHeight; }; const changed = () => { const d = s.k - k0; if (d < 1) return " \
-	"false; const from = s.ts[(d <= " STR(DG_GATE_RING) " ? k0 + 1 : s.k + 1) %% "          \
-	STR(DG_GATE_RING) "]; const R = " STR(DG_GATE_RECORDS) "; if (s.mk > R && s.mq[s.mk "   \
-	"%% R][0] >= from) return true; return s.mq.some(m => m[0] >= from && shown(m[1])); }; " \
-	"let w; const t = setTimeout(() => { if (s.wake === w) s.wake = null; r([0, ...%s]); }, " \
-	"%d); w = () => { if (s.n < want || s.x !== x || s.y !== y) return; s.wake = null; "     \
-	"clearTimeout(t); requestAnimationFrame(() => { const c = new MessageChannel(); "        \
-	"c.port1.onmessage = () => r([document.getAnimations().some(a => a.playState === "       \
-	"'running') ? 2 : changed() ? 3 : 1, ...%s]); c.port2.postMessage(0); }); }; s.wake = " \
-	"w; w(); })"
+/* The wait (gate.js's wait(want, x, y, k0, ms)): resolves [answer,
+ * ...snapshot], answer 0 not seen in time, 1 nothing shown changed, 2
+ * animating, 3 something shown changed; null when the listener is gone
+ * (another document). */
+#define WAIT_FMT                                                                               \
+	"window.__deskgatePointer ? window.__deskgatePointer.wait(%lld, %d, %d, %lld, %d) : null"
 
 static void reset(struct dg_gate *g)
 {
@@ -160,8 +120,12 @@ static void counted(void *arg, int status, json_t *result, const char *error_mes
 
 static void read_count(struct dg_gate *g)
 {
+	static char install[sizeof(dg_gate_js) + sizeof(INSTALL_FMT) + 3 * 12];
+	if (!install[0])
+		snprintf(install, sizeof(install), INSTALL_FMT, dg_gate_js, DG_GATE_RING,
+			 DG_GATE_RECORDS, DG_GATE_RULES);
 	g->asked_presses = *g->presses;
-	g->setting_up = evaluate(g, INSTALL_JS, false, counted);
+	g->setting_up = evaluate(g, install, false, counted);
 	if (!g->setting_up)
 		reset(g);
 }
@@ -238,9 +202,9 @@ bool dg_gate_start(struct dg_gate *g, int x, int y, bool moved, dg_gate_done_fn 
 	const int *v = g->view;
 	if (v[2] > 0 && (x < v[0] || y < v[1] || x >= v[0] + v[2] || y >= v[1] + v[3]))
 		return false; /* the browser's own window, not the page */
-	char js[sizeof(WAIT_JS) + 2 * sizeof(SNAPSHOT) + 96];
-	snprintf(js, sizeof(js), WAIT_JS, g->count + (long long)sent, x, y, g->events, SNAPSHOT,
-		 v[2] > 0 ? DG_GATE_WAIT_MS : DG_GATE_FIRST_WAIT_MS, SNAPSHOT);
+	char js[sizeof(WAIT_FMT) + 5 * 21];
+	snprintf(js, sizeof(js), WAIT_FMT, g->count + (long long)sent, x, y, g->events,
+		 v[2] > 0 ? DG_GATE_WAIT_MS : DG_GATE_FIRST_WAIT_MS);
 	g->want_presses = *g->presses;
 	g->done = done;
 	g->arg = arg;
