@@ -1015,7 +1015,13 @@ async function main() {
       let m = await cdp.send('Page.navigate', { url: `http://${host}/` }, sessionId);
       assert.ok(m.result && !m.result.errorText, `Page.navigate: ${JSON.stringify(m)}`);
       await framed('Page.navigate');
-      m = await cdp.send('Runtime.evaluate', { expression: 'document.body.style.background = "#d1242f"; document.title = "changed by CDP"' }, sessionId);
+      // Page.navigate answers once the new document is committed, maybe
+      // before its body is parsed (a loaded host): the script waits for it.
+      m = await cdp.send('Runtime.evaluate', {
+        expression: 'new Promise((r) => { const go = () => { document.body.style.background = "#d1242f"; ' +
+          'r(document.title = "changed by CDP"); }; document.body ? go() : addEventListener("DOMContentLoaded", go); })',
+        awaitPromise: true,
+      }, sessionId);
       assert.equal(m.result && m.result.result.value, 'changed by CDP', `Runtime.evaluate: ${JSON.stringify(m)}`);
       await framed('Runtime.evaluate');
       m = await cdp.send('Browser.close');
