@@ -383,7 +383,7 @@
       row('Files', el('ul', { class: 'events-list', id: 'step-files' }, e.action.paths.map((f) => el('li', { class: 'mono' }, String(f)))));
     }
     if (e.error) row('Error', el('span', { class: 'count-deny' }, e.error));
-    else if (e.result) row('Result', e.result.ok === false ? 'failed' : `done${e.result.settle_ms !== undefined ? `, screen settled in ${Math.round(e.result.settle_ms)} ms` : ''}`);
+    else if (e.result) row('Result', e.result.ok === false ? 'failed' : `done${e.result.settle_ms !== undefined ? `, screen settled in ${Math.round(e.result.settle_ms)} ms${typeof e.result.settled === 'string' ? ` (${e.result.settled})` : ''}` : ''}`);
     else if (s.verdict !== 'allow') row('Result', 'not performed');
     if (e.wire) row('Agent spoke', e.wire);
     if (e.member !== undefined || e.toolset !== undefined) row('Tool', toolCell(e.member, e.toolset));

@@ -54,6 +54,14 @@
 /* ... for the first input on a page (no pointer event seen on it yet, so
  * its viewport is unknown): it reached a page 80-100 ms after its load. */
 #define DG_GATE_FIRST_WAIT_MS 200
+/* On a loaded host the page answers later (100-190 ms from the input under
+ * ASan beside two heavy tests), so both waits grow with the answers the
+ * gate got lately: DG_GATE_LAG_FACTOR times their recent peak (each answer
+ * takes the peak down by a quarter of it, or up to itself), at most
+ * DG_GATE_WAIT_MAX_MS. A fixed wait sized for that load would slow every
+ * action the page never sees (an iframe under the pointer) on a quiet one. */
+#define DG_GATE_LAG_FACTOR 3
+#define DG_GATE_WAIT_MAX_MS 500
 /* Quiet period once the page has committed the input's frame: long enough
  * for the compositor to draw it and Xvnc to send it (measured: see
  * docs/benchmarks.md, "Settling"). */
@@ -83,6 +91,12 @@
  * was answered with the page before it). Past this, nothing shown
  * changed after all (a colour set to itself). */
 #define DG_GATE_CHANGE_WAIT_MS 250
+/* ... grown, on a loaded host, to DG_GATE_LAG_FACTOR times the longer of
+ * this action's answer (input to answer) and the recent peak of repaints'
+ * delays after a "changed" answer, at most this: a hover's repaint was not
+ * on the screen 250 ms after the answer in a CI run beside two heavy
+ * tests. */
+#define DG_GATE_CHANGE_WAIT_MAX_MS 1000
 
 /* The gate's answer for one action. */
 enum dg_gate_answer {
@@ -111,6 +125,8 @@ struct dg_gate {
 	int view[4];                 /* the viewport in screen pixels (x, y, w, h); w 0: unknown */
 	bool waiting;
 	uint64_t want_presses;       /* *presses the wait in flight waits for */
+	long long asked_at;          /* dg_now_ms() when the wait in flight was sent */
+	int lag_ms;                  /* the recent peak of answers' delays (dg_gate_lag_fold) */
 	dg_gate_done_fn done;
 	void *arg;
 };
@@ -140,6 +156,21 @@ bool dg_gate_preparing(const struct dg_gate *g);
 /* Between actions: reads the page's count again when it is unknown, so
  * the next action can be gated. */
 void dg_gate_idle(struct dg_gate *g);
+
+/* A recent peak of delays: the peak so far less a quarter of it, or the
+ * new sample when that is longer. Pure; the caller keeps the peak. */
+int dg_gate_lag_fold(int peak_ms, long long sample_ms);
+
+/* How long the page is given to see the input (DG_GATE_WAIT_MS, or
+ * DG_GATE_FIRST_WAIT_MS on a page's first input), grown with the recent
+ * peak of answers' delays, at most DG_GATE_WAIT_MAX_MS. Pure. */
+int dg_gate_wait_ms(int lag_ms, bool first);
+
+/* How long to wait for the screen to change after a "changed" answer that
+ * came answer_ms after the input, with paint_lag_ms the recent peak of
+ * repaints' delays after such answers: DG_GATE_CHANGE_WAIT_MS, grown with
+ * either, at most DG_GATE_CHANGE_WAIT_MAX_MS. Pure. */
+int dg_gate_change_wait_ms(long long answer_ms, int paint_lag_ms);
 
 /* The wait in flight is no longer wanted (its action ended): done is not
  * called for it. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "desktop/worker/gate-priv.h"
 #include "gate-js.h"
 
@@ -178,6 +179,8 @@ static void waited(void *arg, int status, json_t *result, const char *error_mess
 		return;
 	}
 	json_int_t a = json_integer_value(said);
+	if (a >= 1 && a <= 3)
+		g->lag_ms = dg_gate_lag_fold(g->lag_ms, dg_now_ms() - g->asked_at);
 	if (a >= 1 && a <= 3 && g->want_presses == *g->presses) {
 		g->count = n;
 		g->events = k;
@@ -204,8 +207,9 @@ bool dg_gate_start(struct dg_gate *g, int x, int y, bool moved, dg_gate_done_fn 
 		return false; /* the browser's own window, not the page */
 	char js[sizeof(WAIT_FMT) + 5 * 21];
 	snprintf(js, sizeof(js), WAIT_FMT, g->count + (long long)sent, x, y, g->events,
-		 v[2] > 0 ? DG_GATE_WAIT_MS : DG_GATE_FIRST_WAIT_MS);
+		 dg_gate_wait_ms(g->lag_ms, v[2] == 0));
 	g->want_presses = *g->presses;
+	g->asked_at = dg_now_ms();
 	g->done = done;
 	g->arg = arg;
 	g->waiting = evaluate(g, js, true, waited);
@@ -247,4 +251,33 @@ bool dg_gate_preparing(const struct dg_gate *g)
 bool dg_gate_first(const struct dg_gate *g)
 {
 	return g->view[2] == 0;
+}
+
+int dg_gate_lag_fold(int peak_ms, long long sample_ms)
+{
+	if (sample_ms < 0)
+		sample_ms = 0;
+	if (sample_ms > DG_GATE_CHANGE_WAIT_MAX_MS)
+		sample_ms = DG_GATE_CHANGE_WAIT_MAX_MS; /* past every bound it feeds */
+	int decayed = peak_ms - peak_ms / 4;
+	return sample_ms > decayed ? (int)sample_ms : decayed;
+}
+
+static int grown(int base, long long lag_ms, int max)
+{
+	long long ms = lag_ms * DG_GATE_LAG_FACTOR;
+	if (ms < base)
+		ms = base;
+	return ms > max ? max : (int)ms;
+}
+
+int dg_gate_wait_ms(int lag_ms, bool first)
+{
+	return grown(first ? DG_GATE_FIRST_WAIT_MS : DG_GATE_WAIT_MS, lag_ms, DG_GATE_WAIT_MAX_MS);
+}
+
+int dg_gate_change_wait_ms(long long answer_ms, int paint_lag_ms)
+{
+	long long lag = answer_ms > paint_lag_ms ? answer_ms : paint_lag_ms;
+	return grown(DG_GATE_CHANGE_WAIT_MS, lag, DG_GATE_CHANGE_WAIT_MAX_MS);
 }

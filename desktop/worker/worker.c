@@ -87,6 +87,9 @@ struct worker {
 	long long gated_at;      /* ms the gate said the page has the input's frame; 0: not gated */
 	bool gate_first;         /* ... for the first pointer input the page sees */
 	bool gate_changed;       /* ... and that the page changed something shown (its frame is due) */
+	int change_wait_ms;      /* ... awaited this long at most (dg_gate_change_wait_ms) */
+	int paint_lag_ms;        /* the recent peak of such frames' delays after the answer */
+	const char *settled_by;  /* how this action's settling ended (the result's "settled") */
 	/* Pointer input in settling: where the pointer was before it (Xvnc
 	 * draws the pointer into the framebuffer: moving it changes the screen
 	 * around both places), and when the screen last changed elsewhere (0:
@@ -196,8 +199,12 @@ static void on_update(rfbClient *c, int x, int y, int w, int h)
 	W->updates++;
 	W->last_update = dg_now_ms();
 	if (W->phase == PHASE_SETTLE && !pointer_rect(W->px_before, W->py_before, x, y, w, h) &&
-	    !pointer_rect(W->in.px, W->in.py, x, y, w, h))
+	    !pointer_rect(W->in.px, W->in.py, x, y, w, h)) {
+		if (W->gated_at && W->gate_changed && !W->painted_at)
+			W->paint_lag_ms = dg_gate_lag_fold(W->paint_lag_ms,
+							   W->last_update - W->gated_at);
 		W->painted_at = W->last_update;
+	}
 }
 
 /* ---- RFB input ---------------------------------------------------------- */
@@ -361,6 +368,8 @@ static void finish(struct worker *w)
 		die("out of memory");
 	if (w->error)
 		json_object_set_new(res, "error", json_string(w->error));
+	if (w->settled_by)
+		json_object_set_new(res, "settled", json_string(w->settled_by));
 	if (frame)
 		json_object_set_new(res, "frame",
 				    json_pack("{s:i, s:i, s:I}", "width", out_w, "height", out_h,
@@ -585,6 +594,7 @@ static void gated(void *arg, enum dg_gate_answer answer)
 	}
 	w->gated_at = dg_now_ms();
 	w->gate_changed = answer == DG_GATE_CHANGED;
+	w->change_wait_ms = dg_gate_change_wait_ms(w->gated_at - w->t_injected, w->paint_lag_ms);
 }
 
 /* Keyboard input in the browser: keys travel X -> browser process ->
@@ -1418,6 +1428,7 @@ static void on_action(struct worker *w, const char *text, size_t len)
 	if (page_url && (!json_is_string(page_url) || json_string_length(page_url) > DG_CDP_URL_MAX))
 		die("protocol error: bad page_url");
 	w->id = (long long)json_integer_value(id);
+	w->settled_by = NULL;
 	w->out_w = w->width;
 	w->out_h = w->height;
 	if (size) {
@@ -1489,7 +1500,7 @@ static int advance(struct worker *w)
 			quiet_from = w->gated_at > w->last_update ? w->gated_at : w->last_update;
 			/* A page's first input: the frame after it took longer. */
 			quiet_ms = w->gate_first ? DG_SETTLE_QUIET_MS : DG_GATE_QUIET_MS;
-			due = w->gate_changed && t - w->gated_at < DG_GATE_CHANGE_WAIT_MS;
+			due = w->gate_changed && t - w->gated_at < w->change_wait_ms;
 		}
 		/* The browser reports a load a frame or more before it paints the
 		 * page: after a load, wait (bounded) for a first update. */
@@ -1499,11 +1510,15 @@ static int advance(struct worker *w)
 		if ((painted && framed && !due && t - quiet_from >= quiet_ms) ||
 		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
 			w->frames_pending = false;
+			w->settled_by = t - w->t_injected >= DG_SETTLE_MAX_MS ? "limit"
+					: !w->gated_at ? "quiet"
+					: w->painted_at ? "repaint"
+					: w->gate_changed ? "no_repaint" : "page";
 			settled(w);
 			return 0;
 		}
 		long long a = !painted ? w->settle_from + DG_WORKER_PAINT_WAIT_MS - t
-			      : due ? w->gated_at + DG_GATE_CHANGE_WAIT_MS - t
+			      : due ? w->gated_at + w->change_wait_ms - t
 			      : t - quiet_from < quiet_ms ? quiet_from + quiet_ms - t
 							      : w->frames_deadline - t;
 		long long b = w->t_injected + DG_SETTLE_MAX_MS - t;

@@ -113,7 +113,10 @@ async function main() {
       const r = await agent.act(action);
       const png = await waitFor('the screenshot after the result', () => agent.lastFrame, 10000, 5);
       if (!r.ok) throw new Error(`${JSON.stringify(action)}: ${JSON.stringify(r)}`);
-      return { png, img: PNG.sync.read(png), ms: Number(process.hrtime.bigint() - t) / 1e6 };
+      // How the worker's settling ended and when (docs/agents.md), for
+      // a failure's message.
+      const how = `settled: ${r.settled}, settle_ms ${r.settle_ms}`;
+      return { png, img: PNG.sync.read(png), ms: Number(process.hrtime.bigint() - t) / 1e6, how, settled: r.settled };
     };
     // Each page is loaded, left a second, and given a first pointer input
     // at a spot that changes nothing, its screenshot not checked: just
@@ -128,21 +131,28 @@ async function main() {
       await agent.act({ type: 'move', x: 640, y: 130 });
     };
     const uniform = (cs) => cs.every((c) => same(c, cs[0]));
+    // How the page's actions settled, counted: "settled: repaint 49, page 1".
+    const tally = (shots) => {
+      const n = {};
+      for (const x of shots) n[x.settled] = (n[x.settled] || 0) + 1;
+      return `settled: ${Object.entries(n).map(([k, v]) => `${k} ${v}`).join(', ')}`;
+    };
     const show = (cs) => [...new Set(cs.map((c) => c.join(',')))].join(' | ');
 
     for (const page of ['toggle', 'transition', 'timer']) {
       await open(page);
-      const ms = [];
+      const ms = [], shots = [];
       let ok = true;
       for (let i = 0; i < RUNS && ok; i++) {
         const want = i % 2 ? A : B;
         const s = await shot({ type: 'click', x: CLICKS[i % 2][0], y: CLICKS[i % 2][1] });
         ms.push(s.ms);
+        shots.push(s);
         const cs = colours(s.img, [...UPPER, ...LOWER]);
         if (page === 'toggle') {
-          ok = check(`${page}: click ${i + 1}: its colour everywhere`, cs.every((c) => same(c, want)), show(cs), s.png);
+          ok = check(`${page}: click ${i + 1}: its colour everywhere`, cs.every((c) => same(c, want)), `${show(cs)}; ${s.how}`, s.png);
         } else {
-          ok = check(`${page}: click ${i + 1}: one colour on the whole page`, uniform(cs), show(cs), s.png);
+          ok = check(`${page}: click ${i + 1}: one colour on the whole page`, uniform(cs), `${show(cs)}; ${s.how}`, s.png);
           // Then the new colour, once the page has drawn it: waits of
           // 300 ms until it shows (a loaded host ran the timer's 100 ms
           // late: one wait was not enough), each screenshot whole.
@@ -156,25 +166,26 @@ async function main() {
             ws.every((c) => same(c, want)), show(ws), w.png);
         }
       }
-      if (ok) say(`settle: ok   ${page}: ${RUNS} clicks, every screenshot whole (click answered p50 ${pct(ms, 0.5).toFixed(1)} ms, p90 ${pct(ms, 0.9).toFixed(1)} ms)`);
+      if (ok) say(`settle: ok   ${page}: ${RUNS} clicks, every screenshot whole (click answered p50 ${pct(ms, 0.5).toFixed(1)} ms, p90 ${pct(ms, 0.9).toFixed(1)} ms; ${tally(shots)})`);
     }
 
     await open('hover');
-    const ms = [];
+    const ms = [], shots = [];
     let ok = true;
     for (let i = 0; i < RUNS && ok; i++) {
       const inside = await shot({ type: 'move', x: 400 + (i % 7) * 50, y: 700 });
       ms.push(inside.ms);
+      shots.push(inside);
       ok = check(`hover: move ${i + 1} in: hovered below, the page above`,
         colours(inside.img, LOWER).every((c) => same(c, C)) && colours(inside.img, UPPER).every((c) => same(c, A)),
-        show(colours(inside.img, [...UPPER, ...LOWER])), inside.png);
+        `${show(colours(inside.img, [...UPPER, ...LOWER]))}; ${inside.how}`, inside.png);
       const outside = ok && await shot({ type: 'move', x: 400 + (i % 7) * 50, y: 200 });
-      if (outside) ms.push(outside.ms);
+      if (outside) ms.push(outside.ms), shots.push(outside);
       ok = ok && check(`hover: move ${i + 1} out: not hovered below`,
         colours(outside.img, LOWER).every((c) => same(c, B)) && colours(outside.img, UPPER).every((c) => same(c, A)),
-        show(colours(outside.img, [...UPPER, ...LOWER])), outside.png);
+        `${show(colours(outside.img, [...UPPER, ...LOWER]))}; ${outside.how}`, outside.png);
     }
-    if (ok) say(`settle: ok   hover: ${2 * RUNS} moves, every screenshot whole (answered p50 ${pct(ms, 0.5).toFixed(1)} ms, p90 ${pct(ms, 0.9).toFixed(1)} ms)`);
+    if (ok) say(`settle: ok   hover: ${2 * RUNS} moves, every screenshot whole (answered p50 ${pct(ms, 0.5).toFixed(1)} ms, p90 ${pct(ms, 0.9).toFixed(1)} ms; ${tally(shots)})`);
     await agent.end();
   } finally {
     await gw.stop();
