@@ -90,6 +90,8 @@ struct worker {
 	int change_wait_ms;      /* ... awaited this long at most (dg_gate_change_wait_ms) */
 	int paint_lag_ms;        /* the recent peak of such frames' delays after the answer */
 	const char *settled_by;  /* how this action's settling ended (the result's "settled") */
+	bool pointer_only;       /* settling a move that X programs do not see: run_action() */
+	bool pointer_drawn;      /* ... and the pointer's redraw at its new place has come */
 	/* Pointer input in settling: where the pointer was before it (Xvnc
 	 * draws the pointer into the framebuffer: moving it changes the screen
 	 * around both places), and when the screen last changed elsewhere (0:
@@ -103,6 +105,7 @@ struct worker {
 	uint64_t area;           /* pixels received since connecting */
 	long long last_update;   /* ms of the last framebuffer rectangle */
 	uint64_t updates;
+	unsigned syncs_out;      /* sync_rfb's 1x1 requests not answered yet */
 	struct dg_input in;      /* the input sent to Xvnc (input.c) */
 	/* the action in progress */
 	enum phase phase;
@@ -193,11 +196,19 @@ static bool pointer_rect(int px, int py, int x, int y, int w, int h)
 static void on_update(rfbClient *c, int x, int y, int w, int h)
 {
 	(void)c;
+	/* sync_rfb's answer: a pixel sent again, not a change on the screen
+	 * (counted as one, it would restart every quiet period after a sync). */
+	if (x == 0 && y == 0 && w == 1 && h == 1 && W->syncs_out > 0) {
+		W->syncs_out--;
+		return;
+	}
 	if (w > 0 && h > 0)
 		W->area += (uint64_t)w * (uint64_t)h;
 	dg_view_damage(W->view, x, y, w, h);
 	W->updates++;
 	W->last_update = dg_now_ms();
+	if (W->pointer_only && pointer_rect(W->in.px, W->in.py, x, y, w, h))
+		W->pointer_drawn = true;
 	if (W->phase == PHASE_SETTLE && !pointer_rect(W->px_before, W->py_before, x, y, w, h) &&
 	    !pointer_rect(W->in.px, W->in.py, x, y, w, h)) {
 		if (W->gated_at && W->gate_changed && !W->painted_at)
@@ -212,16 +223,17 @@ static void on_update(rfbClient *c, int x, int y, int w, int h)
 static void pump_rfb(struct worker *w);
 
 /* dg_input's sync: Xvnc handles a client's messages in order, so the
- * answer to a full 1x1 update request sent now proves that everything sent
- * before it was processed. */
+ * answer to a full 1x1 update request sent now (a rectangle of exactly the
+ * pixel at 0, 0: on_update() tells it from the screen's changes) proves
+ * that everything sent before it was processed. */
 static void sync_rfb(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t before = w->updates;
+	unsigned before = w->syncs_out++;
 	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, FALSE))
 		die("the desktop is gone");
 	long long deadline = dg_now_ms() + DG_WORKER_SYNC_MAX_MS;
-	while (w->updates == before && dg_now_ms() < deadline) {
+	while (w->syncs_out > before && dg_now_ms() < deadline) {
 		if (w->vnc->buffered == 0) {
 			struct pollfd p = {w->vnc->sock, POLLIN, 0};
 			if (poll(&p, 1, (int)(deadline - dg_now_ms())) <= 0)
@@ -565,6 +577,8 @@ static void settle(struct worker *w)
 	w->gated_at = 0;
 	w->gate_changed = false;
 	w->painted_at = 0;
+	w->pointer_only = false;
+	w->pointer_drawn = false;
 	w->t_injected = dg_now_ms();
 	w->settle_from = w->t_injected;
 	w->phase = PHASE_SETTLE;
@@ -1389,6 +1403,22 @@ static void run_action(struct worker *w)
 	settle(w);
 	w->px_before = px0;
 	w->py_before = py0;
+	/* A move in an X desktop with no button or key held: X programs see it
+	 * only if they asked for motion events (an xterm does not, unless a
+	 * program in it turned on any-motion mouse tracking), so once Xvnc has
+	 * processed it (sync_rfb) only the pointer's redraw is due: the
+	 * answer comes DG_SETTLE_POINTER_DRAWN_MS after it arrived, or after
+	 * DG_SETTLE_POINTER_QUIET_MS of quiet without it (a pointer that did
+	 * not move). If anything else on the screen changes, the full quiet
+	 * period applies (advance()). */
+	if (!w->cdp && a->type == DG_ACTION_MOVE && w->in.buttons == 0 && a->modifiers == 0) {
+		w->pointer_only = true; /* its redraw may come before the sync's answer */
+		sync_rfb(w);
+		w->settle_from = dg_now_ms();
+		w->painted_at = 0; /* drawn before Xvnc had the move: not in answer to it */
+		w->quiet_ms = DG_SETTLE_POINTER_QUIET_MS;
+		return;
+	}
 	/* Not gated: a scroll (its frames come from the compositor, not from
 	 * input the page sees), a multi-click (its first click may have
 	 * repainted while the next was sent) and keys (settled by barrier()). */
@@ -1490,6 +1520,10 @@ static int advance(struct worker *w)
 	case PHASE_SETTLE: {
 		long long quiet_from = w->last_update > w->settle_from ? w->last_update : w->settle_from;
 		int quiet_ms = w->quiet_ms;
+		if (w->pointer_only) /* see run_action() */
+			quiet_ms = w->painted_at     ? DG_SETTLE_QUIET_MS
+				   : w->pointer_drawn ? DG_SETTLE_POINTER_DRAWN_MS
+						      : DG_SETTLE_POINTER_QUIET_MS;
 		/* Gated pointer input (gated()) that has not changed the screen
 		 * since it was sent: the page has committed its frame, and only
 		 * the time it takes to reach the worker is left. Once the screen
@@ -1511,6 +1545,7 @@ static int advance(struct worker *w)
 		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
 			w->frames_pending = false;
 			w->settled_by = t - w->t_injected >= DG_SETTLE_MAX_MS ? "limit"
+					: w->pointer_only && !w->painted_at ? "pointer"
 					: !w->gated_at ? "quiet"
 					: w->painted_at ? "repaint"
 					: w->gate_changed ? "no_repaint" : "page";

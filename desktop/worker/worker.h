@@ -24,6 +24,15 @@
  * the last update), or MAX ms passed. */
 #define DG_SETTLE_QUIET_MS 30
 #define DG_SETTLE_MAX_MS 3000
+/* ... after a move in an X desktop that only the pointer's redraw follows
+ * (see run_action() in worker.c), counted from Xvnc's answer to a request
+ * sent after the move: Xvnc sends its updates at most DG_DESKTOP_XVNC_FPS
+ * (240) times a second, so the pointer's redraw leaves it within 4.2 ms. */
+#define DG_SETTLE_POINTER_QUIET_MS 10
+/* ... and once the pointer's redraw at its new place came: the rest of
+ * that update (the pointer's old place, sent in the same update) has then
+ * been read too; the margin is for a host slow to schedule the worker. */
+#define DG_SETTLE_POINTER_DRAWN_MS 3
 /* Xvnc draws the pointer into the framebuffer: a changed rectangle inside
  * this many pixels around the pointer's old or new place may be only the
  * pointer (its image measured 15x21 at the hot spot's -2, -2), and does

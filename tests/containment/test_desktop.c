@@ -167,6 +167,78 @@ Test(desktop, xterm_screenshot_shows_the_terminal, .timeout = 60)
 	desk_end(&k);
 }
 
+/* Pixels that differ between a and b within r of (x, y). */
+static int changed_near(const struct image *a, const struct image *b, int x, int y, int r)
+{
+	int n = 0;
+	for (int j = y - r; j <= y + r; j++)
+		for (int i = x - r; i <= x + r; i++) {
+			if (i < 0 || j < 0 || i >= a->w || j >= a->h)
+				continue;
+			size_t o = ((size_t)j * (size_t)a->w + (size_t)i) * 3;
+			n += memcmp(a->rgb + o, b->rgb + o, 3) != 0;
+		}
+	return n;
+}
+
+static const char *settled_of(json_t *res)
+{
+	const char *s = json_string_value(json_object_get(res, "settled"));
+	return s ? s : "(none)";
+}
+
+/* A move over an xterm that no X program sees is answered once only the
+ * pointer's redraw is in (settled "pointer"), and that redraw is in the
+ * screenshot. With a button held (a selection drag), or while the
+ * terminal keeps changing, the full quiet period applies: never
+ * "pointer". */
+Test(desktop, xterm_move_settles_on_the_pointer, .timeout = 120)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_XTERM, 1280, 800);
+	struct image before, after;
+	json_t *res = act(&k, "{\"type\":\"move\",\"x\":200,\"y\":500}", &before);
+	json_decref(res);
+	int pointer = 0, n = 10;
+	for (int i = 0; i < n; i++) {
+		int x = i % 2 ? 200 : 700;
+		char a[96];
+		snprintf(a, sizeof(a), "{\"type\":\"move\",\"x\":%d,\"y\":500}", x);
+		res = act(&k, a, &after);
+		cr_assert(json_is_true(json_object_get(res, "ok")));
+		pointer += strcmp(settled_of(res), "pointer") == 0;
+		/* The pointer left its last place and is drawn at the new one. */
+		cr_assert_gt(changed_near(&before, &after, x, 500, 12), 0,
+			     "move %d: nothing changed where the pointer went (%d, 500)", i, x);
+		cr_assert_gt(changed_near(&before, &after, i % 2 ? 700 : 200, 500, 12), 0,
+			     "move %d: nothing changed where the pointer was", i);
+		free(before.rgb);
+		before = after;
+		json_decref(res);
+	}
+	free(before.rgb);
+	/* A loaded host may redraw something else now and then (the cursor's
+	 * blink): most moves, not every one. */
+	cr_assert_geq(pointer, n / 2, "only %d of %d moves settled on the pointer", pointer, n);
+
+	act_ok(&k, "{\"type\":\"mouse_down\",\"x\":200,\"y\":300}");
+	res = act(&k, "{\"type\":\"move\",\"x\":600,\"y\":320}", NULL);
+	cr_assert_str_neq(settled_of(res), "pointer", "a move with a button held (a selection)");
+	json_decref(res);
+	act_ok(&k, "{\"type\":\"mouse_up\",\"x\":600,\"y\":320}");
+
+	/* The terminal prints numbers without pause (lines that differ: Xvnc
+	 * sends no update for pixels that did not change): the screen changes
+	 * beside the pointer, so the move waits for quiet (or the bound). */
+	act_ok(&k, "{\"type\":\"type\",\"text\":\"seq 1000000000\\n\"}");
+	res = act(&k, "{\"type\":\"move\",\"x\":900,\"y\":400}", NULL);
+	cr_assert_str_neq(settled_of(res), "pointer", "a move while the terminal prints: %s",
+			  json_dumps(res, 0));
+	json_decref(res);
+	act_ok(&k, "{\"type\":\"key\",\"keys\":\"ctrl+c\"}");
+	desk_end(&k);
+}
+
 Test(desktop, size_is_the_sessions, .timeout = 60)
 {
 	struct desk k;
