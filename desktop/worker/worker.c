@@ -207,6 +207,11 @@ static void on_update(rfbClient *c, int x, int y, int w, int h)
 	dg_view_damage(W->view, x, y, w, h);
 	W->updates++;
 	W->last_update = dg_now_ms();
+#ifdef DG_WORKER_TRACE_SETTLE
+	if (W->phase == PHASE_SETTLE)
+		fprintf(stderr, "settle: update %d,%d %dx%d %lld ms after the input\n", x, y, w, h,
+			W->last_update - W->t_injected);
+#endif
 	if (W->pointer_only && pointer_rect(W->in.px, W->in.py, x, y, w, h))
 		W->pointer_drawn = true;
 	if (W->phase == PHASE_SETTLE && !pointer_rect(W->px_before, W->py_before, x, y, w, h) &&

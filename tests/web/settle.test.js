@@ -106,12 +106,14 @@ async function main() {
   await gw.start();
   try {
     const agent = await Agent.create(gw, { profile: 'browser', size: { width: 1280, height: 800 } });
-    // The action's result, then its screenshot (it follows the result).
+    // The action's result, then its own screenshot (it follows the result;
+    // the frame of the action before, an opening move's, can arrive after
+    // the next action was sent: attached to its result, it is never taken
+    // for this one's).
     const shot = async (action) => {
-      agent.lastFrame = null;
       const t = process.hrtime.bigint();
-      const r = await agent.act(action);
-      const png = await waitFor('the screenshot after the result', () => agent.lastFrame, 10000, 5);
+      const r = await agent.actFrame(action);
+      const png = r.png;
       if (!r.ok) throw new Error(`${JSON.stringify(action)}: ${JSON.stringify(r)}`);
       // How the worker's settling ended and when (docs/agents.md), for
       // a failure's message.

@@ -255,9 +255,20 @@ class Agent extends Inbox {
     this.ws = new WebSocket(url, ['deskgate.v1', `bearer.${this.session.session_token}`], {
       maxPayload: 64 * 1024 * 1024,
     });
+    // A result with "frame" is followed by its PNG, in order on the
+    // socket: the PNG is attached to its result (r.png), so a caller never
+    // takes the frame of an earlier action for its own (one that arrives
+    // after the next action was sent).
+    this.awaitingFrame = [];
     this.ws.on('message', (data, binary) => {
-      if (binary) { this.lastFrame = data; return; } // the screenshot after a result
+      if (binary) {
+        const r = this.awaitingFrame.shift();
+        if (r) r.png = data;
+        this.lastFrame = data;
+        return;
+      }
       const msg = JSON.parse(data.toString());
+      if (msg.type === 'result' && msg.frame) this.awaitingFrame.push(msg);
       this.queue.push(msg);
       this.pump();
     });
@@ -281,6 +292,13 @@ class Agent extends Inbox {
     return m;
   }
 
+  // act(), then the result's PNG (r.png, a Buffer) when it has a frame.
+  async actFrame(action, timeoutMs = 20000) {
+    const r = await this.act(action, timeoutMs);
+    if (r.frame) await waitFor(`the screenshot of ${JSON.stringify(action)}`, () => r.png, 10000, 5);
+    return r;
+  }
+
   // Sends an action the policy asks about: resolves with the pending
   // message; the result comes later (this.next(result)).
   async sendAsk(action) {
@@ -290,10 +308,9 @@ class Agent extends Inbox {
 
   // The screen now, as the agent sees it: a screenshot's PNG (a Buffer).
   async screenshot() {
-    this.lastFrame = null;
-    const r = await this.act({ type: 'screenshot' });
+    const r = await this.actFrame({ type: 'screenshot' });
     if (!r.ok || !r.frame) throw new Error(`session ${this.id}: no screenshot: ${JSON.stringify(r)}`);
-    return waitFor('the screenshot after its result', () => this.lastFrame, 10000, 20);
+    return r.png;
   }
 
   result(timeoutMs = 20000) {
