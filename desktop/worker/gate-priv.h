@@ -86,16 +86,15 @@
 #define DG_GATE_RULES 20000
 /* Longest wait for the screen to change after the gate's answer when the
  * page changed something shown since the input: its frame is committed
- * but not yet on the screen. It came 3-18 ms after the input on the quiet
- * VM; on a loaded CI host it had not come 20 ms after the answer (a click
- * was answered with the page before it). Past this, nothing shown
- * changed after all (a colour set to itself). */
+ * but not yet on the screen. Its first pixels came 2-16 ms after the
+ * answer and its last up to 28 ms after the input (traced, quiet VM and
+ * four busy loops: docs/benchmarks.md), later than DG_GATE_QUIET_MS.
+ * Past this, nothing shown changed after all (a colour set to itself). */
 #define DG_GATE_CHANGE_WAIT_MS 250
 /* ... grown, on a loaded host, to DG_GATE_LAG_FACTOR times the longer of
  * this action's answer (input to answer) and the recent peak of repaints'
- * delays after a "changed" answer, at most this: a hover's repaint was not
- * on the screen 250 ms after the answer in a CI run beside two heavy
- * tests. */
+ * delays after a "changed" answer, at most this: a host slow to answer is
+ * slow to draw too. */
 #define DG_GATE_CHANGE_WAIT_MAX_MS 1000
 
 /* The gate's answer for one action. */
