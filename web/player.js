@@ -446,8 +446,11 @@
 
   function render() {
     const s = cur;
-    renderSeq++;
+    const seq = ++renderSeq;
     document.body.dataset.step = String(s.n);
+    // Set once this step's frames are in place (showFrame fetches them
+    // first): until then the images and their hashes are the last step's.
+    document.body.dataset.framesShown = '';
     document.body.dataset.verdict = s.verdict;
     document.body.dataset.type = s.type;
     position();
@@ -457,11 +460,13 @@
     const [before, after] = framesOf(s);
     const what = s.kind === 'cdp' ? 'command' : 'action';
     const refused = s.verdict !== 'allow' && !after;
-    showFrame('before', before, s, ['No screen yet', `The session had not shown a screen before this ${what}.`]);
-    showFrame('after', after, s, refused
-      ? ['Not performed', `The policy refused this ${what} (${s.ev.rule}): the screen did not change.`]
-      : s.kind === 'cdp' ? ['No screenshot', 'No screen was recorded after the commands this one came with.']
-        : ['No screenshot', 'The action ended without a new screen.']);
+    Promise.all([
+      showFrame('before', before, s, ['No screen yet', `The session had not shown a screen before this ${what}.`]),
+      showFrame('after', after, s, refused
+        ? ['Not performed', `The policy refused this ${what} (${s.ev.rule}): the screen did not change.`]
+        : s.kind === 'cdp' ? ['No screenshot', 'No screen was recorded after the commands this one came with.']
+          : ['No screenshot', 'The action ended without a new screen.']),
+    ]).then(() => { if (seq === renderSeq) document.body.dataset.framesShown = String(s.n); });
     details(s);
     history.replaceState(null, '', `#step=${s.n}`);
     // Load the next steps' frames ahead of time.

@@ -241,7 +241,10 @@ async function playerStep(page) {
 
 async function waitStep(page, n) {
   await page.waitForSelector(`body[data-step="${n}"]`, { timeout: 5000 });
-  // Both frames (when the step has them) have loaded.
+  // This step's frames are in place (before, the images and their hashes
+  // can still be the last step's: a CDP command's after-frame was read as
+  // the step before's), and both (when the step has them) have loaded.
+  await page.waitForSelector(`body[data-frames-shown="${n}"]`, { timeout: 5000 });
   await page.waitForFunction(() => ['before', 'after'].every((w) => {
     const img = document.querySelector(`#img-${w}`);
     return img.hidden || (img.complete && img.naturalWidth > 0);
