@@ -104,8 +104,8 @@ struct worker {
 	/* framebuffer bookkeeping */
 	uint64_t area;           /* pixels received since connecting */
 	long long last_update;   /* ms of the last framebuffer rectangle */
-	uint64_t updates;
 	unsigned syncs_out;      /* sync_rfb's 1x1 requests not answered yet */
+	uint32_t sync_pixel;     /* ... and the pixel at 0, 0 when the last was sent */
 	struct dg_input in;      /* the input sent to Xvnc (input.c) */
 	/* the action in progress */
 	enum phase phase;
@@ -196,16 +196,17 @@ static bool pointer_rect(int px, int py, int x, int y, int w, int h)
 static void on_update(rfbClient *c, int x, int y, int w, int h)
 {
 	(void)c;
-	/* sync_rfb's answer: a pixel sent again, not a change on the screen
-	 * (counted as one, it would restart every quiet period after a sync). */
+	/* sync_rfb's answer: the pixel at 0, 0 sent again, a change on the
+	 * screen only if it differs (counted as one, it would restart every
+	 * quiet period after a sync). */
 	if (x == 0 && y == 0 && w == 1 && h == 1 && W->syncs_out > 0) {
 		W->syncs_out--;
-		return;
+		if (memcmp(W->vnc->frameBuffer, &W->sync_pixel, sizeof(W->sync_pixel)) == 0)
+			return;
 	}
 	if (w > 0 && h > 0)
 		W->area += (uint64_t)w * (uint64_t)h;
 	dg_view_damage(W->view, x, y, w, h);
-	W->updates++;
 	W->last_update = dg_now_ms();
 #ifdef DG_WORKER_TRACE_SETTLE
 	if (W->phase == PHASE_SETTLE)
@@ -235,6 +236,7 @@ static void sync_rfb(void *arg)
 {
 	struct worker *w = arg;
 	unsigned before = w->syncs_out++;
+	memcpy(&w->sync_pixel, w->vnc->frameBuffer, sizeof(w->sync_pixel)); /* 32 bits a pixel */
 	if (!SendFramebufferUpdateRequest(w->vnc, 0, 0, 1, 1, FALSE))
 		die("the desktop is gone");
 	long long deadline = dg_now_ms() + DG_WORKER_SYNC_MAX_MS;
@@ -1421,8 +1423,7 @@ static void run_action(struct worker *w)
 		sync_rfb(w);
 		w->settle_from = dg_now_ms();
 		w->painted_at = 0; /* drawn before Xvnc had the move: not in answer to it */
-		w->quiet_ms = DG_SETTLE_POINTER_QUIET_MS;
-		return;
+		return; /* advance() picks the quiet period */
 	}
 	/* Not gated: a scroll (its frames come from the compositor, not from
 	 * input the page sees), a multi-click (its first click may have

@@ -30,7 +30,7 @@
 const fs = require('node:fs');
 const http = require('node:http');
 const { PNG } = require('pngjs');
-const { Gateway, Agent, TOKENS, freePort, waitFor } = require('./lib/gateway');
+const { Gateway, Agent, freePort } = require('./lib/gateway');
 
 const RUNS = Number(process.env.DG_SETTLE_RUNS || 50);
 const AFTER_WAITS = 10; // waits of 300 ms for a transition's or timer's end to show

@@ -264,7 +264,6 @@ class Agent extends Inbox {
       if (binary) {
         const r = this.awaitingFrame.shift();
         if (r) r.png = data;
-        this.lastFrame = data;
         return;
       }
       const msg = JSON.parse(data.toString());
