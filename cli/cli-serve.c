@@ -76,6 +76,7 @@ int dg_cmd_serve(int argc, char **argv)
 		.n_resolve = a.n_resolve,
 	};
 	static const struct dg_serve_root root = {
+		.instance_ids_claim = dg_instance_ids_claim,
 		.cleanup_stale = dg_jail_cleanup_stale,
 		.egress_configure = dg_egress_configure,
 		.spawner_start = dg_spawner_start,

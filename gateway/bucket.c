@@ -505,7 +505,7 @@ int dg_gw_bucket_start(struct gw *gw, struct dg_err *err)
 	snprintf(b->cache, sizeof(b->cache), "%s/%s", gw->cfg.state_dir, DG_GW_BUCKET_CACHE_DIR);
 	if (mkdir(b->cache, 0750) != 0 && errno != EEXIST)
 		rc = dg_err_set(err, -errno, "object store: mkdir %s: %s", b->cache, strerror(errno));
-	else if (chown(b->cache, DG_GATEWAY_UID, DG_GATEWAY_UID) != 0)
+	else if (chown(b->cache, dg_instance_gateway_uid(), dg_instance_gateway_uid()) != 0)
 		rc = dg_err_set(err, -errno, "object store: chown %s: %s", b->cache, strerror(errno));
 	if (rc) {
 		json_decref(b->doc);

@@ -36,9 +36,10 @@ struct dg_serve_opts {
 
 /* The root-only steps of the start, before the gateway drops its
  * privileges, given by the caller that links them (cli/: desktop/spawner and
- * desktop/egress): dg_jail_cleanup_stale, dg_egress_configure and
- * dg_spawner_start. */
+ * desktop/egress): dg_instance_ids_claim, dg_jail_cleanup_stale,
+ * dg_egress_configure and dg_spawner_start. */
 struct dg_serve_root {
+	int (*instance_ids_claim)(struct dg_err *err);
 	int (*cleanup_stale)(struct dg_err *err);
 	int (*egress_configure)(const struct dg_egress_opts *o, struct dg_err *err);
 	int (*spawner_start)(struct dg_spawner *sp, bool verbose, struct dg_err *err);

@@ -16,7 +16,9 @@
 #include "gateway/gateway.h"
 #include "recordings/recordings.h"
 
-#define DG_GATEWAY_UID (DG_JAIL_ID_BASE - 1) /* the unprivileged gateway's uid/gid */
+#define DG_GW_LEGACY_DEPTH 4 /* levels under state_dir or recordings given from the
+			     * former shared gateway uid (recordings/<id>/frames/<png>,
+			     * state_dir/<cache>/<id>/frames/<png>) */
 #define DG_HTTP_BODY_MAX (64 * 1024)      /* bytes of an HTTP request body */
 #define DG_HTTP_PATH_MAX 256
 #define DG_CREATE_TIMEOUT_S 90            /* create request to a ready worker */

@@ -6,6 +6,7 @@
  * capabilities and no_new_privs. From then on this process only speaks
  * HTTP, WebSocket and the typed channels to the spawner and the workers.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -1067,11 +1068,11 @@ static struct lws_protocols protocols[] = {
 
 /* ---- start-up ------------------------------------------------------------- */
 
-/* Becomes DG_GATEWAY_UID with no capabilities (bounding set included) and
- * no_new_privs. Verifies the result rather than trusting it. */
+/* Becomes the instance's gateway uid with no capabilities (bounding set
+ * included) and no_new_privs. Verifies the result rather than trusting it. */
 static int drop_privileges(struct dg_err *err)
 {
-	uid_t id = DG_GATEWAY_UID;
+	uid_t id = dg_instance_gateway_uid();
 	for (int cap = 0; cap <= 63; cap++) {
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
 			return dg_err_set(err, -errno, "gateway: dropping capability %d: %s", cap,
@@ -1089,8 +1090,46 @@ static int drop_privileges(struct dg_err *err)
 	return 0;
 }
 
+/* Gives what dirfd holds (to DG_GW_LEGACY_DEPTH levels) that the one uid
+ * every gateway shared before instances had their own
+ * (DG_INSTANCE_LEGACY_GATEWAY_UID) owns to this instance's gateway uid, so a
+ * gateway upgraded in place still reads its recordings. As root, on the
+ * gateway's own directories, so nothing is followed: no symlink (fchownat
+ * AT_SYMLINK_NOFOLLOW, openat O_NOFOLLOW), and only entries the legacy uid
+ * owns change hands (a hard link to another's file cannot be made by that
+ * uid under protected_hardlinks). Takes dirfd. Returns how many changed. */
+static long give_legacy(int dirfd, int depth)
+{
+	long n = 0;
+	DIR *d = fdopendir(dirfd);
+	if (!d) {
+		close(dirfd);
+		return 0;
+	}
+	uid_t to = dg_instance_gateway_uid();
+	for (struct dirent *e; (e = readdir(d));) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    st.st_uid != DG_INSTANCE_LEGACY_GATEWAY_UID)
+			continue;
+		if (fchownat(dirfd, e->d_name, to, to, AT_SYMLINK_NOFOLLOW) == 0)
+			n++;
+		if (S_ISDIR(st.st_mode) && depth > 1) {
+			int sub = openat(dirfd, e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				n += give_legacy(sub, depth - 1);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
 /* Creates dir (mode 0750) owned by the gateway's uid, so it can write there
- * once it has dropped root. */
+ * once it has dropped root; a dir the legacy gateway uid owned has its
+ * content given to this instance's (give_legacy). */
 static int own_dir(const char *dir, struct dg_err *err)
 {
 	char path[PATH_MAX];
@@ -1104,17 +1143,27 @@ static int own_dir(const char *dir, struct dg_err *err)
 	}
 	if (mkdir(path, 0750) != 0 && errno != EEXIST)
 		return dg_err_set(err, -errno, "gateway: mkdir %s: %s", path, strerror(errno));
-	if (chown(path, DG_GATEWAY_UID, DG_GATEWAY_UID) != 0)
+	struct stat st;
+	bool legacy = lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+		      st.st_uid == DG_INSTANCE_LEGACY_GATEWAY_UID;
+	if (chown(path, dg_instance_gateway_uid(), dg_instance_gateway_uid()) != 0)
 		return dg_err_set(err, -errno, "gateway: chown %s: %s", path, strerror(errno));
+	if (legacy) {
+		int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		long n = fd >= 0 ? give_legacy(fd, DG_GW_LEGACY_DEPTH) : 0;
+		fprintf(stderr, "deskgate serve: %s: %ld entries of the former gateway uid %u given "
+				"to instance %s's uid %u\n", path, n, DG_INSTANCE_LEGACY_GATEWAY_UID,
+			dg_instance(), dg_instance_gateway_uid());
+	}
 	return 0;
 }
 
-/* What the gateway needs of a path once it runs as DG_GATEWAY_UID: a
+/* What the gateway needs of a path once it runs as its uid: a
  * directory to list, one to write in, or a file to read (the named
  * policies, read at each session's creation). */
 enum dir_need { DIR_READ, DIR_WRITE, FILE_READ };
 
-/* In a child that has become DG_GATEWAY_UID: 0 when dir can be listed (and
+/* In a child that has become the gateway uid: 0 when dir can be listed (and
  * with DIR_WRITE, a file created in it and removed), else the errno. */
 static int probe_dir_as_gateway(const char *dir, enum dir_need need)
 {
@@ -1122,7 +1171,7 @@ static int probe_dir_as_gateway(const char *dir, enum dir_need need)
 	if (pid < 0)
 		return errno;
 	if (pid == 0) {
-		gid_t id = DG_GATEWAY_UID;
+		gid_t id = dg_instance_gateway_uid();
 		if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 ||
 		    setresuid(id, id, id) != 0)
 			_exit(EPERM);
@@ -1158,7 +1207,7 @@ static int check_dir_for_gateway(const char *what, const char *dir, enum dir_nee
 	return dg_err_set(err, -e,
 			  "%s %s: the gateway, which drops to uid %u, cannot %s it: %s (every "
 			  "directory above it must be searchable by that uid)",
-			  what, dir, DG_GATEWAY_UID, need == DIR_WRITE ? "write in" : "read", strerror(e));
+			  what, dir, dg_instance_gateway_uid(), need == DIR_WRITE ? "write in" : "read", strerror(e));
 }
 
 /* The named policies are read again at each session's creation, by the
@@ -1251,7 +1300,13 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	if (geteuid() != 0) {
 		fprintf(stderr, "deskgate serve: must start as root: its spawner creates namespaces, "
 				"cgroups and uid maps; the network-facing gateway then drops to uid %u\n",
-			DG_GATEWAY_UID);
+			dg_instance_gateway_uid());
+		return DG_EXIT_FAILED;
+	}
+	/* Before anything is made for the uid: a second instance whose name
+	 * hashes to a running one's uids would read its recordings. */
+	if (root->instance_ids_claim(&err) != 0) {
+		fprintf(stderr, "deskgate serve: %s\n", err.msg);
 		return DG_EXIT_FAILED;
 	}
 	extern char **environ;
@@ -1382,7 +1437,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	dg_config_base_url(&gw.cfg, false, http, sizeof(http));
 	dg_config_base_url(&gw.cfg, true, ws, sizeof(ws));
 	printf("deskgate: serving on %s (instance %s, pid %d, uid %u, no capabilities)\n",
-	       gw.cfg.listen, dg_instance(), (int)getpid(), DG_GATEWAY_UID);
+	       gw.cfg.listen, dg_instance(), (int)getpid(), dg_instance_gateway_uid());
 	printf("deskgate: agents: POST %s/v1/sessions, then connect %s/v1/sessions/<id>/ws\n", http, ws);
 	printf("deskgate: browsers: %s/  (viewer token)\n", http);
 	printf("deskgate: MCP hosts: %s/mcp  (agent token; docs/mcp.md)\n", http);

@@ -86,7 +86,7 @@ int dg_gw_video_start(struct gw *gw, struct dg_err *err)
 	int rc = 0;
 	if (mkdir(v->dir, 0750) != 0 && errno != EEXIST)
 		rc = dg_err_set(err, -errno, "video exports: mkdir %s: %s", v->dir, strerror(errno));
-	else if (chown(v->dir, DG_GATEWAY_UID, DG_GATEWAY_UID) != 0)
+	else if (chown(v->dir, dg_instance_gateway_uid(), dg_instance_gateway_uid()) != 0)
 		rc = dg_err_set(err, -errno, "video exports: chown %s: %s", v->dir, strerror(errno));
 	else
 		rc = dg_rec_key_public_pem(gw->rec_key, &pem, err);

@@ -134,11 +134,12 @@ __attribute__((noreturn)) static void fail_msg(int fd, const char *what)
 	_exit(1);
 }
 
-/* No groups, DG_EGRESS_UID, no capabilities (bounding set first, while
- * CAP_SETPCAP is still held), no_new_privs; verified, not trusted. */
+/* No groups, the instance's egress uid (dg_instance_egress_uid), no
+ * capabilities (bounding set first, while CAP_SETPCAP is still held),
+ * no_new_privs; verified, not trusted. */
 static void drop_privileges(int fd)
 {
-	uid_t id = DG_EGRESS_UID;
+	uid_t id = dg_instance_egress_uid();
 	for (int cap = 0; cap <= 63; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
 			fail_start(fd, "dropping the capability bounding set", errno);

@@ -6,13 +6,14 @@
  * session's id. Chromium in the jail uses it as its proxy, exec'd programs
  * get HTTP_PROXY/HTTPS_PROXY; nothing in the jail resolves names.
  *
- * The process runs in the host's network namespace as DG_EGRESS_UID, with
- * no groups, no capabilities and no_new_privs, dies with its parent, and
- * keeps its own copy of the compiled policy. Per connection it reads one
- * HTTP/1.x request head (bounded in size and time), which must be
- * `CONNECT host:port` or an absolute-form `METHOD http://host[:port]/...`;
- * decides host:port with the policy's "egress" allowlist
- * (dg_policy_decide_egress: a policy without rules allows nothing); resolves
+ * The process runs in the host's network namespace as its instance's
+ * egress uid (dg_instance_egress_uid), with no groups, no capabilities and
+ * no_new_privs, dies with its parent, and keeps its own copy of the
+ * compiled policy. Per connection it reads one HTTP/1.x request head
+ * (bounded in size and time), which must be `CONNECT host:port` or an
+ * absolute-form `METHOD http://host[:port]/...`; decides host:port with the
+ * policy's "egress" allowlist (dg_policy_decide_egress: a policy without
+ * rules allows nothing); resolves
  * the name once without blocking its loop; refuses the connection when any
  * address the name has is not public (dg_egress_addr_check); connects to
  * exactly the address it checked; then relays bytes both ways with bounded
@@ -60,11 +61,11 @@ struct dg_policy; /* policy/policy.h: the egress process includes it itself */
 
 /* Forks the proxy. Call while still root, before the gateway drops its
  * privileges: the child sets PR_SET_PDEATHSIG, raises its descriptor limit
- * to DG_EGRESS_NOFILE, drops to DG_EGRESS_UID with no groups and no
- * capabilities (bounding set included), sets no_new_privs, and keeps its own
- * copy of the compiled policy p (inherited by fork: the caller may free its
- * own afterwards). o may be NULL. Returns once the child reported that it
- * dropped its privileges and installed its seccomp filter (unless
+ * to DG_EGRESS_NOFILE, drops to the instance's egress uid with no groups
+ * and no capabilities (bounding set included), sets no_new_privs, and keeps
+ * its own copy of the compiled policy p (inherited by fork: the caller may
+ * free its own afterwards). o may be NULL. Returns once the child reported
+ * that it dropped its privileges and installed its seccomp filter (unless
  * o->no_seccomp; bounded by DG_EGRESS_START_MS): 0, or a negative
  * errno with err naming what failed (a bad override, the child's own
  * report). */

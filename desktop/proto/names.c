@@ -81,6 +81,24 @@ const char *dg_instance(void)
 	return instance_id;
 }
 
+uint32_t dg_instance_uid_of(const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a, 32 bits */
+	for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return DG_INSTANCE_ID_BASE + 2u * (h % DG_INSTANCE_IDS);
+}
+
+uint32_t dg_instance_gateway_uid(void)
+{
+	return dg_instance_uid_of(dg_instance());
+}
+
+uint32_t dg_instance_egress_uid(void)
+{
+	return dg_instance_uid_of(dg_instance()) + 1u;
+}
+
 /* ---- sessions ---- */
 
 bool dg_session_id_valid(const char *id)

@@ -56,9 +56,21 @@ struct dg_decision;
  * DG_WORKER_ID_BASE + N, neither the owner's uid nor the jail's. */
 #define DG_WORKER_ID_BASE (DG_JAIL_ID_BASE + DG_JAIL_SLOTS)
 
-/* The egress proxy's own uid and gid: neither the gateway's (0x5fffffff) nor any
- * jail's or worker's. */
-#define DG_EGRESS_UID 0x5ffffffeu
+/* The gateway's and the egress proxy's host uids (each also the gid) are
+ * the instance's (dg_instance_gateway_uid, dg_instance_egress_uid): instance
+ * I's pair is DG_INSTANCE_ID_BASE + 2 * (FNV-1a of I's name mod
+ * DG_INSTANCE_IDS), gateway first. So an instance keeps its uids across
+ * restarts (its recordings stay readable to it), and instances beside each
+ * other share none: a gateway cannot read another instance's recordings,
+ * nor signal or trace its egress proxy. Two names can hash to the same pair
+ * (about 1 in 32768 for two instances): `deskgate serve` refuses to start
+ * beside a running instance that holds its pair (docs/scale-out.md). The
+ * range sits below the jails'; before instances had uids of their own,
+ * every gateway ran as DG_INSTANCE_LEGACY_GATEWAY_UID (0x5fffffff), now an
+ * egress proxy's uid, and every egress proxy as 0x5ffffffe. */
+#define DG_INSTANCE_IDS 32768u
+#define DG_INSTANCE_ID_BASE (DG_JAIL_ID_BASE - 2u * DG_INSTANCE_IDS)
+#define DG_INSTANCE_LEGACY_GATEWAY_UID (DG_JAIL_ID_BASE - 1u)
 
 /* ---- the instance (names.c) --------------------------------------------- */
 
@@ -88,6 +100,15 @@ int dg_instance_init(struct dg_err *err);
 
 /* This process's instance (dg_instance_init's choice when nothing set it). */
 const char *dg_instance(void);
+
+/* The gateway uid of the instance named id (see DG_INSTANCE_IDS): a pure
+ * function of the name. */
+uint32_t dg_instance_uid_of(const char *id);
+
+/* This process's instance's gateway uid, and its egress proxy's (the next
+ * one). */
+uint32_t dg_instance_gateway_uid(void);
+uint32_t dg_instance_egress_uid(void);
 
 /* ---- sessions and desktops (names.c) ------------------------------------ */
 

@@ -70,6 +70,10 @@ struct dg_jail_report {
 	char msg[DG_ERR_MAX];
 };
 
+/* The host's run directory: DESKGATE_RUN_DIR when it is absolute, else
+ * DG_RUN_DIR_DEFAULT. Slot locks and instance id locks live under it. */
+const char *dg_jail_run_dir(void);
+
 /* Builds the allowlisted environment plus prog->env_extra. Returns 0 or
  * -EINVAL naming a bad extra entry. */
 int dg_jail_env_build(const struct dg_jail_prog *prog, struct dg_jail_env *env,

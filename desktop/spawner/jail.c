@@ -37,7 +37,7 @@
 
 /* ---- slots ---- */
 
-static const char *run_dir(void)
+const char *dg_jail_run_dir(void)
 {
 	const char *d = getenv("DESKGATE_RUN_DIR");
 	return d && d[0] == '/' ? d : DG_RUN_DIR_DEFAULT;
@@ -53,9 +53,9 @@ static int ensure_dir(const char *path, struct dg_err *err)
 static int slots_dir(char *out, size_t n, struct dg_err *err)
 {
 	int r;
-	if ((r = ensure_dir(run_dir(), err)))
+	if ((r = ensure_dir(dg_jail_run_dir(), err)))
 		return r;
-	if ((size_t)snprintf(out, n, "%s/slots", run_dir()) >= n)
+	if ((size_t)snprintf(out, n, "%s/slots", dg_jail_run_dir()) >= n)
 		return dg_err_set(err, -ENAMETOOLONG, "jail: run dir path too long");
 	return ensure_dir(out, err);
 }

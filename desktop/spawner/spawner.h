@@ -152,6 +152,15 @@ int dg_jail_enter(const struct dg_jail *j, const struct dg_jail_prog *prog,
  * were removed, or a negative errno. */
 int dg_jail_cleanup_stale(struct dg_err *err);
 
+/* Claims this process's instance's uid pair (dg_instance_gateway_uid and
+ * the egress uid after it) for as long as the process and its children
+ * live: a shared flock on <run dir>/ids/<gateway uid>.lock, whose content
+ * names the instance. Instances of the same name share the claim; another
+ * instance whose name hashes to the same pair is refused with -EADDRINUSE,
+ * naming both (rename one). Call as root, before the gateway drops to the
+ * uid. The lock's descriptor stays open, close-on-exec, never returned. */
+int dg_instance_ids_claim(struct dg_err *err);
+
 /* ---- Desktops: a jail running Xvnc and the profile's programs ---- */
 
 /* Every desktop is display :0 of its own jail: X sockets, abstract ones

@@ -269,7 +269,7 @@ static void wait_ok(struct sess *s)
 /* This gateway's proxy (other gateways may run on the machine), or -1. */
 static pid_t proxy(void)
 {
-	return dg_test_find_descendant(srv.pid, "deskgate-egress", DG_EGRESS_UID);
+	return dg_test_find_descendant(srv.pid, "deskgate-egress", dg_test_serve_uid(&srv) + 1);
 }
 
 static long long metric(const char *text, const char *name);

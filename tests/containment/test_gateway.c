@@ -423,10 +423,13 @@ Test(gateway, the_gateway_process_has_no_capabilities)
 	unsigned r, e, sv, fs;
 	cr_assert_eq(dg_test_proc_status(srv.pid, "Uid", v, sizeof(v)), 0);
 	cr_assert_eq(sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs), 4);
-	cr_assert(r && e && sv && fs, "the gateway runs with uid 0 somewhere: %s", v);
+	unsigned gw_id = dg_test_serve_uid(&srv);
+	cr_assert(r == gw_id && e == r && sv == r && fs == r,
+		  "the gateway's uids are not its instance's (%u): %s", gw_id, v);
 	cr_assert_eq(dg_test_proc_status(srv.pid, "Gid", v, sizeof(v)), 0);
 	cr_assert_eq(sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs), 4);
-	cr_assert(r && e && sv && fs, "the gateway runs with gid 0 somewhere: %s", v);
+	cr_assert(r == gw_id && e == r && sv == r && fs == r,
+		  "the gateway's gids are not its instance's (%u): %s", gw_id, v);
 	cr_assert_eq(dg_test_proc_status(srv.pid, "Groups", v, sizeof(v)), 0);
 	cr_assert_str_eq(v, "", "supplementary groups remain: %s", v);
 	cr_assert_eq(dg_test_proc_status(srv.pid, "NoNewPrivs", v, sizeof(v)), 0);
@@ -457,7 +460,8 @@ Test(gateway, the_gateway_process_has_no_capabilities)
 	cr_assert(r == 0 && e == 0, "the spawner is not root: %s", v);
 	cr_assert_eq(dg_test_proc_status(egress, "Uid", v, sizeof(v)), 0);
 	cr_assert_eq(sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs), 4);
-	cr_assert(r == 0x5ffffffeu && e == r && sv == r && fs == r, "the egress proxy's uids: %s", v);
+	cr_assert(r == gw_id + 1 && e == r && sv == r && fs == r,
+		  "the egress proxy's uids: %s", v);
 	cr_assert_eq(dg_test_proc_status(egress, "CapEff", v, sizeof(v)), 0);
 	cr_assert_str_eq(v, "0000000000000000", "the egress proxy has capabilities");
 	cr_assert_eq(dg_test_proc_status(egress, "CapPrm", v, sizeof(v)), 0);

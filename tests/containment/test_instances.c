@@ -10,6 +10,8 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -239,4 +241,135 @@ Test(instances, a_dead_instance_is_cleaned_by_another, .timeout = 300)
 	cr_assert_eq(dg_test_serve_stop(&b.srv, 30, false), 0);
 	dg_test_serve_stop(&a.srv, 1, false); /* only its temp dir now */
 	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "%s", what);
+}
+
+/* The real uid of pid's /proc status line name ("Uid" or "Gid"). */
+static unsigned status_id(pid_t pid, const char *name)
+{
+	char v[128];
+	unsigned r = 0;
+	cr_assert_eq(dg_test_proc_status(pid, name, v, sizeof(v)), 0, "%s of %d", name, (int)pid);
+	cr_assert_eq(sscanf(v, "%u", &r), 1, "%s: %s", name, v);
+	return r;
+}
+
+/* In a child that has become uid: the errno of opening dir, 0 when it
+ * opened. */
+static int open_as(uid_t uid, const char *dir)
+{
+	pid_t p = fork();
+	cr_assert(p >= 0);
+	if (p == 0) {
+		if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+		    setresuid(uid, uid, uid) != 0)
+			_exit(100);
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		_exit(fd >= 0 ? 0 : errno);
+	}
+	int st;
+	cr_assert_eq(waitpid(p, &st, 0), p);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 100, "the child could not become %u",
+		  (unsigned)uid);
+	return WEXITSTATUS(st);
+}
+
+/* Each instance runs its gateway and its egress proxy on uids of its own
+ * (its name's pair), so one gateway cannot read another's recordings; a
+ * second instance whose name hashes to a running one's pair is refused. */
+Test(instances, each_instance_has_uids_of_its_own, .timeout = 300)
+{
+	struct gw a, b;
+	gw_start(&a, "uid-a");
+	gw_start(&b, "uid-b");
+	uid_t ua = dg_instance_uid_of(a.instance), ub = dg_instance_uid_of(b.instance);
+	cr_assert_neq(ua, ub, "the test's two names hash to one pair: rename one");
+	cr_assert_eq(status_id(a.srv.pid, "Uid"), ua, "a's gateway runs as its instance's uid");
+	cr_assert_eq(status_id(a.srv.pid, "Gid"), ua);
+	cr_assert_eq(status_id(b.srv.pid, "Uid"), ub, "b's gateway runs as its instance's uid");
+	cr_assert(dg_test_find_descendant(a.srv.pid, "deskgate-egress", ua + 1) > 0,
+		  "a's egress proxy runs as a's egress uid %u", ua + 1);
+	cr_assert(dg_test_find_descendant(b.srv.pid, "deskgate-egress", ub + 1) > 0,
+		  "b's egress proxy runs as b's egress uid %u", ub + 1);
+	gw_session(&a);
+	char rec[160];
+	snprintf(rec, sizeof(rec), "%s/rec/%s", a.srv.dir, a.session);
+	cr_assert_eq(open_as(ua, rec), 0, "a's gateway uid reads a's recording %s", rec);
+	cr_assert_eq(open_as(ub, rec), EACCES, "b's gateway uid must not read a's recording %s",
+		     rec);
+
+	/* A name of another instance on a's pair. */
+	char clash[48] = "";
+	for (int i = 0; i < 10 * (int)DG_INSTANCE_IDS && !clash[0]; i++) {
+		char name[48]; /* at most 20 + 2 + 7 bytes: a valid instance */
+		snprintf(name, sizeof(name), "%.20s-c%d", dg_test_instance(), i);
+		if (dg_instance_uid_of(name) == ua)
+			snprintf(clash, sizeof(clash), "%s", name);
+	}
+	cr_assert(clash[0], "no name found on a's pair");
+	struct dg_server c;
+	char extra[128], err[4096];
+	snprintf(extra, sizeof(extra), "\"instance\": \"%s\"", clash);
+	cr_assert_neq(dg_test_serve_start(&c, extra, 30, err, sizeof(err)), 0,
+		      "instance %s started on the uids instance %s holds", clash, a.instance);
+	char want[160];
+	snprintf(want, sizeof(want), "are held by instance %s", a.instance);
+	cr_assert(strstr(err, want), "the refusal names the holder (%s): %s", want, err);
+	dg_test_serve_stop(&c, 1, false);
+	/* The holder gone, the pair is free for the other name. */
+	cr_assert_eq(dg_test_serve_stop(&a.srv, 30, false), 0);
+	cr_assert_eq(dg_test_serve_start(&c, extra, 30, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(status_id(c.pid, "Uid"), ua);
+	cr_assert_eq(dg_test_serve_stop(&c, 30, false), 0);
+	cr_assert_eq(dg_test_serve_stop(&b.srv, 30, false), 0);
+	char what[2048];
+	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "%s", what);
+}
+
+/* A gateway upgraded in place: what the one uid every gateway shared
+ * before (0x5fffffff) owns in its recordings is given to the instance's
+ * uid at start, symlinks included but never followed. */
+Test(instances, the_former_shared_uid_gives_way, .timeout = 300)
+{
+	struct gw a;
+	gw_start(&a, "legacy");
+	uid_t ua = dg_instance_uid_of(a.instance), old = DG_INSTANCE_LEGACY_GATEWAY_UID;
+	cr_assert_eq(dg_test_serve_stop(&a.srv, 30, true), 0);
+	char rec[160], dir[224], frames[256], png[288], link[288], bait[160];
+	snprintf(rec, sizeof(rec), "%s/rec", a.srv.dir);
+	snprintf(dir, sizeof(dir), "%s/old-1", rec);
+	snprintf(frames, sizeof(frames), "%s/frames", dir);
+	snprintf(png, sizeof(png), "%s/1.png", frames);
+	snprintf(link, sizeof(link), "%s/bait", dir);
+	snprintf(bait, sizeof(bait), "%s/root-file", a.srv.dir);
+	cr_assert_eq(mkdir(dir, 0750), 0);
+	cr_assert_eq(mkdir(frames, 0750), 0);
+	FILE *f = fopen(png, "w");
+	cr_assert(f);
+	fclose(f);
+	f = fopen(bait, "w");
+	cr_assert(f);
+	fclose(f);
+	cr_assert_eq(symlink(bait, link), 0);
+	const char *mine[] = {rec, dir, frames, png};
+	for (size_t i = 0; i < 4; i++)
+		cr_assert_eq(lchown(mine[i], old, old), 0, "%s", mine[i]);
+	cr_assert_eq(lchown(link, old, old), 0);
+	char extra[128], err[4096];
+	snprintf(extra, sizeof(extra), "\"instance\": \"%s\"", a.instance);
+	cr_assert_eq(dg_test_serve_restart(&a.srv, extra, 30, err, sizeof(err)), 0, "%s", err);
+	struct stat st;
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(lstat(mine[i], &st), 0, "%s", mine[i]);
+		cr_assert_eq(st.st_uid, ua, "%s is the instance's now (uid %u)", mine[i],
+			     (unsigned)st.st_uid);
+	}
+	cr_assert_eq(lstat(link, &st), 0);
+	cr_assert_eq(st.st_uid, ua, "the symlink itself is the instance's");
+	cr_assert_eq(stat(bait, &st), 0);
+	cr_assert_eq(st.st_uid, 0, "the symlink's target was followed: uid %u",
+		     (unsigned)st.st_uid);
+	char *log = dg_test_serve_log(&a.srv);
+	cr_assert(strstr(log, "entries of the former gateway uid"), "the start says so:\n%s", log);
+	free(log);
+	cr_assert_eq(dg_test_serve_stop(&a.srv, 30, false), 0);
 }

@@ -2,7 +2,7 @@
  * and a server-side failure is answered as one (500 "internal"), never as
  * the client's mistake.
  *
- * The gateway starts as root and drops to DG_GATEWAY_UID; recordings are
+ * The gateway starts as root and drops to its instance's uid; recordings are
  * written by that uid. A recordings directory below a directory only root
  * may enter was accepted at start and failed the first session with
  * "500 bad_request".
@@ -18,9 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "desktop/proto/proto.h"
 #include "dg_test.h"
 
-#define GATEWAY_UID 0x5fffffffu
+#define GATEWAY_UID dg_instance_gateway_uid() /* the test's instance is the gateway's */
 
 /* A temp dir the test owns: mode 0700, so only root may enter it. */
 static char *private_dir(void)
@@ -169,7 +170,7 @@ Test(serve_start, server_failure_is_internal, .timeout = 120)
 	cr_assert_eq(r.status, 400, "%d %s", r.status, r.body);
 	cr_assert(strstr(r.body, "bad_request"), "%s", r.body);
 	dg_http_free(&r);
-	cr_assert_eq(chown(rec, GATEWAY_UID, GATEWAY_UID), 0);
+	cr_assert_eq(chown(rec, dg_test_serve_uid(&srv), dg_test_serve_uid(&srv)), 0);
 	cr_assert_eq(dg_test_http(srv.port, "GET", "/healthz", NULL, NULL, 10, &r), 0);
 	cr_assert_eq(r.status, 200, "the gateway went on: %d", r.status);
 	dg_http_free(&r);

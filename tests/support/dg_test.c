@@ -471,6 +471,22 @@ static void rm_tree(const char *path)
 	}
 }
 
+uint32_t dg_test_serve_uid(const struct dg_server *s)
+{
+	char *log = dg_test_serve_log(s);
+	const char *p = strstr(log, "serving on ");
+	p = p ? strstr(p, "(instance ") : NULL;
+	char name[DG_INSTANCE_MAX + 1] = "";
+	if (p)
+		sscanf(p, "(instance %32[a-z0-9-],", name);
+	free(log);
+	if (!name[0]) {
+		fprintf(stderr, "dg_test_serve_uid: no \"(instance NAME,\" in %s\n", s->log);
+		abort();
+	}
+	return dg_instance_uid_of(name);
+}
+
 static int serve_once(struct dg_server *s, const char *extra, const char *const *args,
 		      double timeout_s, char *err, size_t errlen)
 {

@@ -173,6 +173,13 @@ int dg_test_serve_stop(struct dg_server *s, double timeout_s, bool keep);
 /* The server's log so far (malloc'd, NUL-terminated). */
 char *dg_test_serve_log(const struct dg_server *s);
 
+/* The instance a running server says it is ("serving on ... (instance X,"
+ * in its log) and that instance's gateway uid (dg_instance_uid_of; its
+ * egress proxy's is the next). A server started without "instance" in
+ * its config is the host name's: serve_env passes no DESKGATE_* variable
+ * but the tokens. Fails the test when the log has no such line. */
+uint32_t dg_test_serve_uid(const struct dg_server *s);
+
 /* Children of pid (from /proc/PID/task/PID/children when present, else a
  * scan of /proc). Returns how many were written (at most max). */
 int dg_test_children(pid_t pid, pid_t *out, int max);

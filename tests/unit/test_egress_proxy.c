@@ -1,5 +1,5 @@
 /* The egress proxy end to end, without namespaces: the test starts the proxy
- * with dg_egress_start (as root, so it really drops to DG_EGRESS_UID), hands
+ * with dg_egress_start (as root, so it really drops to the instance's egress uid), hands
  * it listeners it made on 127.0.0.1:0 in the host's network namespace, and
  * runs two loopback HTTP servers (forked) that the resolver override names
  * allowed.test:80 and denied.test:80. The policy allows allowed.test:80 (and
@@ -1061,8 +1061,8 @@ Test(egress_proxy, runs_unprivileged_as_its_own_uid)
 	char line[512], want[128];
 	bool uid = false, gid = false, groups = false, capeff = false, capprm = false;
 	while (fgets(line, sizeof(line), f)) {
-		snprintf(want, sizeof(want), "Uid:\t%u\t%u\t%u\t%u\n", DG_EGRESS_UID, DG_EGRESS_UID,
-			 DG_EGRESS_UID, DG_EGRESS_UID);
+		uint32_t id = dg_instance_egress_uid();
+		snprintf(want, sizeof(want), "Uid:\t%u\t%u\t%u\t%u\n", id, id, id, id);
 		if (starts(line, "Uid:"))
 			uid = strcmp(line, want) == 0;
 		want[0] = 'G';
@@ -1076,8 +1076,8 @@ Test(egress_proxy, runs_unprivileged_as_its_own_uid)
 			capprm = strspn(line + 7, "\t0\n") == strlen(line + 7);
 	}
 	fclose(f);
-	cr_assert(uid, "uid is not DG_EGRESS_UID");
-	cr_assert(gid, "gid is not DG_EGRESS_UID");
+	cr_assert(uid, "uid is not the instance's egress uid");
+	cr_assert(gid, "gid is not the instance's egress uid");
 	cr_assert(groups, "supplementary groups remain");
 	cr_assert(capeff && capprm, "capabilities remain");
 }

@@ -472,7 +472,7 @@ Test(recordings, open_checks_metadata_at_boundaries)
 	int sizes[][3] = { { 1, 1, 0 }, { DG_ACTION_SCREEN_MAX, DG_ACTION_SCREEN_MAX, 0 },
 			   { 0, 800, -EINVAL }, { DG_ACTION_SCREEN_MAX + 1, 800, -EINVAL } };
 	for (int i = 0; i < 4; i++) {
-		char sid[16];
+		char sid[24]; /* "size-" and any int */
 		snprintf(sid, sizeof(sid), "size-%d", i);
 		m = meta(sid);
 		m.width = sizes[i][0];
@@ -524,7 +524,7 @@ Test(recordings, fsync_modes)
 				       { .fsync = DG_REC_FSYNC_INTERVAL, .fsync_interval_ms = 5 },
 				       { .fsync = DG_REC_FSYNC_NONE } };
 	for (int i = 0; i < 3; i++) {
-		char id[16];
+		char id[24]; /* "mode-" and any int */
 		snprintf(id, sizeof(id), "mode-%d", i);
 		struct dg_rec *r;
 		struct dg_rec_meta m = meta(id);
@@ -1463,7 +1463,7 @@ Test(recordings, hostile_recordings_give_clean_errors)
 				"ABCDEF0000000000000000000000000000000000000000000000000000000000",
 				"00000000000000000000000000000000000000000000000000000000000000", };
 	for (int i = 0; i < 4; i++) {
-		char id[16];
+		char id[24]; /* "trav-" and any int */
 		snprintf(id, sizeof(id), "trav-%d", i);
 		json_t *ev[2] = { json_pack("{s:s}", "type", "error"),
 				  json_pack("{s:s, s:s}", "type", "action", "frame_after", names[i]) };
@@ -1479,7 +1479,7 @@ Test(recordings, hostile_recordings_give_clean_errors)
 	const char *lines[] = { "not json\n", "[1,2,3]\n", "{\"type\":\"error\",\"type\":\"x\"}\n",
 				"\x01\x02\xff\xfe\n", "\n" };
 	for (int i = 0; i < 5; i++) {
-		char id[16];
+		char id[24]; /* "junk-" and any int */
 		snprintf(id, sizeof(id), "junk-%d", i);
 		sample(id, false);
 		FILE *f = fopen(events_path(id), "a");

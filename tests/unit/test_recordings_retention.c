@@ -241,7 +241,7 @@ Test(retention, removal_depth_at_its_boundary)
 Test(retention, entry_bound)
 {
 	for (int i = 0; i < 4; i++) {
-		char id[8];
+		char id[16]; /* "e" and any int */
 		snprintf(id, sizeof(id), "e%d", i);
 		make(id, 10, true, NULL);
 	}
