@@ -14,7 +14,8 @@
 // agent cannot take control (403), a second operator gets 409 naming who
 // holds it, an unknown session 404, oversize, binary and garbage operator
 // messages are refused and the channel stays usable. The live page's Take
-// control button in Debian's Chromium.
+// control button in Debian's Chromium (a paste there sends nothing: the
+// clipboard stays off).
 //
 //   node takeover.js DESKGATE_BINARY WORK_DIR
 
@@ -327,8 +328,8 @@ async function mainFlow(gw, shop, evil, policyFile) {
 
 // The live page's Take control (web/takeover.js) in Debian's Chromium: an
 // operator takes control, clicks and types on the screen through the
-// policy (a refusal shown with its rule), and hands back; a viewer gets no
-// button.
+// policy (a refusal shown with its rule), pastes (not forwarded), and hands
+// back; a viewer gets no button.
 async function livePage(gw, shop) {
   const { chromium } = require('playwright-core');
   // Seen once in three runs on a loaded machine: node's fetch reused a
@@ -383,6 +384,34 @@ async function livePage(gw, shop) {
       return st.title === 'q=web' && st.title;
     }, 15000).catch((e) => e.message);
     expect('live: clicks and keys on the screen reach the page through the policy', title === 'q=web', title);
+    // The clipboard stays off (docs/policy.md#clipboard): a paste, and the
+    // ctrl+v that would make one, send nothing on the operator's channel;
+    // the page says so. Every message the page sends on it is watched (the
+    // live desktop's noVNC asks for screen updates on its own socket).
+    await page.evaluate(() => {
+      const send = WebSocket.prototype.send;
+      window.dgSent = [];
+      WebSocket.prototype.send = function (d) {
+        if (/\/operate$/.test(this.url)) window.dgSent.push(String(d));
+        return send.call(this, d);
+      };
+    });
+    const humanBefore = (await gw.events(id)).filter((e) => e.type === 'action' && e.actor === 'human:olive').length;
+    await page.evaluate(() => {
+      const dt = new DataTransfer();
+      dt.setData('text/plain', 'pasted from the operator\'s clipboard');
+      document.body.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+    });
+    await page.keyboard.press('Control+V');
+    const pasteNote = await page.waitForFunction(() => /Paste is not forwarded/.test(document.querySelector('#takeover-status').textContent),
+      null, { timeout: 5000 }).then(() => true, (e) => e.message);
+    await sleep(1000);
+    const sent = await page.evaluate(() => window.dgSent);
+    const st = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+    const humanAfter = (await gw.events(id)).filter((e) => e.type === 'action' && e.actor === 'human:olive').length;
+    expect('live: a paste and ctrl+v send nothing, and the page says the paste is not forwarded', pasteNote === true &&
+      sent.length === 0 && humanAfter === humanBefore && st.title === 'q=web',
+    `note: ${pasteNote}; sent: ${JSON.stringify(sent)}; operator's actions ${humanBefore} -> ${humanAfter}; title ${st.title}`);
     await page.mouse.click(...await at(640, 700));
     const refused = await page.waitForFunction(() => +document.body.dataset.refusals > 0 &&
         /Refused by regions\[no-buy\]/.test(document.querySelector('#takeover-status').textContent), null, { timeout: 15000 })
