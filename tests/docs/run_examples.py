@@ -33,6 +33,12 @@ that file's examples, in order) holding a symlink to each top-level entry of
 the source tree, so `docs/examples/...` resolves and whatever an example
 writes stays out of the tree. A failing example is reported with its file and
 line; the exit status is 1 when any failed, 2 when the gateway did not start.
+
+First, every http(s) or ws(s) URL at 127.0.0.1 in those files (examples or
+prose, run or not) must name the port a default gateway listens on
+(DG_CONFIG_DEFAULT_LISTEN in gateway/gateway.h): there the docs mean the
+gateway, and a reader copies the command as written. Pages an example
+serves itself are named otherwise (localhost, a test name).
 """
 
 import json
@@ -297,6 +303,28 @@ def markdown_files(source, names):
     return files
 
 
+def default_listen(source):
+    """DG_CONFIG_DEFAULT_LISTEN of gateway/gateway.h: "ADDR:PORT"."""
+    with open(os.path.join(source, "gateway", "gateway.h"), encoding="utf-8") as f:
+        m = re.search(r'^#define DG_CONFIG_DEFAULT_LISTEN "([^"]+)"', f.read(), re.M)
+    if not m:
+        raise RuntimeError("gateway/gateway.h: DG_CONFIG_DEFAULT_LISTEN not found")
+    return m.group(1)
+
+
+def wrong_gateway_urls(files, listen):
+    """Each URL at 127.0.0.1 on another port than the default gateway's:
+    "FILE:LINE: URL"."""
+    out = []
+    for path, rel in files:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for m in re.finditer(r"\b(?:https?|wss?)://127\.0\.0\.1:(\d+)\S*", line):
+                    if "127.0.0.1:" + m.group(1) != listen:
+                        out.append(f"{rel}:{n}: {m.group(0)}")
+    return out
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "--list":
         for path, rel in markdown_files(argv[2], argv[3:]):
@@ -316,6 +344,11 @@ def main(argv):
               file=sys.stderr)
         return 2
     files = markdown_files(source, argv[3:])
+    listen = default_listen(source)
+    wrong = wrong_gateway_urls(files, listen)
+    for w in wrong:
+        print(f"FAIL {w}: a default gateway listens on {listen} "
+              "(DG_CONFIG_DEFAULT_LISTEN): the command would not reach it as written")
     examples = [(path, rel, examples_of(path, rel)) for path, rel in files]
     total = sum(len(e) for _, _, e in examples)
     if total == 0:
@@ -358,10 +391,11 @@ def main(argv):
         gw.stop()
         shutil.rmtree(root, ignore_errors=True)
     print(f"{total} examples in {len(files)} files, {len(failed)} failed "
-          f"({time.monotonic() - t0:.0f} s)")
+          f"({time.monotonic() - t0:.0f} s); {len(wrong)} gateway URLs on another "
+          f"port than {listen}")
     for b in failed:
         print(f"  failed: {b.where()}")
-    return 1 if failed else 0
+    return 1 if failed or wrong else 0
 
 
 if __name__ == "__main__":

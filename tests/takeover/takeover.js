@@ -2,10 +2,11 @@
 // A human's takeover (docs/api.md#takeover) against a real gateway and a
 // real browser session: an operator takes control, the agent's next
 // actions are answered "paused by an operator" on its WebSocket (canonical,
-// Anthropic and OpenAI shapes) and over MCP, and a CDP client's commands
-// are refused (one the worker had cached too); the
-// operator types into a loopback page through the policy (a click in a
-// denied region and denied text refused for the human too, naming the
+// Anthropic, OpenAI and browser toolset shapes, the last two field by
+// field as docs/agents.md gives them) and over MCP, and a CDP client's
+// commands are refused (one the worker had cached too); the operator types
+// into a loopback page through the policy (a click in a denied region,
+// denied text and a denied key chord refused for the human too, naming the
 // rule); the recording has the human's actions (actor human:olive), the
 // agent's (actor agent) and the takeover's start and end, and replays;
 // handing back lets the agent work again; closing the operator's channel
@@ -13,7 +14,8 @@
 // agent cannot take control (403), a second operator gets 409 naming who
 // holds it, an unknown session 404, oversize, binary and garbage operator
 // messages are refused and the channel stays usable. The live page's Take
-// control button in Debian's Chromium.
+// control button in Debian's Chromium (a paste there sends nothing: the
+// clipboard stays off).
 //
 //   node takeover.js DESKGATE_BINARY WORK_DIR
 
@@ -101,6 +103,14 @@ function refusedUpgrade(gw, id, tail, token) {
 
 const takeover = (gw, id, token, method = 'POST') => gw.http(method, `/v1/sessions/${id}/takeover`, token);
 
+// The reason every paused answer gives while olive has control (docs/api.md#takeover).
+const PAUSED = 'paused by an operator: olive has control of the desktop';
+
+// Whether o is an object with exactly these keys (a shape documented field
+// by field: an extra one is as wrong as a missing one).
+const sameKeys = (o, keys) => !!o && typeof o === 'object' && !Array.isArray(o) &&
+  JSON.stringify(Object.keys(o).sort()) === JSON.stringify([...keys].sort());
+
 async function mainFlow(gw, shop, evil, policyFile) {
   const agent = await Agent.create(gw, { profile: 'browser' });
   const id = agent.id;
@@ -151,16 +161,43 @@ async function mainFlow(gw, shop, evil, policyFile) {
   // The agent is paused, in each shape.
   r = await agent.act({ type: 'screenshot' });
   expect('the agent\'s canonical action is answered paused', r.ok === false && r.rule === 'takeover' &&
-    /paused by an operator/.test(r.reason) && /olive/.test(r.reason), JSON.stringify(r));
+    r.reason === PAUSED, JSON.stringify(r));
   agent.send({ type: 'tool_use', id: 'toolu_1', name: 'computer', input: { action: 'left_click', coordinate: [640, 200] } });
   const tr = await agent.next((x) => x.type === 'tool_result');
   const text = JSON.stringify(tr.content);
   expect('the agent\'s Anthropic tool_use is answered paused', tr.tool_use_id === 'toolu_1' && tr.is_error === true &&
     /paused by an operator/.test(text), JSON.stringify(tr).slice(0, 400));
-  agent.send({ type: 'computer_call', id: 'cu_1', call_id: 'call_1', status: 'completed', pending_safety_checks: [],
+  // OpenAI (docs/agents.md#openai-computer-use): exactly the
+  // computer_call_output item (its call_id, the safety checks acknowledged,
+  // the screen as it is) and the user message saying the refusal and the
+  // page's address, nothing else.
+  const safety = [{ id: 'cs_1', code: 'malicious_instructions', message: 'a check the agent passes on' }];
+  agent.send({ type: 'computer_call', id: 'cu_1', call_id: 'call_1', status: 'completed', pending_safety_checks: safety,
     action: { type: 'click', x: 640, y: 200, button: 'left' } });
   const oa = await agent.next((x) => Array.isArray(x) || x.type === 'error');
-  expect('the agent\'s OpenAI computer_call is answered paused', /paused by an operator/.test(JSON.stringify(oa)), JSON.stringify(oa).slice(0, 400));
+  const [item, msg] = Array.isArray(oa) ? oa : [];
+  const png = item && item.output && /^data:image\/png;base64,(.+)$/.exec(item.output.image_url || '');
+  expect('the agent\'s OpenAI computer_call is answered paused: its computer_call_output, then the refusal and URL as a user message',
+    Array.isArray(oa) && oa.length === 2 &&
+    sameKeys(item, ['type', 'call_id', 'acknowledged_safety_checks', 'output']) && item.type === 'computer_call_output' &&
+    item.call_id === 'call_1' && JSON.stringify(item.acknowledged_safety_checks) === JSON.stringify(safety) &&
+    sameKeys(item.output, ['type', 'image_url']) && item.output.type === 'computer_screenshot' &&
+    !!png && Buffer.from(png[1], 'base64').subarray(0, 8).equals(Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')) &&
+    JSON.stringify(msg) === JSON.stringify({ type: 'message', role: 'user', content: [{ type: 'input_text',
+      text: `deskgate refused click: ${PAUSED} (rule takeover)\ncurrent_url: ${url}` }] }),
+  JSON.stringify(oa, (k, v) => (k === 'image_url' ? `${String(v).slice(0, 40)}...` : v)).slice(0, 600));
+  // Anthropic's browser toolset: the member's tool_result, with the tabs.
+  agent.send({ type: 'tool_use', id: 'toolu_b1', name: 'left_click', toolset_name: 'browser',
+    input: { target: { type: 'coordinate', x: 640, y: 200 } } });
+  const br = await agent.next((x) => x.type === 'tool_result' || x.type === 'error');
+  const tabs = br.content && br.content[1] && br.content[1].tabs;
+  expect('the agent\'s browser toolset call is answered paused: the refusal, then browser_state',
+    sameKeys(br, ['type', 'tool_use_id', 'is_error', 'toolset_name', 'content']) && br.type === 'tool_result' &&
+    br.tool_use_id === 'toolu_b1' && br.is_error === true && br.toolset_name === 'browser' && br.content.length === 2 &&
+    JSON.stringify(br.content[0]) === JSON.stringify({ type: 'text', text: `deskgate refused left_click: ${PAUSED} (rule takeover)` }) &&
+    sameKeys(br.content[1], ['type', 'tabs']) && br.content[1].type === 'browser_state' && Array.isArray(tabs) &&
+    tabs.length === 1 && tabs[0].active === true && tabs[0].url === url && tabs[0].title === 'form',
+  JSON.stringify(br).slice(0, 600));
 
   // A CDP client is refused too, the cached command included.
   const cm = await cdpSend(3, 'Target.getTargets');
@@ -197,6 +234,13 @@ async function mainFlow(gw, shop, evil, policyFile) {
   expect('... and not performed', s.title === 'q=hello', s.title);
   r = await op.send({ type: 'navigate', url: `http://evil.test:${evil.port}/` });
   expect('a denied URL is refused for the human', r.ok === false && /^urls\./.test(r.rule), JSON.stringify(r));
+  // A person's keys go through the keys rules too (shift added does not
+  // dodge a chord's rule, docs/policy.md): ctrl+w would close the tab.
+  r = await op.send({ type: 'key', keys: 'ctrl+shift+w' });
+  expect('a denied key chord is refused for the human, naming the rule', r.ok === false && r.verdict === 'deny' &&
+    r.rule === 'keys.deny[0] ctrl+w' && r.reason === 'the key chord is denied', JSON.stringify(r));
+  s = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+  expect('... and not performed: the tab is still there', s.title === 'q=hello' && s.url === url, `${s.title} ${s.url}`);
 
   // Hostile operator messages; the channel stays usable.
   r = await op.send('not json');
@@ -249,13 +293,17 @@ async function mainFlow(gw, shop, evil, policyFile) {
   const ev = await gw.events(id);
   const acts = ev.filter((e) => e.type === 'action');
   const human = acts.filter((e) => e.actor === 'human:olive');
-  expect('the human\'s actions are recorded with actor human:olive', human.length === 7 &&
+  expect('the human\'s actions are recorded with actor human:olive', human.length === 8 &&
     human.some((e) => e.action.type === 'type' && e.verdict === 'allow') &&
     human.some((e) => e.rule === 'regions[no-buy]'), human.map((e) => `${e.action.type}:${e.verdict}`).join(' '));
+  const keys = human.filter((e) => e.action.type === 'key');
+  expect('the human\'s refused key chord is recorded as theirs, with its rule', keys.length === 1 &&
+    keys[0].input.keys === 'ctrl+shift+w' && keys[0].verdict === 'deny' && keys[0].rule === 'keys.deny[0] ctrl+w',
+  JSON.stringify(keys));
   expect('the agent\'s actions are recorded with actor agent', acts.filter((e) => e.actor === 'agent').length >= 6 &&
     acts.every((e) => e.actor === 'agent' || /^human:/.test(e.actor)), acts.map((e) => e.actor).join(' '));
   const paused = acts.filter((e) => e.rule === 'takeover');
-  expect('the paused agent actions are recorded as refused by the takeover', paused.length === 3 && paused.every((e) => e.actor === 'agent' && e.verdict === 'deny'), paused.length);
+  expect('the paused agent actions are recorded as refused by the takeover', paused.length === 4 && paused.every((e) => e.actor === 'agent' && e.verdict === 'deny'), paused.length);
   const tk = ev.filter((e) => e.type === 'takeover').map((e) => `${e.state}:${e.by}:${e.reason}`);
   expect('the takeover\'s start and end are recorded with who and why',
     JSON.stringify(tk) === JSON.stringify(['started:olive:asked', 'ended:olive:released', 'started:env-admin:asked', 'ended:env-admin:disconnected']), JSON.stringify(tk));
@@ -274,14 +322,14 @@ async function mainFlow(gw, shop, evil, policyFile) {
   if (sum) {
     const skipped = lines.filter((d) => /takeover/.test(d.skipped || ''));
     expect('replay: no decision changed', sum.changed === 0, JSON.stringify(lines.filter((d) => d.new)).slice(0, 600));
-    expect('replay: the paused ones are skipped as the takeover\'s', skipped.length === 4, JSON.stringify(lines).slice(0, 600));
+    expect('replay: the paused ones are skipped as the takeover\'s', skipped.length === 5, JSON.stringify(lines).slice(0, 600));
   }
 }
 
 // The live page's Take control (web/takeover.js) in Debian's Chromium: an
 // operator takes control, clicks and types on the screen through the
-// policy (a refusal shown with its rule), and hands back; a viewer gets no
-// button.
+// policy (a refusal shown with its rule), pastes (not forwarded), and hands
+// back; a viewer gets no button.
 async function livePage(gw, shop) {
   const { chromium } = require('playwright-core');
   // Seen once in three runs on a loaded machine: node's fetch reused a
@@ -336,6 +384,34 @@ async function livePage(gw, shop) {
       return st.title === 'q=web' && st.title;
     }, 15000).catch((e) => e.message);
     expect('live: clicks and keys on the screen reach the page through the policy', title === 'q=web', title);
+    // The clipboard stays off (docs/policy.md#clipboard): a paste, and the
+    // ctrl+v that would make one, send nothing on the operator's channel;
+    // the page says so. Every message the page sends on it is watched (the
+    // live desktop's noVNC asks for screen updates on its own socket).
+    await page.evaluate(() => {
+      const send = WebSocket.prototype.send;
+      window.dgSent = [];
+      WebSocket.prototype.send = function (d) {
+        if (/\/operate$/.test(this.url)) window.dgSent.push(String(d));
+        return send.call(this, d);
+      };
+    });
+    const humanBefore = (await gw.events(id)).filter((e) => e.type === 'action' && e.actor === 'human:olive').length;
+    await page.evaluate(() => {
+      const dt = new DataTransfer();
+      dt.setData('text/plain', 'pasted from the operator\'s clipboard');
+      document.body.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+    });
+    await page.keyboard.press('Control+V');
+    const pasteNote = await page.waitForFunction(() => /Paste is not forwarded/.test(document.querySelector('#takeover-status').textContent),
+      null, { timeout: 5000 }).then(() => true, (e) => e.message);
+    await sleep(1000);
+    const sent = await page.evaluate(() => window.dgSent);
+    const st = await gw.api('GET', `/v1/sessions/${id}`, TOKENS.viewer);
+    const humanAfter = (await gw.events(id)).filter((e) => e.type === 'action' && e.actor === 'human:olive').length;
+    expect('live: a paste and ctrl+v send nothing, and the page says the paste is not forwarded', pasteNote === true &&
+      sent.length === 0 && humanAfter === humanBefore && st.title === 'q=web',
+    `note: ${pasteNote}; sent: ${JSON.stringify(sent)}; operator's actions ${humanBefore} -> ${humanAfter}; title ${st.title}`);
     await page.mouse.click(...await at(640, 700));
     const refused = await page.waitForFunction(() => +document.body.dataset.refusals > 0 &&
         /Refused by regions\[no-buy\]/.test(document.querySelector('#takeover-status').textContent), null, { timeout: 15000 })
@@ -449,6 +525,7 @@ async function main() {
     urls: { allow: [`http://shop.test:${shop.port}/**`], deny: [`http://evil.test:${evil.port}/**`] },
     regions: [{ name: 'no-buy', rect: [0, 600, 1280, 200], actions: ['click', 'mouse_down'], verdict: 'deny', reason: 'buying is off limits' }],
     text: { deny: ['secret-[0-9]+'] },
+    keys: { deny: ['ctrl+w'] },
     egress: { allow: [`shop.test:${shop.port}`] },
   };
   const gw = new Gateway(bin, {

@@ -11,7 +11,8 @@
 // contained, and the sink got nothing; under a draft that allows the
 // sink's host (and puts a fake secret in the environment): the post ran,
 // the sink got it, and neither it nor any attempt saw the secret; the
-// draft reverted: contained again, the sink got nothing more. The API's
+// gateway's policies list as before, the draft nowhere in them; the draft
+// reverted: contained again, the sink got nothing more. The API's
 // hostile cases, first: no token 401, an agent token 403, unknown keys,
 // oversize and out-of-range fields 400 naming the field, a second run of
 // one token and the per-minute limit 429 with Retry-After (on a second
@@ -161,6 +162,17 @@ async function main() {
     await page.click('#signin-form button[type=submit]');
     await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
 
+    // The policies the gateway lists (GET /v1/policies): each one's name,
+    // text and hash (not its audit: the page's runs are no audit), and the
+    // whole answer's text. A draft must never become one of them.
+    const policies = async () => {
+      const r = await gw.http('GET', '/v1/policies', TOKENS.viewer);
+      assert.equal(r.status, 200, r.text);
+      return { text: r.text, entries: r.json.policies.map((p) => ({ name: p.name, sha256: p.sha256, policy: p.policy })) };
+    };
+    const policiesBefore = await policies();
+    assert.deepEqual(policiesBefore.entries.map((p) => p.name), ['default']);
+
     // Runs the attempts from the page; resolves to {id: row} once shown.
     let runs = 0;
     const runPage = async () => {
@@ -212,6 +224,14 @@ async function main() {
       assert.ok(!post.body.includes(SECRET) && !post.body.includes('DESKGATE_BLAST_SECRET'), `the post carried the secret: ${post.body}`);
       assert.ok(!(await page.content()).includes(SECRET.slice(5)), 'the page shows the secret in its results');
       assert.match(await page.innerText('#try-note'), /with a draft \(egress to blast-sink\.test:\d+, wall clock 2 s, a fake secret of 24 characters/);
+    });
+
+    await step('drafts are never saved as policies: GET /v1/policies lists what it did before, the draft nowhere', async () => {
+      const listed = await policies();
+      assert.deepEqual(listed.entries, policiesBefore.entries);
+      for (const what of [host, 'blast-sink', SECRET, 'DESKGATE_BLAST_SECRET']) {
+        assert.ok(!listed.text.includes(what), `GET /v1/policies holds the draft's ${what}: ${listed.text.slice(0, 600)}`);
+      }
     });
 
     await step('the draft reverted: the post is contained again and the sink gets nothing more', async () => {

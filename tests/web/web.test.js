@@ -17,6 +17,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const WebSocket = require('ws');
+const { PNG } = require('pngjs');
 const { Gateway, Agent, TOKENS, sleep, waitFor } = require('./lib/gateway');
 const { startSite } = require('./lib/site');
 const { writeRecording } = require('./lib/recording');
@@ -465,49 +466,70 @@ async function main() {
     await P1.goto(`/live.html?id=${V.id}`);
     await P1.waitForSelector('body[data-ready="1"]');
     await P1.waitForSelector('body[data-vnc="connected"]', { timeout: 15000 });
-    // The noVNC canvas against the agent's screenshot, pixel by pixel.
-    const compare = async () => {
-      const png = (await V.screenshot()).toString('base64');
-      return P1.evaluate(async (b64) => {
-        const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
-        const img = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
-        const live = document.querySelector('#vnc canvas');
-        if (!live || live.width !== img.width || live.height !== img.height) return { size: live ? [live.width, live.height] : null };
-        const c = document.createElement('canvas');
-        c.width = img.width; c.height = img.height;
-        const x = c.getContext('2d');
-        x.drawImage(img, 0, 0);
-        const a = x.getImageData(0, 0, c.width, c.height).data;
-        const b = live.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let sum = 0;
-        for (let i = 0; i < a.length; i += 4) sum += Math.abs(a[i] - b[i]) + Math.abs(a[i + 1] - b[i + 1]) + Math.abs(a[i + 2] - b[i + 2]);
-        return { size: [c.width, c.height], diff: sum / (a.length / 4 * 3) };
-      }, png);
-    };
+    // The noVNC canvas against one of the agent's screenshots, pixel by
+    // pixel: the mean difference per channel, and how many pixels differ
+    // by more than 8 in a channel (a few typed characters move a thousand
+    // pixels but not the mean over a whole screen).
+    const compare = (png) => P1.evaluate(async (b64) => {
+      const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+      const img = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
+      const live = document.querySelector('#vnc canvas');
+      if (!live || live.width !== img.width || live.height !== img.height) return { size: live ? [live.width, live.height] : null };
+      const c = document.createElement('canvas');
+      c.width = img.width; c.height = img.height;
+      const x = c.getContext('2d');
+      x.drawImage(img, 0, 0);
+      const a = x.getImageData(0, 0, c.width, c.height).data;
+      const b = live.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let sum = 0, changed = 0;
+      for (let i = 0; i < a.length; i += 4) {
+        const d = [0, 1, 2].map((k) => Math.abs(a[i + k] - b[i + k]));
+        sum += d[0] + d[1] + d[2];
+        if (Math.max(...d) > 8) changed++;
+      }
+      return { size: [c.width, c.height], diff: sum / (a.length / 4 * 3), changed };
+    }, png.toString('base64'));
+    // The desktop before any of the viewer's input: an xterm, idle after
+    // the echo (no blinking cursor, no clock), so nothing on it moves by
+    // itself, and what the checks below see is the desktop as it was.
+    let before = null;
     const got = await waitFor('the live desktop to match the agent\'s screenshot', async () => {
-      const r = await compare();
-      return r.diff !== undefined && r.diff < 1 ? r : null;
+      before = await V.screenshot();
+      const r = await compare(before);
+      return r.diff !== undefined && r.changed === 0 ? r : null;
     }, 20000, 300);
     assert.deepEqual(got.size, [1280, 800]);
     say(`    the live desktop vs the agent's screenshot: mean difference ${got.diff.toFixed(2)} per channel`);
     await shot(P1, 'live-desktop');
     // Clicks and keys in the live desktop reach nothing: no action, no
-    // recorded action, the terminal as it was.
-    const before = (await gw.api('GET', `/v1/sessions/${V.id}`, TOKENS.viewer)).actions;
+    // recorded action, the terminal as it was BEFORE them (against a fresh
+    // screenshot only, typed text that reached the desktop would be on
+    // both sides).
+    const actions = (await gw.api('GET', `/v1/sessions/${V.id}`, TOKENS.viewer)).actions;
     const evBefore = (await gw.events(V.id)).filter((e) => e.type === 'action').length;
+    // In view first: a click outside the page's viewport reaches no element
+    // at all, and the check would prove nothing.
+    await P1.locator('#vnc canvas').scrollIntoViewIfNeeded();
     const box = await P1.locator('#vnc canvas').boundingBox();
+    const hit = await P1.evaluate(([x, y]) => { const e = document.elementFromPoint(x, y); return e ? e.matches('#vnc canvas') : false; },
+      [box.x + box.width / 2, box.y + box.height / 2]);
+    assert.ok(hit, 'the clicks would not land on the live desktop\'s canvas');
     await P1.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
     await P1.mouse.click(box.x + 20, box.y + 20, { button: 'middle' });
     await P1.keyboard.type('typed into the live desktop');
     await P1.keyboard.press('Enter');
     await P1.mouse.wheel(0, 400);
     await sleep(1500);
-    assert.equal((await gw.api('GET', `/v1/sessions/${V.id}`, TOKENS.viewer)).actions, before,
+    assert.equal((await gw.api('GET', `/v1/sessions/${V.id}`, TOKENS.viewer)).actions, actions,
       'the session performed an action the live desktop sent');
     assert.equal((await gw.events(V.id)).filter((e) => e.type === 'action').length, evBefore,
       'the recording has an action the live desktop sent');
-    const after = await compare();
-    assert.ok(after.diff < 1, `the desktop changed under the live desktop's input (mean difference ${after.diff})`);
+    const shown = await compare(before);
+    assert.ok(shown.changed === 0, `the live desktop changed under its own input: ${shown.changed} pixels differ from before it (mean difference ${shown.diff})`);
+    const [was, now] = [before, await V.screenshot()].map((png) => PNG.sync.read(png).data);
+    let moved = 0;
+    for (let i = 0; i < was.length; i += 4) if (was[i] !== now[i] || was[i + 1] !== now[i + 1] || was[i + 2] !== now[i + 2]) moved++;
+    assert.ok(was.length === now.length && moved === 0, `the desktop changed under the live desktop's input: the agent's screenshot has ${moved} pixels other than before it`);
     // Its viewer is in the recording.
     const viewers = (await gw.events(V.id)).filter((e) => e.type === 'vnc_viewer' && e.state === 'open');
     assert.ok(viewers.some((e) => e.by === 'env-viewer'), `no live viewer recorded: ${JSON.stringify(viewers)}`);
