@@ -42,6 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 UP = os.path.join(ROOT, "deploy", "cluster", "up")
 DOWN = os.path.join(ROOT, "deploy", "cluster", "down")
 # deploy/cluster/ready.py reads HAProxy's admin socket: its servers() here too.
+# Imported from deploy/: no __pycache__ left in the source tree.
+sys.dont_write_bytecode = True
 _spec = importlib.util.spec_from_file_location("ready", os.path.join(ROOT, "deploy", "cluster",
                                                                      "ready.py"))
 ready = importlib.util.module_from_spec(_spec)

@@ -28,6 +28,8 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 K8S = os.path.join(ROOT, "deploy", "k8s")
+# Imported from deploy/: no __pycache__ left in the source tree.
+sys.dont_write_bytecode = True
 _spec = importlib.util.spec_from_file_location("configmap", os.path.join(K8S, "haproxy-configmap.py"))
 configmap = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(configmap)
