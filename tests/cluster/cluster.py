@@ -54,10 +54,10 @@ MAX_SESSIONS = 22
 ENDED = 10
 # Sessions host 2 may fall short of its share of the 30 by the free slots
 # (12 and 22 free: 19.4). leastconn picks an idle server first whatever its
-# weight, so host 1 fills up (its 12, host 2 18, measured); without the
-# agent's weights host 1 fills sooner and refuses the rest (12/11 and 7
-# refused, measured), and with room for all an even split (15) is what
-# leastconn alone gives: both fail.
+# weight, so host 1 fills up (11-12, host 2 18-19, measured at load 1-6);
+# without the agent's weights host 1 fills sooner and refuses the rest
+# (12/11 with 7 refused, 12/15 with 3, measured), and with room for all an
+# even split (15) is what leastconn alone gives: both fail.
 PLACEMENT_MARGIN = 2
 # The policy the CDP and approval sessions run under: everything allowed
 # but "wait", which asks a human (docs/policy.md).
