@@ -24,8 +24,9 @@ DG_PACKAGES=(
   tigervnc-viewer x11-apps
   python3 python3-websockets iproute2 curl openssl ca-certificates nodejs
   clang libclang-rt-dev
-  # the balancer of several gateways (deploy/, tests/cluster)
-  haproxy
+  # the balancer of several gateways (deploy/, tests/cluster); the
+  # Kubernetes manifests' check reads YAML (tests/deploy)
+  haproxy python3-yaml
 )
 
 dg_install_missing() {

@@ -54,22 +54,40 @@ static void report(const char *id, int rc, const char *msg, void *arg)
 		fprintf(stderr, "deskgate: recording %s: %s\n", id, msg ? msg : "done");
 }
 
+/* Local retention. With an object store, a recording not yet confirmed in
+ * the bucket is its only copy: retention_days and retention_mb yield to it
+ * (docs/recordings.md: kept locally until the upload is confirmed), and the
+ * pass says so in the log and in /metrics (held, over budget) rather than
+ * lose it while the store is down. */
 static void retention_pass(struct gw *gw)
 {
 	struct dg_rec_retention_opts o = {
 		.max_age_s = (int64_t)gw->cfg.limits.retention_days * 86400,
 		.max_total_bytes = (uint64_t)gw->cfg.limits.retention_mb * 1024 * 1024,
+		.keep_unuploaded = gw->cfg.object_store.store[0] != '\0',
 		.pass = {is_active, report, gw},
 	};
 	struct dg_rec_retention_result res;
 	struct dg_err err = {{0}};
 	dg_gw_bucket_retention(gw);
-	if (dg_rec_retention(gw->cfg.recordings, &o, &res, &err) != 0)
+	if (dg_rec_retention(gw->cfg.recordings, &o, &res, &err) != 0) {
 		fprintf(stderr, "deskgate: retention: %s\n", err.msg);
-	else if (res.deleted || res.failed || res.over_budget)
+		return;
+	}
+	gw->m.retention_held = res.held;
+	gw->m.retention_over_budget = res.over_budget;
+	if (res.deleted || res.failed || res.over_budget)
 		fprintf(stderr, "deskgate: retention: %u of %u recordings deleted, %u failed%s\n",
 			res.deleted, res.recordings, res.failed,
-			res.over_budget ? "; live recordings alone exceed retention_mb" : "");
+			!res.over_budget ? ""
+			: res.held ? "; live recordings and those not yet uploaded exceed retention_mb"
+				   : "; live recordings alone exceed retention_mb");
+	if (res.held)
+		fprintf(stderr, "deskgate: retention: %u recordings (%llu bytes) due for deletion are "
+				"kept: not yet uploaded to the object store, they are its only copy%s\n",
+			res.held, (unsigned long long)res.bytes_held,
+			res.over_budget ? "; the recordings directory stays over retention_mb until they are"
+					: "");
 }
 
 int dg_gw_rec_start(struct gw *gw, struct dg_err *err)

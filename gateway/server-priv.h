@@ -354,6 +354,8 @@ struct gw_metrics {
 	struct gw_cdp_methods cdp;   /* CDP clients' commands */
 	unsigned long rec_events, rec_us; /* recording writes and their cost */
 	unsigned long uploads_ok, uploads_failed, fetches_ok, fetches_failed; /* bucket.c */
+	unsigned retention_held;     /* the last local retention pass: kept, not yet uploaded */
+	bool retention_over_budget;  /* ... and the directory stayed over retention_mb */
 	double action_ms_sum;
 	unsigned long action_ms_count;
 	unsigned long action_ms_buckets[12];

@@ -183,6 +183,14 @@ static int metrics_reply(struct conn *c)
 	    "deskgate_recording_fetches_total{result=\"failed\"} %lu\n",
 	    G->m.uploads_ok, G->m.uploads_failed, dg_gw_bucket_pending(G), G->m.fetches_ok,
 	    G->m.fetches_failed);
+	OUT("# HELP deskgate_recording_retention_held Recordings the last retention pass kept "
+	    "although due for deletion: not yet uploaded to the object store.\n"
+	    "# TYPE deskgate_recording_retention_held gauge\ndeskgate_recording_retention_held %u\n"
+	    "# HELP deskgate_recording_retention_over_budget 1 when the last retention pass left the "
+	    "recordings over retention_mb (live or not yet uploaded recordings alone exceed it).\n"
+	    "# TYPE deskgate_recording_retention_over_budget gauge\n"
+	    "deskgate_recording_retention_over_budget %d\n",
+	    G->m.retention_held, G->m.retention_over_budget ? 1 : 0);
 	OUT("# HELP deskgate_egress_total Connections through the egress proxy, decided.\n"
 	    "# TYPE deskgate_egress_total counter\n"
 	    "deskgate_egress_total{verdict=\"allow\"} %lu\ndeskgate_egress_total{verdict=\"deny\"} %lu\n",

@@ -340,6 +340,10 @@ struct dg_rec_retention_opts {
 	int64_t max_age_s;         /* delete recordings that ended longer ago (0: no limit) */
 	uint64_t max_total_bytes;  /* then the oldest until the total fits (0: no limit) */
 	int64_t now_s;             /* wall clock (0: now) */
+	/* An object store is configured: a recording without its upload marker
+	 * (ROOT/ID/uploaded, a regular file: dg_rec_upload confirmed the
+	 * bucket's copy) is the only copy and is never deleted. */
+	bool keep_unuploaded;
 	struct dg_rec_pass pass;
 };
 
@@ -347,17 +351,22 @@ struct dg_rec_retention_result {
 	unsigned recordings;       /* recordings found */
 	unsigned deleted;
 	unsigned active;           /* kept because active */
+	unsigned held;             /* due for deletion, kept: not yet uploaded (keep_unuploaded) */
 	unsigned failed;           /* could not be deleted (reported) */
 	uint64_t bytes_before, bytes_after;
-	bool over_budget;          /* active recordings alone exceed max_total_bytes */
+	uint64_t bytes_held;       /* the held recordings' bytes */
+	bool over_budget;          /* what may not be deleted (active, held) alone exceeds
+				      max_total_bytes */
 };
 
 /* Applies retention under root. A recording's age is that of its last
  * write (events.jsonl's mtime); its size is the sum of its files' sizes
  * (st_size). The oldest go first (ties: by id); an active recording is
- * never deleted; an unsealed one of a dead session counts as sealed (the
- * gateway seals orphans at start: what is left unsealed has a broken chain
- * and still ages out). Deleting renames ROOT/ID to ROOT/.deleting-ID first,
+ * never deleted, nor, with keep_unuploaded, one not yet confirmed in the
+ * bucket (counted in held: the caller says so, since it can keep the
+ * directory over max_total_bytes); an unsealed one of a dead session counts
+ * as sealed (the gateway seals orphans at start: what is left unsealed has
+ * a broken chain and still ages out, unless keep_unuploaded holds it). Deleting renames ROOT/ID to ROOT/.deleting-ID first,
  * so a half-deleted recording is never seen as one; leftovers of an
  * interrupted pass are removed at the next. Entries that are not session
  * ids are ignored. Cost: a stat of every file of every recording. */

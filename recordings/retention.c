@@ -1,7 +1,9 @@
 /* recordings: retention (the oldest recordings go first).
  *
  * Contract (recordings.h): never touch an active recording (the caller's
- * is_active, or a writer's flock held); delete by renaming to
+ * is_active, or a writer's flock held), nor, with keep_unuploaded, one
+ * whose upload to the object store is not confirmed (its only copy: the
+ * bound yields to it, and the result says so); delete by renaming to
  * .deleting-ID first so no reader ever sees half a recording; walk only
  * what is bounded (entries per directory, directory depth), follow no
  * symlink (unlinkat removes a link, never its target). */
@@ -23,6 +25,8 @@ struct entry {
 	int64_t end_s;
 	uint64_t bytes;
 	bool active, deleted;
+	bool unconfirmed;          /* keep_unuploaded and no upload marker */
+	bool held;                 /* counted in held (once, by whichever bound came first) */
 };
 
 /* Sum of the sizes of the regular files directly in dir (bounded). */
@@ -62,6 +66,32 @@ static bool locked(int dfd)
 	bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 	close(fd);
 	return held;
+}
+
+/* Whether the recording's upload was confirmed: its marker is a regular
+ * file (dg_rec_upload writes it last). Anything else, an error included,
+ * reads as not confirmed: the recording is then kept, never lost. */
+static bool upload_confirmed(int dfd)
+{
+	struct stat st;
+	return fstatat(dfd, DG_REC_UPLOADED_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISREG(st.st_mode);
+}
+
+/* Whether e may not be deleted; counts a recording held back for its
+ * upload once in res. */
+static bool kept(struct entry *e, struct dg_rec_retention_result *res)
+{
+	if (e->active)
+		return true;
+	if (!e->unconfirmed)
+		return false;
+	if (!e->held) {
+		e->held = true;
+		res->held++;
+		res->bytes_held += e->bytes;
+	}
+	return true;
 }
 
 static int by_age(const void *a, const void *b)
@@ -175,6 +205,7 @@ int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o
 		dir_bytes(rootfd, name, lim, &e->bytes);
 		dir_bytes(dfd, DG_REC_FRAMES_DIR, lim, &e->bytes);
 		e->active = (o->pass.is_active && o->pass.is_active(name, o->pass.arg)) || locked(dfd);
+		e->unconfirmed = o->keep_unuploaded && !upload_confirmed(dfd);
 		close(dfd);
 		n++;
 	}
@@ -196,7 +227,7 @@ int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o
 	res->bytes_before = total;
 	for (size_t i = 0; o->max_age_s > 0 && i < n; i++) {
 		struct entry *e = &list[i];
-		if (e->active || now - e->end_s <= o->max_age_s)
+		if (now - e->end_s <= o->max_age_s || kept(e, res))
 			continue;
 		if (delete_one(rootfd, e, o, lim, "older than max_age") == 0) {
 			e->deleted = true;
@@ -208,7 +239,7 @@ int dg_rec_retention_lim(const char *root, const struct dg_rec_retention_opts *o
 	}
 	for (size_t i = 0; o->max_total_bytes > 0 && i < n && total > o->max_total_bytes; i++) {
 		struct entry *e = &list[i];
-		if (e->active || e->deleted)
+		if (e->deleted || kept(e, res))
 			continue;
 		if (delete_one(rootfd, e, o, lim, "over max_total_bytes") == 0) {
 			e->deleted = true;

@@ -63,4 +63,5 @@ def main():
     return 1
 
 
-sys.exit(main())
+if __name__ == "__main__":  # tests/cluster/cluster.py imports servers()
+    sys.exit(main())

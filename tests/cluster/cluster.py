@@ -5,12 +5,19 @@ deploy/cluster/up, driven through the balancer only (docs/scale-out.md).
 
 Host 1 and 2 take sessions, host 3 is drained by its configuration. Host 1
 starts with PRELOAD sessions made on it directly, so it has less free
-capacity: of the 30 sessions made through the balancer, host 2 must get
-more than host 1, both some, host 3 none. Each is driven over its
-WebSocket (one action, its result and screenshot), one is watched by an
-observer, 10 are ended: each owner uploads its recording to the cluster's
-bucket (s3rver) and removes its local copy, and each is read through the
-balancer from the bucket (sealed). Then host 1 is killed (SIGKILL): its
+capacity: HAProxy's weights must follow the free slots, and of the 30
+sessions made through the balancer host 2 must get at least its share of
+the free slots less PLACEMENT_MARGIN, both some, host 3 none. Each is
+driven over its WebSocket (one action, its result and screenshot), one is
+watched by an observer, 10 are ended: each owner uploads its recording to
+the cluster's bucket (s3rver) and removes its local copy, and each is read
+through the balancer from the bucket (sealed). Then the other paths the
+template routes by id, on both open hosts: a browser session's CDP
+(json/version names the balancer, Browser.getVersion answers through its
+tunnel), an approval (its id names the host: its frame and its answer
+reach it), and MCP (initialize placed, later calls carrying
+Mcp-Session-Id reach the host that holds the session). Then host 1 is
+killed (SIGKILL): its
 WebSockets close, its sessions' requests get 503 naming it, its uploaded
 recordings are served by host 2 from the bucket, new sessions land on
 host 2, and host 2's WebSockets keep working. Restarted, host 1 seals the
@@ -18,9 +25,11 @@ recordings its death left open and uploads them. Everything runs under WORK_DIR 
 and is stopped by deploy/cluster/down, which stops only what up started.
 """
 import asyncio
+import importlib.util
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,16 +41,37 @@ import websockets
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UP = os.path.join(ROOT, "deploy", "cluster", "up")
 DOWN = os.path.join(ROOT, "deploy", "cluster", "down")
+# deploy/cluster/ready.py reads HAProxy's admin socket: its servers() here too.
+# Imported from deploy/: no __pycache__ left in the source tree.
+sys.dont_write_bytecode = True
+_spec = importlib.util.spec_from_file_location("ready", os.path.join(ROOT, "deploy", "cluster",
+                                                                     "ready.py"))
+ready = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ready)
 SESSIONS = 30
 PRELOAD = 10
 MAX_SESSIONS = 22
 ENDED = 10
+# Sessions host 2 may fall short of its share of the 30 by the free slots
+# (12 and 22 free: 19.4). leastconn picks an idle server first whatever its
+# weight, so host 1 fills up (11-12, host 2 18-19, measured at load 1-6);
+# without the agent's weights host 1 fills sooner and refuses the rest
+# (12/11 with 7 refused, 12/15 with 3, measured), and with room for all an
+# even split (15) is what leastconn alone gives: both fail.
+PLACEMENT_MARGIN = 2
+# The policy the CDP and approval sessions run under: everything allowed
+# but "wait", which asks a human (docs/policy.md).
+ASK_POLICY = {"version": 1, "default": "allow",
+              "actions": {"allow": [], "ask": ["wait"], "deny": []}}
+MCP_PROTOCOL = "2025-11-25"
 
 failures = []
 
 
 def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""),
+    detail = str(detail)
+    print(("ok   " if ok else "FAIL ") + what +
+          (f": {detail[:600]}{'...' if len(detail) > 600 else ''}" if detail and not ok else ""),
           flush=True)
     if not ok:
         failures.append(what)
@@ -57,20 +87,34 @@ def read_env(path):
     return env
 
 
-def http(method, url, token=None, body=None, timeout=60):
-    """(status, JSON or text) of one request."""
-    req = urllib.request.Request(url, method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Authorization": "Bearer " + token} if token else {})
+def request(method, url, token=None, body=None, timeout=60, headers=None):
+    """(status, JSON, text or bytes, the answer's headers) of one request."""
+    h = dict(headers or {})
+    if token:
+        h["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(url, method=method, headers=h,
+                                 data=json.dumps(body).encode() if body is not None else None)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, raw = r.status, r.read()
+            status, raw, got = r.status, r.read(), r.headers
     except urllib.error.HTTPError as e:
-        status, raw = e.code, e.read()
+        status, raw, got = e.code, e.read(), e.headers
+    if raw.startswith(b"\x89PNG"):
+        return status, raw, got
     try:
-        return status, json.loads(raw)
+        return status, json.loads(raw), got
     except ValueError:
-        return status, raw.decode(errors="replace")
+        return status, raw.decode(errors="replace"), got
+
+
+def http(method, url, token=None, body=None, timeout=60):
+    """(status, JSON or text) of one request."""
+    return request(method, url, token, body, timeout)[:2]
+
+
+def haproxy_weights(sock_path):
+    """{server: weight} of HAProxy's placement backend, from its admin socket."""
+    return {sv: int(w) for (b, sv), (_, w) in ready.servers(sock_path).items() if b == "place"}
 
 
 def local_copy(cdir, names, s):
@@ -122,15 +166,116 @@ def read_from_bucket(B, V, sess, status):
     return ok
 
 
-async def create(env, n, parallel=6):
-    """n xterm sessions through the balancer, at most `parallel` at once."""
+async def create(env, n, parallel=6, body=None):
+    """n sessions (xterm unless body says) through the balancer, at most
+    `parallel` at once."""
     sem = asyncio.Semaphore(parallel)
 
     async def one():
         async with sem:
             return await asyncio.to_thread(http, "POST", env["BALANCER_URL"] + "/v1/sessions",
-                                           env["AGENT_TOKEN"], {"profile": "xterm"})
+                                           env["AGENT_TOKEN"], body or {"profile": "xterm"})
     return await asyncio.gather(*(one() for _ in range(n)))
+
+
+async def on_both(env, hosts, body, tries=4):
+    """Sessions made through the balancer until both hosts have one: two at
+    once, then one at a time (an idle server is leastconn's first pick, so
+    the next goes to the host that had none). Returns one per host (the
+    rest are ended) or what there was."""
+    made = [s for st, s in await create(env, 2, body=body) if st == 201]
+    while {s["host"] for s in made} != set(hosts) and len(made) < tries:
+        made += [s for st, s in await create(env, 1, body=body) if st == 201]
+    keep = [next(s for s in made if s["host"] == h) for h in hosts if
+            any(s["host"] == h for s in made)]
+    for s in made:
+        if s not in keep:
+            http("DELETE", f"{env['BALANCER_URL']}/v1/sessions/{s['id']}", env["AGENT_TOKEN"])
+    return keep, made
+
+
+async def cdp_through(B, A, s):
+    """A browser session's CDP through the balancer: json/version names the
+    balancer's tunnel, and a raw CDP command answers through it."""
+    host = s["host"]
+    st, v, h = request("GET", f"{B}/v1/sessions/{s['id']}/json/version", A)
+    url = f"{B.replace('http', 'ws', 1)}/v1/sessions/{s['id']}/cdp"
+    if not check(f"GET .../json/version through the balancer reaches {host} and names the "
+                 "balancer's CDP URL", st == 200 and h.get("X-Deskgate-Host") == host and
+                 isinstance(v, dict) and v.get("webSocketDebuggerUrl") == url, (st, v)):
+        return
+    answer = {}
+    async with websockets.connect(url, extra_headers={"Authorization": "Bearer " + A},
+                                  max_size=None, open_timeout=30) as ws:
+        await ws.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
+        deadline = time.monotonic() + 30
+        while answer.get("id") != 1 and time.monotonic() < deadline:
+            answer = json.loads(await asyncio.wait_for(ws.recv(), deadline - time.monotonic()))
+    check(f"Browser.getVersion answered through the balancer's CDP tunnel to {host}",
+          answer.get("id") == 1 and "Chrome/" in answer.get("result", {}).get("product", ""),
+          answer)
+
+
+async def approval_through(B, V, s):
+    """An action the policy asks about: its approval's id names the host, and
+    its frame and its answer, sent to the balancer, reach that host."""
+    host = s["host"]
+    ws = await agent_ws(s)
+    await act(ws, 100)  # a screen for the approval to show (its frame)
+    await ws.send(json.dumps({"type": "wait", "ms": 10}))
+    pending = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    aid = pending.get("approval") or ""
+    check(f"an asked action on {host} is pending, its approval id naming the host",
+          pending.get("type") == "pending" and aid.startswith(host + "-") and
+          len(aid) == len(host) + 33, pending)
+    st, png, h = request("GET", f"{B}/v1/approvals/{aid}/frame", V)
+    check(f"GET /v1/approvals/{{id}}/frame through the balancer reaches {host}",
+          st == 200 and h.get("X-Deskgate-Host") == host and isinstance(png, bytes), (st, png))
+    st, ans, h = request("POST", f"{B}/v1/approvals/{aid}", V, {"decision": "approve"})
+    check(f"POST /v1/approvals/{{id}} through the balancer approves it at {host}",
+          st == 200 and h.get("X-Deskgate-Host") == host and isinstance(ans, dict) and
+          ans.get("decision") == "approved", (st, ans))
+    res = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    check(f"the approved action ran on {host}", res.get("type") == "result" and
+          res.get("ok") is True and res.get("approved_by") is not None and
+          res.get("approved_by") == (ans.get("by") if isinstance(ans, dict) else ""), res)
+    await ws.close()
+
+
+def mcp_post(B, A, msg, sid=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if sid:
+        h.update({"Mcp-Session-Id": sid, "MCP-Protocol-Version": MCP_PROTOCOL})
+    return request("POST", B + "/mcp", A, msg, headers=h)
+
+
+def mcp_through(B, A, hosts, tries=4):
+    """MCP sessions initialized through the balancer (placement) until both
+    hosts hold one; each later request carries Mcp-Session-Id and must reach
+    the host that holds it (another host answers 404: it has no such MCP
+    session)."""
+    sids = []
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
+                       "clientInfo": {"name": "cluster-test", "version": "1"}}}
+    while {x[:-33] for x in sids} != set(hosts) and len(sids) < tries:
+        st, r, h = mcp_post(B, A, init)
+        if st == 200 and h.get("Mcp-Session-Id"):
+            sids.append(h["Mcp-Session-Id"])
+    check("MCP initialize through the balancer placed sessions on both open hosts",
+          {x[:-33] for x in sids} == set(hosts), sids)
+    for sid in sids:
+        host = sid[:-33]
+        st, r, h = mcp_post(B, A, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, sid)
+        tools = [t.get("name") for t in r.get("result", {}).get("tools", [])] \
+            if isinstance(r, dict) else []
+        check(f"a later MCP call carrying Mcp-Session-Id reaches {host}",
+              st == 200 and h.get("X-Deskgate-Host") == host and "exec" in tools, (st, r))
+        st, _, h = request("DELETE", B + "/mcp", A,
+                           headers={"Mcp-Session-Id": sid, "MCP-Protocol-Version": MCP_PROTOCOL})
+        gone, _, _ = mcp_post(B, A, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, sid)
+        check(f"DELETE /mcp through the balancer ends the MCP session at {host}",
+              st < 300 and h.get("X-Deskgate-Host") == host and gone == 404, (st, gone))
 
 
 async def agent_ws(s):
@@ -168,8 +313,11 @@ async def main(work):
     cdir = os.path.join(work, "cluster")
     subprocess.run(["rm", "-rf", cdir], check=True)
     t0 = time.monotonic()
+    policy = os.path.join(work, "ask-policy.json")
+    with open(policy, "w") as f:
+        json.dump(ASK_POLICY, f)
     subprocess.run([UP, "--max-sessions", str(MAX_SESSIONS), "--drain", "3", "--prefix", prefix,
-                    "3", cdir], check=True)
+                    "--policy", "ask=" + policy, "3", cdir], check=True)
     try:
         await scenario(read_env(os.path.join(cdir, "env")), cdir, prefix, t0)
     finally:
@@ -186,6 +334,9 @@ async def scenario(env, cdir, prefix, t0):
     names = env["HOST_NAMES"].split()
     direct = env["HOST_URLS"].split()
     print(f"cluster up in {time.monotonic() - t0:.1f} s: {names} behind {B}", flush=True)
+    mode = os.stat(os.path.join(cdir, "env")).st_mode
+    check("DIR/env (the tokens) is root's alone, mode 0600", stat.S_IMODE(mode) == 0o600,
+          oct(mode))
 
     # ---- health, as HAProxy and anyone see it (no token) ----
     st, h = http("GET", direct[2] + "/v1/health")
@@ -205,6 +356,13 @@ async def scenario(env, cdir, prefix, t0):
         check("a session made on host 1 directly", st == 201, (st, s))
         pre.append(s)
     await asyncio.sleep(1.2)  # the agents' weights are read every 500 ms
+    free = [http("GET", u + "/v1/health")[1]["free_slots"] for u in direct[:2]]
+    weights = haproxy_weights(env["HAPROXY_SOCKET"])
+    # The agent's "up ready N%" scales the configured weight (MAX_SESSIONS).
+    want = [MAX_SESSIONS * (f * 100 // MAX_SESSIONS) // 100 for f in free]
+    check("HAProxy's placement weights follow the hosts' free slots",
+          all(abs(weights[n] - w) <= 1 for n, w in zip(names, want)) and weights[names[2]] == 0,
+          f"weights {weights}, free slots {free}")
 
     # ---- 30 sessions through the balancer ----
     t = time.monotonic()
@@ -220,7 +378,9 @@ async def scenario(env, cdir, prefix, t0):
     check("ws_url points at the balancer", all(s["ws_url"].startswith(B.replace("http", "ws"))
                                                 for s in sessions))
     check("both open hosts got sessions", per[names[0]] > 0 and per[names[1]] > 0, per)
-    check("the host with more free capacity got more", per[names[1]] > per[names[0]], per)
+    share = SESSIONS * free[1] / (free[0] + free[1])
+    check(f"host 2 got its share by free slots ({free[1]} of {free[0] + free[1]}: {share:.1f}) "
+          f"less at most {PLACEMENT_MARGIN}", per[names[1]] >= share - PLACEMENT_MARGIN, per)
     check("the drained host got none", per[names[2]] == 0, per)
 
     # ---- each driven over its WebSocket through the balancer ----
@@ -273,6 +433,24 @@ async def scenario(env, cdir, prefix, t0):
     check(f"{ENDED} ended sessions' recordings read through the balancer from the bucket, sealed",
           sealed == ENDED, f"{sealed} of {ENDED}")
     live = [i for i in range(len(sessions)) if i not in idx]
+
+    # ---- CDP, approvals and MCP through the balancer, on both open hosts ----
+    t = time.monotonic()
+    ask = {"profile": "browser", "policy": "ask"}
+    browsers, made = await on_both(env, names[:2], ask)
+    check("browser sessions placed on both open hosts", len(browsers) == 2,
+          [s["host"] for s in made])
+    for s in browsers:
+        await cdp_through(B, A, s)
+        await approval_through(B, V, s)
+    for s in browsers:
+        http("DELETE", f"{B}/v1/sessions/{s['id']}", A)
+    mcp_through(B, A, names[:2])
+    # Uploaded before host 1 dies, so that its restart uploads its orphans only.
+    gone = await wait_uploaded(cdir, names, made, 60)
+    check(f"the {len(made)} browser sessions' recordings uploaded", gone == len(made),
+          f"{gone} of {len(made)}")
+    print(f"CDP, approvals and MCP on both hosts in {time.monotonic() - t:.1f} s", flush=True)
 
     # ---- host 1 killed ----
     victim = names[0]

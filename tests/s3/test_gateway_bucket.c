@@ -9,7 +9,9 @@
  * from the bucket, and so does a second gateway (its own state dir, the
  * same key and bucket) for everything the player asks (the recording, its
  * events, a frame). The store down: the upload fails, is retried, the local
- * copy stays, and it is uploaded once the store is back. A gateway killed
+ * copy stays, and it is uploaded once the store is back; local retention
+ * (retention_days) keeps such a recording, due for deletion, until then,
+ * and says so. A gateway killed
  * with SIGKILL mid-session: the next start seals the orphan and uploads it.
  * Hostile: a bucket copy that does not verify, and one with a frame past
  * its bound, are not served (502 naming them); an unknown id is a 404
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dg_test.h"
@@ -327,19 +330,26 @@ Test(gateway_bucket, a_sealed_recording_goes_to_the_bucket_and_is_served_back)
 	free(body);
 }
 
-Test(gateway_bucket, the_store_down_uploads_are_retried_and_the_local_copy_kept)
+/* Serves A, records a session on it, stops the store and ends the
+ * session; returns once A counted `failures` failed uploads (60 s at most). */
+static void end_with_the_store_down(struct sess *x, long failures)
 {
 	serve(&a, false);
-	struct sess x;
-	open_session(&a, &x);
+	open_session(&a, x);
 	s3_signal(SIGUSR1);
-	end_session(&a, &x);
-	char dir[256];
-	snprintf(dir, sizeof(dir), "%s/rec/%s", a.dir, x.id);
+	end_session(&a, x);
 	double end = dg_test_now() + 60;
-	while (metric(&a, "deskgate_recording_uploads_total{result=\"failed\"} ") < 2 &&
+	while (metric(&a, "deskgate_recording_uploads_total{result=\"failed\"} ") < failures &&
 	       dg_test_now() < end)
 		usleep(200000);
+}
+
+Test(gateway_bucket, the_store_down_uploads_are_retried_and_the_local_copy_kept)
+{
+	struct sess x;
+	end_with_the_store_down(&x, 2);
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/rec/%s", a.dir, x.id);
 	cr_assert_geq(metric(&a, "deskgate_recording_uploads_total{result=\"failed\"} "), 2,
 		      "the upload was not retried");
 	cr_assert_eq(metric(&a, "deskgate_recording_uploads_pending "), 1);
@@ -351,6 +361,38 @@ Test(gateway_bucket, the_store_down_uploads_are_retried_and_the_local_copy_kept)
 	wait_uploaded(&a, x.id);
 	cr_assert_str_eq(bucket_status(&a, x.id), "sealed");
 	cr_assert_eq(metric(&a, "deskgate_recording_uploads_pending "), 0);
+}
+
+/* The store down: a recording past retention_days is not deleted while it
+ * is not in the bucket (its only copy; docs/recordings.md), the pass says
+ * so in the log and /metrics, and it is uploaded once the store is back. */
+Test(gateway_bucket, local_retention_keeps_a_recording_not_yet_uploaded)
+{
+	struct sess x;
+	end_with_the_store_down(&x, 1);
+	cr_assert_eq(metric(&a, "deskgate_recording_uploads_pending "), 1);
+	cr_assert_eq(kill(a.pid, SIGKILL), 0);
+	waitpid(a.pid, NULL, 0);
+	a.pid = -1;
+	/* Two days old: retention_days 1 deletes it at the next start. */
+	char dir[256], events[300];
+	snprintf(dir, sizeof(dir), "%s/rec/%s", a.dir, x.id);
+	snprintf(events, sizeof(events), "%s/events.jsonl", dir);
+	struct timespec old[2] = {{.tv_sec = time(NULL) - 2 * 86400}, {.tv_sec = time(NULL) - 2 * 86400}};
+	cr_assert_eq(utimensat(AT_FDCWD, events, old, 0), 0, "%s", events);
+	char extra[600], err[2048];
+	snprintf(extra, sizeof(extra), "\"object_store\": {\"store\": \"%s\", \"keep_local\": false}, "
+		 "\"limits\": {\"retention_days\": 1}", store);
+	cr_assert_eq(dg_test_serve_restart(&a, extra, 30, err, sizeof(err)), 0, "%s", err);
+	cr_assert(exists(dir), "retention deleted a recording the bucket does not have");
+	cr_assert_eq(metric(&a, "deskgate_recording_retention_held "), 1);
+	char *log = dg_test_serve_log(&a);
+	cr_assert(strstr(log, "1 recordings (") && strstr(log, "not yet uploaded to the object store"),
+		  "%s", log);
+	free(log);
+	s3_signal(SIGUSR2);
+	wait_uploaded(&a, x.id);
+	cr_assert_str_eq(bucket_status(&a, x.id), "sealed");
 }
 
 Test(gateway_bucket, a_gateway_killed_mid_session_uploads_the_orphan_at_its_next_start)

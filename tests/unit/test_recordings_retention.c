@@ -1,8 +1,10 @@
 /* Retention (issue #6): the oldest recordings go first, by age and by total
  * size, each at its boundary; an active session is never deleted (the
  * caller's word or a writer's lock); unsealed recordings of dead sessions
- * count as sealed; what is not a recording is left alone; an interrupted
- * deletion is finished; the entry bound. */
+ * count as sealed; with an object store, a recording whose upload is not
+ * confirmed is never deleted, by age or by size, and the result says how
+ * many and how large; what is not a recording is left alone; an
+ * interrupted deletion is finished; the entry bound. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -112,11 +114,12 @@ static void report(const char *id, int rc, const char *msg, void *arg)
 }
 
 static struct dg_rec_retention_result res;
+static bool keep_unuploaded;
 
 static void retain(int64_t max_age, uint64_t max_bytes)
 {
 	struct dg_rec_retention_opts o = { .max_age_s = max_age, .max_total_bytes = max_bytes,
-					   .now_s = NOW,
+					   .now_s = NOW, .keep_unuploaded = keep_unuploaded,
 					   .pass = { .is_active = is_active, .report = report } };
 	cr_assert_eq(dg_rec_retention(root, &o, &res, &err), 0, "%s", err.msg);
 }
@@ -254,4 +257,59 @@ Test(retention, entry_bound)
 	cr_assert_eq(dg_rec_retention_lim(root, &o, &lim, &res, &err), -E2BIG);
 	cr_assert(strstr(err.msg, "more than 5 entries"), "%s", err.msg);
 	cr_assert_eq(dg_rec_retention("/nonexistent", &o, &res, &err), -ENOENT);
+}
+
+/* ROOT/ID/uploaded as dg_rec_upload writes it (a regular file), or, with
+ * as_dir, a directory of that name, which confirms nothing. */
+static uint64_t mark_uploaded(const char *id, bool as_dir)
+{
+	char p[300];
+	snprintf(p, sizeof(p), "%s/%s/%s", root, id, DG_REC_UPLOADED_FILE);
+	if (as_dir) {
+		cr_assert_eq(mkdir(p, 0700), 0, "%s", p);
+		return 0;
+	}
+	FILE *f = fopen(p, "w");
+	cr_assert_not_null(f, "%s", p);
+	fputs("1700000000 recordings/\n", f);
+	fclose(f);
+	/* Its mtime must not make the recording look new: retention ages by
+	 * events.jsonl. */
+	return strlen("1700000000 recordings/\n");
+}
+
+Test(retention, with_an_object_store_a_recording_not_yet_uploaded_is_never_deleted)
+{
+	uint64_t up = make("up-old", 5000, true, NULL) + mark_uploaded("up-old", false);
+	uint64_t s1 = make("un-old", 4000, true, NULL);
+	uint64_t s2 = make("fake-old", 3000, true, NULL) + mark_uploaded("fake-old", true);
+	uint64_t s3 = make("un-new", 10, true, NULL);
+	keep_unuploaded = true;
+	retain(100, 1);
+	cr_assert_eq(res.recordings, 4);
+	cr_assert_not(exists("up-old"), "an uploaded recording ages out as before");
+	cr_assert(exists("un-old"), "deleted by age before its upload was confirmed");
+	cr_assert(exists("fake-old"), "a directory named uploaded confirms nothing");
+	cr_assert(exists("un-new"), "deleted by size before its upload was confirmed");
+	cr_assert_eq(res.deleted, 1);
+	cr_assert_eq(res.held, 3, "each held recording counted once: %u", res.held);
+	cr_assert_eq(res.bytes_held, s1 + s2 + s3);
+	cr_assert_eq(res.bytes_before, up + s1 + s2 + s3);
+	cr_assert_eq(res.bytes_after, s1 + s2 + s3);
+	cr_assert(res.over_budget, "held recordings keep the directory over its bound: say so");
+	/* Within the bound, nothing is held. */
+	retain(0, s1 + s2 + s3);
+	cr_assert_eq(res.held, 0);
+	cr_assert_not(res.over_budget);
+	/* Once its upload is confirmed, it goes like any other. */
+	mark_uploaded("un-old", false);
+	retain(100, 0);
+	cr_assert_not(exists("un-old"));
+	cr_assert_eq(res.held, 1, "fake-old, still unconfirmed");
+	/* Without an object store (keep_unuploaded off) nothing waits for one. */
+	keep_unuploaded = false;
+	retain(100, 1);
+	cr_assert_not(exists("fake-old"));
+	cr_assert_not(exists("un-new"));
+	cr_assert_eq(res.held, 0);
 }
