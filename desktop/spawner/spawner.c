@@ -57,6 +57,8 @@ struct pool {
 	bool strict;
 	int failures;              /* consecutive failed starts (backs off) */
 	long long retry_at;        /* ms: after failures, not before */
+	long long refill_at;       /* ms: after a hand-over, not before
+				    * (DG_SPAWNER_REFILL_AFTER_MS) */
 };
 
 struct spawner {
@@ -192,7 +194,7 @@ static int pool_count(struct spawner *sp, enum dg_profile prof)
 static bool pool_refill(struct spawner *sp)
 {
 	struct pool *pl = &sp->pool;
-	if (dg_now_ms() < pl->retry_at)
+	if (dg_now_ms() < pl->retry_at || dg_now_ms() < pl->refill_at)
 		return false;
 	for (int prof = 0; prof < 2; prof++) {
 		if (pool_count(sp, (enum dg_profile)prof) >= pl->want[prof])
@@ -266,6 +268,7 @@ static void op_create(struct spawner *sp, const struct dg_spawn_msg *req)
 	if (ws) {
 		snprintf(ws->id, sizeof(ws->id), "%s", id);
 		ws->warm = false;
+		sp->pool.refill_at = dg_now_ms() + DG_SPAWNER_REFILL_AFTER_MS;
 		hand_over(sp, req, ws, 0, true);
 		return;
 	}
@@ -749,8 +752,14 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 		long long wait = -1;
 		if (more)
 			wait = 0;
-		else if (sp->pool.retry_at > dg_now_ms())
-			wait = sp->pool.retry_at - dg_now_ms();
+		else {
+			/* The pool's next start is due (or a spurious wake-up
+			 * when it is full: pool_refill starts nothing then). */
+			long long at = sp->pool.retry_at > sp->pool.refill_at ? sp->pool.retry_at
+									       : sp->pool.refill_at;
+			if (at > dg_now_ms())
+				wait = at - dg_now_ms();
+		}
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR)
 			_exit(1);
 		if (p[1].revents) {

@@ -2233,6 +2233,59 @@ Test(gateway, vnc_a_debian_vnc_viewer_sees_the_desktop_through_deskgate_vnc)
  * whole: no jail or worker process, no jail cgroup that no live deskgate
  * owns. The live jails of other deskgate processes on the machine (other
  * test runs, a developer's server) are listed, not failed on. */
+/* Jails under the gateway now. */
+static int jails_now(void)
+{
+	uint32_t slots[16];
+	return dg_test_slots_under(srv.pid, slots, 16);
+}
+
+/* The warm pool: a session of the default size takes the started desktop
+ * ("warm": true, no new jail for it), and the pool starts the next one no
+ * sooner than DG_SPAWNER_REFILL_AFTER_MS after the hand-over (the new
+ * session's first exchanges do not share the CPU with a desktop's start),
+ * then within a bound; the next session takes that one. */
+Test(gateway, the_warm_pool_hands_over_then_refills_after_a_pause)
+{
+	serve("\"limits\": {\"warm_xterm\": 1}");
+	double end = dg_test_now() + 60;
+	while (jails_now() < 1 && dg_test_now() < end)
+		usleep(50000);
+	cr_assert_eq(jails_now(), 1, "the pool did not start its desktop within 60 s");
+	usleep(300000); /* a pool desktop is never started twice: still one */
+	cr_assert_eq(jails_now(), 1, "the pool holds %d desktops, not 1", jails_now());
+	json_t *a = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}", 201);
+	double handed = dg_test_now();
+	cr_assert(json_is_true(json_object_get(a, "warm")), "the session did not take the warm "
+		  "desktop: %s", json_dumps(a, 0));
+	cr_assert_eq(jails_now(), 1, "a new jail started for a warm session");
+	int seen = 1;
+	while (dg_test_now() - handed < DG_SPAWNER_REFILL_AFTER_MS / 1000.0 - 0.1 && seen == 1) {
+		seen = jails_now();
+		usleep(20000);
+	}
+	cr_assert_eq(seen, 1, "the pool's next desktop started %.0f ms after the hand-over, "
+		     "before its %d ms pause", (dg_test_now() - handed) * 1000,
+		     DG_SPAWNER_REFILL_AFTER_MS);
+	end = handed + 60;
+	while (jails_now() < 2 && dg_test_now() < end)
+		usleep(50000);
+	cr_assert_eq(jails_now(), 2, "the pool was not refilled within 60 s of the hand-over");
+	usleep(1000000); /* the refilled desktop's worker says READY */
+	json_t *b = http("POST", "/v1/sessions", DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}", 201);
+	cr_assert(json_is_true(json_object_get(b, "warm")), "the second session found no warm "
+		  "desktop: %s", json_dumps(b, 0));
+	char path[160];
+	json_t *ids[2] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/v1/sessions/%s",
+			 json_string_value(json_object_get(ids[i], "id")));
+		json_decref(http("DELETE", path, DG_TEST_AGENT_TOKEN, NULL, 200));
+		json_decref(ids[i]);
+	}
+	note_slots();
+}
+
 Test(gateway, zz_nothing_of_deskgate_is_left_after_the_suite)
 {
 	char what[8192];
