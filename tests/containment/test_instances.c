@@ -278,7 +278,7 @@ static int open_as(uid_t uid, const char *dir)
  * second instance whose name hashes to a running one's pair is refused. */
 Test(instances, each_instance_has_uids_of_its_own, .timeout = 300)
 {
-	struct gw a, b;
+	static struct gw a, b; /* static: the suite's fini stops them after a failure */
 	gw_start(&a, "uid-a");
 	gw_start(&b, "uid-b");
 	uid_t ua = dg_instance_uid_of(a.instance), ub = dg_instance_uid_of(b.instance);
@@ -306,20 +306,25 @@ Test(instances, each_instance_has_uids_of_its_own, .timeout = 300)
 			snprintf(clash, sizeof(clash), "%s", name);
 	}
 	cr_assert(clash[0], "no name found on a's pair");
-	struct dg_server c;
+	/* Registered, so that the suite's fini stops it should it start. */
+	static struct gw cg;
+	struct dg_server *cp = &cg.srv;
+	cp->pid = -1;
+	if (n_started < 4)
+		started[n_started++] = &cg;
 	char extra[128], err[4096];
 	snprintf(extra, sizeof(extra), "\"instance\": \"%s\"", clash);
-	cr_assert_neq(dg_test_serve_start(&c, extra, 30, err, sizeof(err)), 0,
+	cr_assert_neq(dg_test_serve_start(cp, extra, 30, err, sizeof(err)), 0,
 		      "instance %s started on the uids instance %s holds", clash, a.instance);
 	char want[160];
 	snprintf(want, sizeof(want), "are held by instance %s", a.instance);
 	cr_assert(strstr(err, want), "the refusal names the holder (%s): %s", want, err);
-	dg_test_serve_stop(&c, 1, false);
+	dg_test_serve_stop(cp, 1, false);
 	/* The holder gone, the pair is free for the other name. */
 	cr_assert_eq(dg_test_serve_stop(&a.srv, 30, false), 0);
-	cr_assert_eq(dg_test_serve_start(&c, extra, 30, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(status_id(c.pid, "Uid"), ua);
-	cr_assert_eq(dg_test_serve_stop(&c, 30, false), 0);
+	cr_assert_eq(dg_test_serve_start(cp, extra, 30, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(status_id(cp->pid, "Uid"), ua);
+	cr_assert_eq(dg_test_serve_stop(cp, 30, false), 0);
 	cr_assert_eq(dg_test_serve_stop(&b.srv, 30, false), 0);
 	char what[2048];
 	cr_assert_eq(dg_test_leftovers(what, sizeof(what)), 0, "%s", what);
@@ -330,7 +335,7 @@ Test(instances, each_instance_has_uids_of_its_own, .timeout = 300)
  * uid at start, symlinks included but never followed. */
 Test(instances, the_former_shared_uid_gives_way, .timeout = 300)
 {
-	struct gw a;
+	static struct gw a; /* static: the suite's fini stops it after a failure */
 	gw_start(&a, "legacy");
 	uid_t ua = dg_instance_uid_of(a.instance), old = DG_INSTANCE_LEGACY_GATEWAY_UID;
 	cr_assert_eq(dg_test_serve_stop(&a.srv, 30, true), 0);
