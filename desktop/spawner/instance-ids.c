@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,18 +20,6 @@
 #include "desktop/spawner/spawner.h"
 
 #define IDS_LABEL_TRIES 50 /* 2 ms apart: a holder writes its label under an exclusive lock */
-
-static int ids_dir(char *out, size_t n, struct dg_err *err)
-{
-	const char *run = dg_jail_run_dir();
-	if (mkdir(run, 0700) != 0 && errno != EEXIST)
-		return dg_err_set(err, -errno, "instance ids: mkdir %s: %s", run, strerror(errno));
-	if ((size_t)snprintf(out, n, "%s/ids", run) >= n)
-		return dg_err_set(err, -ENAMETOOLONG, "instance ids: run dir path too long");
-	if (mkdir(out, 0700) != 0 && errno != EEXIST)
-		return dg_err_set(err, -errno, "instance ids: mkdir %s: %s", out, strerror(errno));
-	return 0;
-}
 
 /* The holder's instance name from the lock file, "" when none is written. */
 static void read_label(int fd, char *out, size_t n)
@@ -45,7 +32,7 @@ static void read_label(int fd, char *out, size_t n)
 int dg_instance_ids_claim(struct dg_err *err)
 {
 	char dir[4096], path[4200];
-	int r = ids_dir(dir, sizeof(dir), err);
+	int r = dg_jail_run_subdir("ids", dir, sizeof(dir), err);
 	if (r)
 		return r;
 	const char *me = dg_instance();

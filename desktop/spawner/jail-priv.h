@@ -74,6 +74,10 @@ struct dg_jail_report {
  * DG_RUN_DIR_DEFAULT. Slot locks and instance id locks live under it. */
 const char *dg_jail_run_dir(void);
 
+/* <run dir>/name, made (mode 0700) with the run dir when missing, into out:
+ * 0, or a negative errno with err. */
+int dg_jail_run_subdir(const char *name, char *out, size_t n, struct dg_err *err);
+
 /* Builds the allowlisted environment plus prog->env_extra. Returns 0 or
  * -EINVAL naming a bad extra entry. */
 int dg_jail_env_build(const struct dg_jail_prog *prog, struct dg_jail_env *env,

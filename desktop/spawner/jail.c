@@ -50,12 +50,12 @@ static int ensure_dir(const char *path, struct dg_err *err)
 	return 0;
 }
 
-static int slots_dir(char *out, size_t n, struct dg_err *err)
+int dg_jail_run_subdir(const char *name, char *out, size_t n, struct dg_err *err)
 {
 	int r;
 	if ((r = ensure_dir(dg_jail_run_dir(), err)))
 		return r;
-	if ((size_t)snprintf(out, n, "%s/slots", dg_jail_run_dir()) >= n)
+	if ((size_t)snprintf(out, n, "%s/%s", dg_jail_run_dir(), name) >= n)
 		return dg_err_set(err, -ENAMETOOLONG, "jail: run dir path too long");
 	return ensure_dir(out, err);
 }
@@ -92,7 +92,7 @@ static int slot_label(int fd, uint32_t slot, struct dg_err *err)
 static int slot_claim(uint32_t *slot, struct dg_err *err)
 {
 	char dir[PATH_MAX];
-	int r = slots_dir(dir, sizeof(dir), err);
+	int r = dg_jail_run_subdir("slots", dir, sizeof(dir), err);
 	if (r)
 		return r;
 	for (uint32_t s = 0; s < DG_JAIL_SLOTS; s++) {
@@ -547,7 +547,7 @@ int dg_jail_cleanup_stale(struct dg_err *err)
 {
 	struct stale_ctx ctx = {.err = err};
 	int r;
-	if ((r = cgroup_system(&ctx.sys, err)) || (r = slots_dir(ctx.dir, sizeof(ctx.dir), err)))
+	if ((r = cgroup_system(&ctx.sys, err)) || (r = dg_jail_run_subdir("slots", ctx.dir, sizeof(ctx.dir), err)))
 		return r;
 	if ((r = dg_cgroup_foreach_jail(ctx.sys, clean_slot, &ctx)))
 		return r;
