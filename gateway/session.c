@@ -364,6 +364,13 @@ void dg_gw_session_ready(struct gw_session *s)
 {
 	s->state = S_READY;
 	lws_sul_cancel(&s->sul_create);
+	/* The desktop's start is over: the spawner caps its CPU now rather than
+	 * at DG_SPAWNER_START_CPU_MS. Its answer is not waited for (an ERROR
+	 * comes with the session's ENDED when the quota could not be set). */
+	struct dg_err serr = {{0}};
+	if (!s->warm && dg_spawner_started(&s->gw->spawner, s->id, &serr) < 0)
+		fprintf(stderr, "deskgate: session %s: telling the spawner it started: %s\n", s->id,
+			serr.msg);
 	touch(s);
 	json_t *lc = json_pack("{s:s, s:s, s:I, s:b}", "type", "lifecycle", "state", "ready",
 			       "start_ms", (json_int_t)(dg_now_ms() - s->created_ms), "warm",

@@ -537,6 +537,12 @@ void dg_worker_stop(struct dg_worker *w);
  * browser desktop, 3 x 7 sessions in turns: median 10.7-12.4 ms refilling
  * at once, 7.7-8.6 ms with the delay. */
 #define DG_SPAWNER_REFILL_AFTER_MS 1000
+/* A desktop starts without its CPU quota (dg_desktop_cap_cpu): the quota
+ * is written once the gateway says the worker was READY (STARTED), when a
+ * warm desktop is handed over, or this long after the start, whichever
+ * comes first, so a gateway that never says it bounds nothing. A cold
+ * browser start takes about 1 s on the 2-core VM, 3-5 s on a loaded one. */
+#define DG_SPAWNER_START_CPU_MS 15000
 #define DG_EXEC_ARGV_MAX 256          /* strings of an exec's argv (at least 1) */
 #define DG_EXEC_ARG_MAX 4096          /* bytes of one (argv[0] not empty) */
 #define DG_EXEC_STDIN_MAX (32 * 1024) /* bytes of an exec's stdin */
@@ -553,6 +559,7 @@ enum dg_spawn_type {
 	DG_SPAWN_EGRESS = 4,
 	DG_SPAWN_EXEC = 5,
 	DG_SPAWN_UPLOAD_CHECK = 6,
+	DG_SPAWN_STARTED = 7,
 	/* replies and events, spawner -> gateway */
 	DG_SPAWN_CREATED = 16,
 	DG_SPAWN_OK = 17,
@@ -561,7 +568,7 @@ enum dg_spawn_type {
 	DG_SPAWN_ENDED = 20,
 	DG_SPAWN_UPLOAD_CHECKED = 21,
 };
-#define DG_SPAWN_REQUEST_LAST DG_SPAWN_UPLOAD_CHECK /* requests are 1..this */
+#define DG_SPAWN_REQUEST_LAST DG_SPAWN_STARTED /* requests are 1..this */
 
 /* ---- upload checks: what a file_upload may hand the browser ------------
  *
@@ -645,6 +652,7 @@ void dg_upload_reason(const struct dg_upload_file *f, const char *path, char *bu
 #define DG_SPAWN_CREATE_MAX \
 	(DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX) + 16 + DG_SPAWN_LIMITS_SIZE)
 #define DG_SPAWN_DESTROY_MAX (DG_SPAWN_HEADER + DG_SPAWN_STRING_MAX(DG_SESSION_ID_MAX))
+#define DG_SPAWN_STARTED_MAX DG_SPAWN_DESTROY_MAX
 #define DG_SPAWN_POOL_MAX (DG_SPAWN_HEADER + 12 + DG_SPAWN_LIMITS_SIZE)
 #define DG_SPAWN_EGRESS_MAX DG_SPAWN_HEADER
 /* An exec's argv at its caps would not fit one datagram: the whole message
@@ -669,7 +677,7 @@ struct dg_spawn_msg {
 	enum dg_spawn_type type;
 	uint32_t req;
 	char session[DG_SESSION_ID_MAX + 1]; /* CREATE, DESTROY, EXEC, CREATED, ENDED,
-					      * UPLOAD_CHECK, UPLOAD_CHECKED */
+					      * UPLOAD_CHECK, UPLOAD_CHECKED, STARTED */
 	union {
 		struct {
 			enum dg_profile profile;
@@ -796,11 +804,16 @@ struct dg_spawner {
  *            -> UPLOAD_CHECKED (a verdict per path, in their order) or
  *            ERROR (no such session, its desktop ended, the jail's root
  *            could not be opened)
+ *   started  the session's worker said READY: its desktop's start is over
+ *            and its jail gets its CPU quota now (dg_desktop_cap_cpu;
+ *            already done for a warm one) -> OK or ERROR (no such session,
+ *            the quota could not be written)
  * Unrequested: ENDED. */
 int dg_spawner_create(struct dg_spawner *sp, const char *session, enum dg_profile profile,
 		      int width, int height, const struct dg_limits *limits, bool strict,
 		      struct dg_err *err);
 int dg_spawner_destroy(struct dg_spawner *sp, const char *session, struct dg_err *err);
+int dg_spawner_started(struct dg_spawner *sp, const char *session, struct dg_err *err);
 int dg_spawner_pool(struct dg_spawner *sp, int xterm, int browser, const struct dg_limits *limits,
 		    bool strict, struct dg_err *err);
 int dg_spawner_egress(struct dg_spawner *sp, struct dg_err *err);

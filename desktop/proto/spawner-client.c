@@ -75,6 +75,14 @@ int dg_spawner_destroy(struct dg_spawner *sp, const char *session, struct dg_err
 	return send_msg(sp, &m, err);
 }
 
+int dg_spawner_started(struct dg_spawner *sp, const char *session, struct dg_err *err)
+{
+	struct dg_spawn_msg m = {.type = DG_SPAWN_STARTED};
+	if (set_session(&m, session, err) != 0)
+		return -EINVAL;
+	return send_msg(sp, &m, err);
+}
+
 int dg_spawner_pool(struct dg_spawner *sp, int xterm, int browser, const struct dg_limits *limits,
 		    bool strict, struct dg_err *err)
 {

@@ -18,6 +18,7 @@ size_t dg_spawn_max(uint32_t type)
 	switch (type) {
 	case DG_SPAWN_CREATE: return DG_SPAWN_CREATE_MAX;
 	case DG_SPAWN_DESTROY: return DG_SPAWN_DESTROY_MAX;
+	case DG_SPAWN_STARTED: return DG_SPAWN_STARTED_MAX;
 	case DG_SPAWN_POOL: return DG_SPAWN_POOL_MAX;
 	case DG_SPAWN_EGRESS: return DG_SPAWN_EGRESS_MAX;
 	case DG_SPAWN_EXEC: return DG_SPAWN_EXEC_MAX;
@@ -42,6 +43,7 @@ static const char *type_name(uint32_t type)
 	switch (type) {
 	case DG_SPAWN_CREATE: return "create";
 	case DG_SPAWN_DESTROY: return "destroy";
+	case DG_SPAWN_STARTED: return "started";
 	case DG_SPAWN_POOL: return "pool";
 	case DG_SPAWN_EGRESS: return "egress";
 	case DG_SPAWN_EXEC: return "exec";
@@ -219,6 +221,7 @@ static int check(const struct dg_spawn_msg *m, struct dg_err *err)
 			return -EINVAL;
 		return check_session(what, m->session, err);
 	case DG_SPAWN_DESTROY:
+	case DG_SPAWN_STARTED:
 	case DG_SPAWN_CREATED:
 		if (m->type == DG_SPAWN_CREATED &&
 		    (m->u.created.slot >= DG_JAIL_SLOTS || m->u.created.start_ms < 0))
@@ -320,6 +323,7 @@ int dg_spawn_encode(const struct dg_spawn_msg *m, uint8_t *buf, size_t cap, size
 		put_limits(&o, &m->u.create.limits);
 		break;
 	case DG_SPAWN_DESTROY:
+	case DG_SPAWN_STARTED:
 		put_str(&o, m->session, strlen(m->session));
 		break;
 	case DG_SPAWN_POOL:
@@ -498,6 +502,7 @@ int dg_spawn_decode(const uint8_t *buf, size_t len, int nfds, struct dg_spawn_ms
 		get_limits(&in, &m->u.create.limits);
 		break;
 	case DG_SPAWN_DESTROY:
+	case DG_SPAWN_STARTED:
 		get_copy(&in, m->session, DG_SESSION_ID_MAX, "session");
 		break;
 	case DG_SPAWN_POOL:

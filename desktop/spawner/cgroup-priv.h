@@ -69,6 +69,12 @@ int dg_cgroup_detect(const char *root, struct dg_cgroup_sys *sys, struct dg_err 
 int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struct dg_limits *lim,
 		     struct dg_cgroup *cg, struct dg_err *err);
 
+/* Writes the group's CPU quota alone: lim's cpus (the value create wrote),
+ * or none at all when lim is NULL (v2 cpu.max "max", v1 cfs_quota_us -1).
+ * The group must exist: its file is not created. Used for a desktop's start
+ * (dg_jail_spec.cpu_after_start). */
+int dg_cgroup_set_cpu(const struct dg_cgroup *cg, const struct dg_limits *lim, struct dg_err *err);
+
 /* Starting a process inside the group(s) without a migration by its
  * parent: a migration takes the kernel's global threadgroup lock for
  * writing, which waits for an RCU grace period (1-20 ms, more on a loaded

@@ -616,6 +616,27 @@ int dg_cgroup_create(const struct dg_cgroup_sys *sys, uint32_t slot, const struc
 	return create_v1(sys, cg, &t, err);
 }
 
+int dg_cgroup_set_cpu(const struct dg_cgroup *cg, const struct dg_limits *lim, struct dg_err *err)
+{
+	struct limit_text t;
+	if (lim) {
+		int r = format_limits(lim, &t, err);
+		if (r < 0)
+			return r;
+	} else {
+		snprintf(t.quota, sizeof(t.quota), "-1");
+		snprintf(t.cpu_max, sizeof(t.cpu_max), "max %d", DG_CGROUP_CPU_PERIOD_US);
+	}
+	int r;
+	if (cg->version == DG_CGROUP_V2)
+		r = write_file(cg->v2, "cpu.max", t.cpu_max, W_CONTROL, err);
+	else if (cg->version == DG_CGROUP_V1)
+		r = write_file(cg->cpu, "cpu.cfs_quota_us", t.quota, W_CONTROL, err);
+	else
+		r = dg_err_set(err, -EINVAL, "cgroup: hierarchy not detected");
+	return r < 0 ? r : 0;
+}
+
 /* ---- life of a group ---- */
 
 /* The v1 directories in the order the entry holds their tasks files. */

@@ -356,7 +356,8 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 						       .env_extra = display_env};
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
-				  .wait_ready = true, .egress = spec->egress};
+				  .wait_ready = true, .egress = spec->egress,
+				  .cpu_after_start = true};
 	if (spec->profile == DG_PROFILE_BROWSER) {
 		js.etc_files = chromium_files;
 		js.n_etc_files = spec->strict ? 2 : 1;
@@ -382,6 +383,11 @@ out:
 	}
 	free(l);
 	return r;
+}
+
+int dg_desktop_cap_cpu(struct dg_desktop *d, const struct dg_limits *lim, struct dg_err *err)
+{
+	return dg_jail_cap_cpu(&d->jail, lim, err);
 }
 
 void dg_desktop_destroy(struct dg_desktop *d)

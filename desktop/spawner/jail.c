@@ -290,6 +290,13 @@ static int create_cgroup(struct dg_jail *j, const struct dg_limits *lim, struct 
 	return 0;
 }
 
+int dg_jail_cap_cpu(const struct dg_jail *j, const struct dg_limits *lim, struct dg_err *err)
+{
+	if (!j->cgroup)
+		return dg_err_set(err, -ENOENT, "jail: slot %u has no cgroup", (unsigned)j->slot);
+	return dg_cgroup_set_cpu(j->cgroup, lim, err);
+}
+
 static void jail_reset(struct dg_jail *j)
 {
 	memset(j, 0, sizeof(*j));
@@ -405,6 +412,7 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 	j->lock_fd = r;
 	/* The filter is compiled once per process, so each init only loads it. */
 	if ((r = dg_seccomp_prepare(err)) || (r = create_cgroup(j, spec->limits, err)) ||
+	    (spec->cpu_after_start && (r = dg_cgroup_set_cpu(j->cgroup, NULL, err))) ||
 	    (r = clone_init(j, child, err)))
 		goto fail;
 	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);

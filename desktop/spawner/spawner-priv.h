@@ -36,6 +36,9 @@ struct dg_spawner_fx {
 	/* dg_desktop_upload_check */
 	int (*upload_check)(const struct dg_jail *j, const char *const *paths, uint32_t n,
 			    struct dg_upload_check *out, struct dg_err *err);
+	/* dg_desktop_cap_cpu */
+	int (*desktop_cap_cpu)(struct dg_desktop *d, const struct dg_limits *lim,
+			       struct dg_err *err);
 };
 
 struct dg_spawner_state;

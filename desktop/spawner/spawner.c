@@ -46,6 +46,8 @@ struct session {
 	bool strict;
 	struct dg_desktop desktop;
 	struct dg_worker worker;
+	long long cap_at;          /* ms: the CPU quota is due then at the latest
+				    * (DG_SPAWNER_START_CPU_MS); 0 once written */
 };
 
 /* The warm pool: desktops started ahead, fully jailed, each given to one
@@ -144,6 +146,51 @@ static void session_end(struct spawner *sp, struct session *s)
 	s->used = false;
 }
 
+/* Ends s's start: its jail gets its CPU quota (dg_desktop_cap_cpu). A
+ * quota that cannot be written ends the session: a desktop never runs on
+ * without its limits. Returns 0, or -1 when s ended. */
+static int cap_cpu(struct spawner *sp, struct session *s)
+{
+	if (!s->cap_at)
+		return 0;
+	struct dg_err err = {{0}};
+	s->cap_at = 0;
+	if (sp->fx->desktop_cap_cpu(&s->desktop, &s->limits, &err) == 0)
+		return 0;
+	fprintf(stderr, "deskgate spawner: session %s: %s; ending it\n", s->id[0] ? s->id : "(warm)",
+		err.msg);
+	bool warm = s->warm;
+	struct dg_spawn_msg ev = {.type = DG_SPAWN_ENDED, .req = 0};
+	snprintf(ev.session, sizeof(ev.session), "%s", s->id);
+	snprintf(ev.u.text, sizeof(ev.u.text), "its CPU limit could not be set");
+	session_end(sp, s);
+	if (!warm)
+		reply(sp, &ev, NULL, 0);
+	return -1;
+}
+
+/* The earliest CPU quota due, or 0 when none is. */
+static long long cap_due(const struct spawner *sp)
+{
+	long long at = 0;
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		const struct session *s = &sp->sessions[i];
+		if (s->used && s->cap_at && (!at || s->cap_at < at))
+			at = s->cap_at;
+	}
+	return at;
+}
+
+static void cap_overdue(struct spawner *sp)
+{
+	long long now = dg_now_ms();
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		struct session *s = &sp->sessions[i];
+		if (s->used && s->cap_at && s->cap_at <= now)
+			cap_cpu(sp, s);
+	}
+}
+
 /* Gives session s to the gateway: the worker's channel, the egress
  * listener and the worker's live view channel go back with the reply; the
  * spawner keeps only the pids. */
@@ -230,6 +277,7 @@ static bool pool_refill(struct spawner *sp)
 		pl->failures = 0;
 		s->used = true;
 		s->warm = true;
+		s->cap_at = dg_now_ms() + DG_SPAWNER_START_CPU_MS;
 		s->strict = pl->strict;
 		return true;
 	}
@@ -266,6 +314,11 @@ static void op_create(struct spawner *sp, const struct dg_spawn_msg *req)
 	bool strict = req->u.create.strict;
 	struct session *ws = pool_take(sp, req->u.create.profile, w, h, &req->u.create.limits, strict);
 	if (ws) {
+		/* A warm desktop started long ago, or is still starting:
+		 * either way it is somebody's now, under its limits. */
+		if (cap_cpu(sp, ws) != 0)
+			return reply_error(sp, req, "create: a warm desktop's CPU limit could not "
+					   "be set");
 		snprintf(ws->id, sizeof(ws->id), "%s", id);
 		ws->warm = false;
 		sp->pool.refill_at = dg_now_ms() + DG_SPAWNER_REFILL_AFTER_MS;
@@ -294,7 +347,19 @@ static void op_create(struct spawner *sp, const struct dg_spawn_msg *req)
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->used = true;
 	s->strict = strict;
+	s->cap_at = dg_now_ms() + DG_SPAWNER_START_CPU_MS;
 	hand_over(sp, req, s, dg_now_ms() - t0, false);
+}
+
+/* The gateway saw the session's READY: its start is over. */
+static void op_started(struct spawner *sp, const struct dg_spawn_msg *req)
+{
+	struct session *s = find(sp, req->session);
+	if (!s)
+		return reply_error(sp, req, "started: no such session");
+	if (cap_cpu(sp, s) != 0)
+		return reply_error(sp, req, "started: the CPU limit could not be set");
+	reply_ok(sp, req);
 }
 
 static void op_destroy(struct spawner *sp, const struct dg_spawn_msg *req)
@@ -651,6 +716,7 @@ int dg_spawner_serve(struct dg_spawner_state *st, const uint8_t *buf, size_t len
 	case DG_SPAWN_POOL: op_pool(sp, &req); break;
 	case DG_SPAWN_EGRESS: op_egress(sp, &req); break;
 	case DG_SPAWN_UPLOAD_CHECK: op_upload_check(sp, &req); break;
+	case DG_SPAWN_STARTED: op_started(sp, &req); break;
 	default: return dg_err_set(err, -EPROTO, "not reached"); /* decoding refused it */
 	}
 	return sp->broken ? dg_err_set(err, -EPIPE, "spawner channel: a reply was not sent") : 0;
@@ -701,6 +767,7 @@ static const struct dg_spawner_fx real_fx = {
 	.egress_spawn = real_egress_spawn,
 	.exec_start = real_exec_start,
 	.upload_check = dg_desktop_upload_check,
+	.desktop_cap_cpu = dg_desktop_cap_cpu,
 };
 
 struct dg_spawner_state *dg_spawner_state_new(int fd, bool verbose, const struct dg_spawner_fx *fx)
@@ -759,6 +826,13 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 									       : sp->pool.refill_at;
 			if (at > dg_now_ms())
 				wait = at - dg_now_ms();
+			/* and a start's CPU quota */
+			long long cap = cap_due(sp);
+			if (cap) {
+				long long left = cap > dg_now_ms() ? cap - dg_now_ms() : 0;
+				if (wait < 0 || left < wait)
+					wait = left;
+			}
 		}
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR)
 			_exit(1);
@@ -769,6 +843,9 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 		}
 		if (p[0].revents)
 			handle(&st);
+		cap_overdue(sp);
+		if (sp->broken)
+			end_all_and_exit(sp, 1);
 		/* One warm desktop per turn, only when no request waits. */
 		more = !(p[0].revents & POLLIN) && pool_refill(sp);
 		if (!more && (p[0].revents & POLLIN))

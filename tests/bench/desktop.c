@@ -710,7 +710,12 @@ static double desk_start(struct desk *k, enum dg_profile p, const char *url, dou
 	k->worker_up = true;
 	if (dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err))
 		fatal("%s worker not ready: %s", dg_profile_name(p), err.msg);
-	return now_ms() - t0;
+	double ready = now_ms() - t0;
+	/* What the spawner does once the gateway saw READY: the start ran on
+	 * every core, the desktop runs within its policy's cpus. */
+	if (dg_desktop_cap_cpu(&k->d, &k->policy.limits, &err))
+		fatal("%s desktop: %s", dg_profile_name(p), err.msg);
+	return ready;
 }
 
 /* One action through the worker; returns its parsed result (caller decrefs)

@@ -84,7 +84,10 @@ static void desk_start(struct desk *k, enum dg_profile profile, int width, int h
 	cr_assert_eq(dg_desktop_start(&spec, &k->d, &err), 0, "desktop: %s", err.msg);
 	cr_assert_eq(dg_worker_start(&k->d.io, &k->w, &err), 0, "worker: %s", err.msg);
 	cr_assert_eq(dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err), 0, "ready: %s", err.msg);
+	/* as the spawner does once the gateway saw READY */
+	cr_assert_eq(dg_desktop_cap_cpu(&k->d, &k->policy.limits, &err), 0, "cap: %s", err.msg);
 }
+
 
 static void desk_end(struct desk *k)
 {
@@ -147,6 +150,34 @@ static char *wait_title(struct desk *k, const char *prefix)
 	}
 	cr_assert_fail("title never started with \"%s\"; last: \"%s\"", prefix, last);
 	return last;
+}
+
+/* A desktop starts on every core (its jail's quota is written once it is
+ * ready: a Chromium start took 1.4 s within one core, about 1 s on two) and
+ * then runs within the policy's cpus. */
+Test(desktop, the_start_runs_uncapped_then_the_quota_holds, .timeout = 60)
+{
+	struct dg_err err = {{0}};
+	struct desk k;
+	memset(&k, 0, sizeof(k));
+	dg_worker_set_binary(DG_BIN);
+	dg_policy_default(&k.policy);
+	k.policy.limits.cpus = 0.5;
+	struct dg_desktop_spec spec = {.profile = DG_PROFILE_XTERM, .width = 800, .height = 600,
+				       .limits = &k.policy.limits};
+	cr_assert_eq(dg_desktop_start(&spec, &k.d, &err), 0, "desktop: %s", err.msg);
+	char quota[32];
+	cr_assert_eq(dg_test_cpu_quota(k.d.jail.pid, quota, sizeof(quota)), 0);
+	cr_assert(strcmp(quota, "-1") == 0 || strcmp(quota, "max") == 0,
+		  "the desktop's start has a CPU quota already: %s", quota);
+	cr_assert_eq(dg_worker_start(&k.d.io, &k.w, &err), 0, "worker: %s", err.msg);
+	cr_assert_eq(dg_worker_wait_ready(&k.w, DG_WORKER_READY_MS, &err), 0, "ready: %s", err.msg);
+	cr_assert_eq(dg_desktop_cap_cpu(&k.d, &k.policy.limits, &err), 0, "cap: %s", err.msg);
+	cr_assert_eq(dg_test_cpu_quota(k.d.jail.pid, quota, sizeof(quota)), 0);
+	cr_assert_str_eq(quota, "50000", "cpus 0.5 over a 100 ms period");
+	/* The quota covers what runs in the desktop afterwards: xterm's shell. */
+	act_ok(&k, "{\"type\":\"type\",\"text\":\"echo capped\\n\"}");
+	desk_end(&k);
 }
 
 Test(desktop, xterm_screenshot_shows_the_terminal, .timeout = 60)

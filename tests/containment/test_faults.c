@@ -493,6 +493,30 @@ static pid_t find_victim(enum victim v, const struct sess *s)
 	return -1;
 }
 
+/* Through the gateway: a desktop's start runs without a CPU quota, and the
+ * quota is written once the gateway saw the worker's READY (DG_SPAWN_STARTED),
+ * long before the spawner's own bound (DG_SPAWNER_START_CPU_MS). */
+Test(limits, a_session_gets_its_cpu_quota_once_ready, .timeout = 120)
+{
+	serve("");
+	struct sess a;
+	create(&a, "xterm");
+	pid_t xvnc = find_victim(V_XVNC, &a);
+	cr_assert_gt(xvnc, 0, "no Xvnc in session %s (slot %u)", a.id, a.slot);
+	char quota[32] = "";
+	double end = dg_test_now() + 3;
+	do {
+		cr_assert_eq(dg_test_cpu_quota(xvnc, quota, sizeof(quota)), 0, "Xvnc's cgroup");
+		if (strcmp(quota, "-1") != 0 && strcmp(quota, "max") != 0)
+			break;
+		usleep(20000);
+	} while (dg_test_now() < end);
+	cr_assert_str_eq(quota, "100000", "the default policy's cpus 1.0, 3 s after the session's 201");
+	act_ok(&a, "{\"type\":\"screenshot\"}");
+	dg_ws_close(a.ws);
+	stop_server();
+}
+
 static void one_session_loses(enum victim v, const char *profile, const char *label,
 			      const char *const *words)
 {

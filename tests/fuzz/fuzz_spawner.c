@@ -63,7 +63,7 @@ static bool has_session(enum dg_spawn_type t)
 {
 	return t == DG_SPAWN_CREATE || t == DG_SPAWN_DESTROY || t == DG_SPAWN_EXEC ||
 	       t == DG_SPAWN_CREATED || t == DG_SPAWN_ENDED || t == DG_SPAWN_UPLOAD_CHECK ||
-	       t == DG_SPAWN_UPLOAD_CHECKED;
+	       t == DG_SPAWN_UPLOAD_CHECKED || t == DG_SPAWN_STARTED;
 }
 
 /* What a decoded message must satisfy, and its canonical round trip. */
@@ -267,13 +267,13 @@ static struct dg_upload_file take_upload_file(struct src *s)
 	return f;
 }
 
-/* A valid message from the bytes: of any type (n_types 12), or (n_types 6)
+/* A valid message from the bytes: of any type (n_types 13), or (n_types 7)
  * a request; session ids of at most id_max bytes. */
 static void build_msg(struct src *src, struct dg_spawn_msg *mp, size_t n_types, size_t id_max)
 {
 	static const enum dg_spawn_type types[] = {
 		DG_SPAWN_CREATE, DG_SPAWN_DESTROY, DG_SPAWN_POOL, DG_SPAWN_EGRESS, DG_SPAWN_EXEC,
-		DG_SPAWN_UPLOAD_CHECK, DG_SPAWN_CREATED, DG_SPAWN_OK, DG_SPAWN_CHANNEL,
+		DG_SPAWN_UPLOAD_CHECK, DG_SPAWN_STARTED, DG_SPAWN_CREATED, DG_SPAWN_OK, DG_SPAWN_CHANNEL,
 		DG_SPAWN_ERROR, DG_SPAWN_ENDED, DG_SPAWN_UPLOAD_CHECKED};
 #define s (*src)
 #define m (*mp)
@@ -355,7 +355,7 @@ static void build_and_mutate(const uint8_t *data, size_t size)
 {
 	struct src s = {data, size};
 	struct dg_spawn_msg m;
-	build_msg(&s, &m, 12, DG_SESSION_ID_MAX);
+	build_msg(&s, &m, 13, DG_SESSION_ID_MAX);
 	size_t len = 0;
 	struct dg_err err = {{0}};
 	int r = dg_spawn_encode(&m, enc, sizeof(enc), &len, &err);
@@ -456,7 +456,9 @@ static int stub_send(int fd, const char *data, size_t len, const int *fds, int n
 	DG_FUZZ_CHECK(m.type >= DG_SPAWN_CREATED, "the spawner sent a request");
 	DG_FUZZ_CHECK(m.type == DG_SPAWN_ENDED || m.req == current_req,
 		      "a reply to %u while serving %u", (unsigned)m.req, (unsigned)current_req);
-	replies++;
+	/* ENDED is no answer: a session whose CPU quota could not be written
+	 * ends while a request is served (spawner.c, cap_cpu). */
+	replies += m.type != DG_SPAWN_ENDED;
 	return 0;
 }
 
@@ -550,6 +552,16 @@ static int stub_exec_start(const struct dg_jail *jail, const struct dg_limits *l
 	return 0;
 }
 
+static int stub_desktop_cap_cpu(struct dg_desktop *d, const struct dg_limits *lim,
+				struct dg_err *err)
+{
+	(void)d;
+	(void)lim;
+	if (stub_fails())
+		return dg_err_set(err, -EIO, "stub: the quota could not be written");
+	return 0;
+}
+
 static int stub_upload_check(const struct dg_jail *j, const char *const *paths, uint32_t n,
 			     struct dg_upload_check *out, struct dg_err *err)
 {
@@ -580,6 +592,7 @@ static const struct dg_spawner_fx stub_fx = {
 	.egress_spawn = stub_egress_spawn,
 	.exec_start = stub_exec_start,
 	.upload_check = stub_upload_check,
+	.desktop_cap_cpu = stub_desktop_cap_cpu,
 };
 
 /* Records: a kind byte; even: a raw datagram [len u16][len bytes]; odd: a
@@ -601,7 +614,7 @@ static void dispatch(const uint8_t *data, size_t size, uint8_t param)
 		size_t len;
 		if (take(&s, 1) & 1) {
 			struct dg_spawn_msg m;
-			build_msg(&s, &m, 6, 2);
+			build_msg(&s, &m, 7, 2);
 			if (dg_spawn_encode(&m, raw, sizeof(raw), &len, NULL) != 0)
 				continue;
 		} else {

@@ -2055,3 +2055,48 @@ int dg_test_cmp_double(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
 }
+
+int dg_test_cpu_quota(pid_t pid, char *out, size_t len)
+{
+	char path[512], line[1024], group[768] = "";
+	bool v2 = false;
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *ctl = strchr(line, ':'), *grp = ctl ? strchr(ctl + 1, ':') : NULL;
+		if (!grp)
+			continue;
+		*grp++ = '\0';
+		ctl++;
+		bool cpu = false;
+		char *save = NULL;
+		for (char *t = strtok_r(ctl, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			cpu |= strcmp(t, "cpu") == 0;
+		if (cpu) {
+			snprintf(group, sizeof(group), "%s", grp);
+			v2 = false;
+			break;
+		}
+		if (!ctl[0]) { /* the unified hierarchy's line: used when v1 has no cpu */
+			snprintf(group, sizeof(group), "%s", grp);
+			v2 = true;
+		}
+	}
+	fclose(f);
+	if (!group[0])
+		return -ENOENT;
+	snprintf(path, sizeof(path),
+		 v2 ? "/sys/fs/cgroup%s/cpu.max" : "/sys/fs/cgroup/cpu%s/cpu.cfs_quota_us", group);
+	if (!(f = fopen(path, "r")))
+		return -errno;
+	char word[32];
+	int n = fscanf(f, "%31s", word);
+	fclose(f);
+	if (n != 1)
+		return -EIO;
+	snprintf(out, len, "%s", word);
+	return 0;
+}

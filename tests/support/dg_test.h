@@ -356,6 +356,11 @@ int dg_test_proc_fds(pid_t pid, char *what, size_t what_len);
  * of its zygotes or renderers). -1 when none. */
 pid_t dg_test_find_live_process(const char *comm, uid_t uid, bool top);
 
+/* The CPU quota of process pid's cgroup into out (v1 cpu.cfs_quota_us, v2
+ * the first word of cpu.max): "-1" or "max" when it has none. 0 or a
+ * negative errno (no such process, no cpu cgroup). */
+int dg_test_cpu_quota(pid_t pid, char *out, size_t len);
+
 /* A live process (not a zombie) with this comm and real uid that descends
  * from root (a child, grandchild, ...), or -1: e.g. the egress proxy of one
  * gateway among those running on the machine. */

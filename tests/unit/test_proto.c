@@ -103,6 +103,13 @@ Test(proto, every_type_round_trips)
 	snprintf(m.session, sizeof(m.session), "abc");
 	round_trip(&m, &out);
 
+	m = (struct dg_spawn_msg){.type = DG_SPAWN_STARTED, .req = 6};
+	snprintf(m.session, sizeof(m.session), "abc");
+	round_trip(&m, &out);
+	cr_assert_str_eq(out.session, "abc");
+	m.session[0] = '\0';
+	cr_assert_eq(encode_rc(&m), -EINVAL, "a STARTED that names no session");
+
 	m = (struct dg_spawn_msg){.type = DG_SPAWN_POOL, .req = 3};
 	m.u.pool.xterm = 2;
 	m.u.pool.browser = 1;
