@@ -4,6 +4,10 @@
 // and pages on a loopback server that repaint the whole viewport:
 //
 //   toggle      a click turns the page's colour at once
+//   canvas      a click paints the whole viewport's canvas in the other
+//               colour: no element changes, so the page's listener sees
+//               nothing to wait for and the answer comes DG_GATE_QUIET_MS
+//               after the page's frame (its pixels must be in it)
 //   transition  a click starts a 200 ms CSS transition of the colour
 //   timer       a click starts a 100 ms timer that turns the colour
 //   hover       the lower half changes colour while the pointer is over it
@@ -11,8 +15,8 @@
 // Each screenshot the agent gets is decoded (pngjs) and sampled at points
 // spread over the viewport, in every band Xvnc sends a repaint in: a screen
 // taken while a repaint was arriving would show two colours. Checked, RUNS
-// times each (default 50; DG_SETTLE_RUNS): the toggle's screenshot shows
-// the click's colour everywhere; the transition's and the timer's show one
+// times each (default 50; DG_SETTLE_RUNS): the toggle's and the canvas's
+// screenshots show the click's colour everywhere; the transition's and the timer's show one
 // colour everywhere (the transition's start, a step of it or its end; the
 // timer's before or after it: Chromium presents a transition's steps tens
 // of milliseconds apart here, later than any quiet period, and a timer
@@ -41,6 +45,12 @@ const css = (c) => `rgb(${c.join(',')})`;
 const PAGES = {
   toggle: `<style>html,body{margin:0;height:100%;background:${css(A)}}</style><script>
     let n = 0; addEventListener('click', () => { document.body.style.background = n++ % 2 ? '${css(A)}' : '${css(B)}'; });
+    </script>`,
+  canvas: `<style>html,body{margin:0;height:100%;overflow:hidden}canvas{position:fixed;left:0;top:0}</style>
+    <canvas id="c"></canvas><script>
+    const cv = document.getElementById('c'); cv.width = innerWidth; cv.height = innerHeight;
+    const g = cv.getContext('2d'); const fill = (c) => { g.fillStyle = c; g.fillRect(0, 0, cv.width, cv.height); };
+    let n = 0; fill('${css(A)}'); addEventListener('click', () => fill(n++ % 2 ? '${css(A)}' : '${css(B)}'));
     </script>`,
   transition: `<style>html,body{margin:0;height:100%;background:${css(A)}}
     body{transition:background-color 200ms linear} body.on{background:${css(B)}}</style><script>
@@ -141,7 +151,7 @@ async function main() {
     };
     const show = (cs) => [...new Set(cs.map((c) => c.join(',')))].join(' | ');
 
-    for (const page of ['toggle', 'transition', 'timer']) {
+    for (const page of ['toggle', 'canvas', 'transition', 'timer']) {
       await open(page);
       const ms = [], shots = [];
       let ok = true;
@@ -151,7 +161,7 @@ async function main() {
         ms.push(s.ms);
         shots.push(s);
         const cs = colours(s.img, [...UPPER, ...LOWER]);
-        if (page === 'toggle') {
+        if (page === 'toggle' || page === 'canvas') {
           ok = check(`${page}: click ${i + 1}: its colour everywhere`, cs.every((c) => same(c, want)), `${show(cs)}; ${s.how}`, s.png);
         } else {
           ok = check(`${page}: click ${i + 1}: one colour on the whole page`, uniform(cs), `${show(cs)}; ${s.how}`, s.png);

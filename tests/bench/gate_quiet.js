@@ -1,0 +1,100 @@
+// bench gate_quiet: clicks through a browser session's agent WebSocket on
+// a static page and on a page whose click repaints a whole canvas (no
+// element changes, so the worker's pointer gate answers "still" and only
+// DG_GATE_QUIET_MS stands between the answer and a stale screen); counts
+// the canvas screenshots that do not show the click's colour. Not a test:
+// it prints numbers (web/settle's canvas page is the test).
+//
+//   node tests/bench/gate_quiet.js build/deskgate [ROUNDS] [PATTERN]
+//
+// PATTERN: "alternate" (default: two spots, back to back, as
+// peer_click.js) or "idle" (one spot, 0.6 s between clicks: an agent's
+// pace, and no double click). Needs root and tests/web/node_modules.
+'use strict';
+const http = require('http');
+const path = require('path');
+const modules = path.join(__dirname, '..', 'web', 'node_modules');
+const WebSocket = require(path.join(modules, 'ws'));
+const { PNG } = require(path.join(modules, 'pngjs'));
+const { Gateway, TOKENS } = require(path.join(__dirname, '..', 'web', 'lib', 'gateway.js'));
+
+const bin = process.argv[2];
+const rounds = Number(process.argv[3] || 100);
+const idle = process.argv[4] === 'idle';
+if (!bin) {
+	console.error('usage: node tests/bench/gate_quiet.js DESKGATE_BINARY [ROUNDS] [alternate|idle]');
+	process.exit(2);
+}
+const W = 1280, H = 800;
+const RED = [200, 0, 0], BLUE = [0, 0, 200];
+const rgb = (c) => `rgb(${c.join(',')})`;
+const PAGES = {
+	'/static': '<!doctype html><style>html,body{margin:0;height:100%;background:#3a7ca5}</style><h1>static</h1>',
+	'/canvas': '<!doctype html><style>html,body{margin:0;height:100%;overflow:hidden}</style>' +
+		`<canvas id=c width=${W} height=${H}></canvas><script>const c=document.getElementById("c").getContext("2d");` +
+		`let n=0;c.fillStyle="${rgb(RED)}";c.fillRect(0,0,${W},${H});addEventListener("mousedown",()=>{n++;` +
+		`c.fillStyle=n%2?"${rgb(BLUE)}":"${rgb(RED)}";c.fillRect(0,0,${W},${H});});</script>`,
+};
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+(async () => {
+	const srv = http.createServer((q, r) => { r.writeHead(PAGES[q.url] ? 200 : 404, { 'content-type': 'text/html' }); r.end(PAGES[q.url] || ''); });
+	await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+	const port = srv.address().port;
+	const gw = new Gateway(bin, {
+		policies: { default: { version: 1, default: 'allow', egress: { allow: [`bench.test:${port}`] } } },
+		resolve: [`bench.test:${port}=127.0.0.1:${port}`],
+	});
+	process.on('exit', () => gw.killNow());
+	await gw.start();
+	try {
+		const s = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser', size: { width: W, height: H } }, 201);
+		const ws = new WebSocket(`${gw.base.replace('http', 'ws')}/v1/sessions/${s.id}/ws`,
+			['deskgate.v1', `bearer.${s.session_token}`], { maxPayload: 64 << 20 });
+		let waiting = null, result = null;
+		ws.on('message', (data, binary) => {
+			if (!binary) {
+				const m = JSON.parse(data.toString());
+				if (m.type === 'result') { result = m; if (!m.frame && waiting) waiting([m, null]); }
+				return;
+			}
+			if (waiting) waiting([result, data]);
+		});
+		await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
+		const act = (a) => new Promise((res) => { waiting = res; ws.send(JSON.stringify(a)); });
+		console.log(`gate_quiet: ${rounds} clicks a page, ${idle ? 'one spot, 0.6 s apart' : 'two spots, back to back'}`);
+		for (const pg of ['/static', '/canvas']) {
+			await act({ type: 'navigate', url: `http://bench.test:${port}${pg}` });
+			await sleep(1000);
+			const lat = [];
+			let stale = 0, presses = 0;
+			for (let i = 0; i < rounds + 3; i++) {
+				const x = idle ? 500 : 400 + (i % 2) * 300, y = 500;
+				const t = process.hrtime.bigint();
+				const [r, png] = await act({ type: 'click', x, y });
+				const ms = Number(process.hrtime.bigint() - t) / 1e6;
+				if (!r || !r.ok || !png)
+					throw new Error('click failed: ' + JSON.stringify(r));
+				presses++;
+				if (i >= 3) { // the first inputs on a page settle the slow way
+					lat.push(ms);
+					if (pg === '/canvas') {
+						const img = PNG.sync.read(png);
+						const o = (600 * img.width + 100) * 4; // in the page, away from the pointer
+						const want = presses % 2 ? BLUE : RED;
+						if (Math.abs(img.data[o] - want[0]) > 8 || Math.abs(img.data[o + 2] - want[2]) > 8)
+							stale++;
+					}
+				}
+				await sleep(idle ? 600 : 30);
+			}
+			console.log(`  ${pg.slice(1).padEnd(7)} click p50 ${pct(lat, 0.5).toFixed(1)} ms  p90 ${pct(lat, 0.9).toFixed(1)} ms` +
+				(pg === '/canvas' ? `  stale screenshots ${stale} of ${lat.length}` : ''));
+		}
+		ws.close();
+	} finally {
+		await gw.stop();
+		srv.close();
+	}
+})().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });
