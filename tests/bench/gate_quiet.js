@@ -14,9 +14,8 @@
 const http = require('http');
 const path = require('path');
 const modules = path.join(__dirname, '..', 'web', 'node_modules');
-const WebSocket = require(path.join(modules, 'ws'));
 const { PNG } = require(path.join(modules, 'pngjs'));
-const { Gateway, TOKENS } = require(path.join(__dirname, '..', 'web', 'lib', 'gateway.js'));
+const { openBrowserSession } = require(path.join(__dirname, 'browser_session.js'));
 
 const bin = process.argv[2];
 const rounds = Number(process.argv[3] || 100);
@@ -42,27 +41,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 	const srv = http.createServer((q, r) => { r.writeHead(PAGES[q.url] ? 200 : 404, { 'content-type': 'text/html' }); r.end(PAGES[q.url] || ''); });
 	await new Promise((r) => srv.listen(0, '127.0.0.1', r));
 	const port = srv.address().port;
-	const gw = new Gateway(bin, {
-		policies: { default: { version: 1, default: 'allow', egress: { allow: [`bench.test:${port}`] } } },
-		resolve: [`bench.test:${port}=127.0.0.1:${port}`],
-	});
-	process.on('exit', () => gw.killNow());
-	await gw.start();
+	const { act, close } = await openBrowserSession(bin, port, W, H);
 	try {
-		const s = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser', size: { width: W, height: H } }, 201);
-		const ws = new WebSocket(`${gw.base.replace('http', 'ws')}/v1/sessions/${s.id}/ws`,
-			['deskgate.v1', `bearer.${s.session_token}`], { maxPayload: 64 << 20 });
-		let waiting = null, result = null;
-		ws.on('message', (data, binary) => {
-			if (!binary) {
-				const m = JSON.parse(data.toString());
-				if (m.type === 'result') { result = m; if (!m.frame && waiting) waiting([m, null]); }
-				return;
-			}
-			if (waiting) waiting([result, data]);
-		});
-		await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
-		const act = (a) => new Promise((res) => { waiting = res; ws.send(JSON.stringify(a)); });
 		console.log(`gate_quiet: ${rounds} clicks a page, ${idle ? 'one spot, 0.6 s apart' : 'two spots, back to back'}`);
 		for (const pg of ['/static', '/canvas']) {
 			await act({ type: 'navigate', url: `http://bench.test:${port}${pg}` });
@@ -72,7 +52,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 			for (let i = 0; i < rounds + 3; i++) {
 				const x = idle ? 500 : 400 + (i % 2) * 300, y = 500;
 				const t = process.hrtime.bigint();
-				const [r, png] = await act({ type: 'click', x, y });
+				const { result: r, png } = await act({ type: 'click', x, y });
 				const ms = Number(process.hrtime.bigint() - t) / 1e6;
 				if (!r || !r.ok || !png)
 					throw new Error('click failed: ' + JSON.stringify(r));
@@ -92,9 +72,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 			console.log(`  ${pg.slice(1).padEnd(7)} click p50 ${pct(lat, 0.5).toFixed(1)} ms  p90 ${pct(lat, 0.9).toFixed(1)} ms` +
 				(pg === '/canvas' ? `  stale screenshots ${stale} of ${lat.length}` : ''));
 		}
-		ws.close();
 	} finally {
-		await gw.stop();
+		await close();
 		srv.close();
 	}
 })().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });

@@ -28,8 +28,7 @@ if (!bin) {
 }
 const modules = path.join(__dirname, '..', 'web', 'node_modules');
 const { chromium } = require(path.join(modules, 'playwright-core'));
-const WebSocket = require(path.join(modules, 'ws'));
-const { Gateway, TOKENS } = require(path.join(__dirname, '..', 'web', 'lib', 'gateway.js'));
+const { openBrowserSession } = require(path.join(__dirname, 'browser_session.js'));
 
 const W = 1280, H = 800;
 // A flat page that changes nothing when clicked: the click's cost alone.
@@ -77,53 +76,28 @@ async function viaPlaywright(port) {
 }
 
 async function viaDeskgate(port) {
-	const gw = new Gateway(bin, {
-		policies: { default: { version: 1, default: 'allow', egress: { allow: [`bench.test:${port}`] } } },
-		resolve: [`bench.test:${port}=127.0.0.1:${port}`],
-	});
-	process.on('exit', () => gw.killNow());
-	await gw.start();
+	const { act, close } = await openBrowserSession(bin, port, W, H);
 	try {
-		const s = await gw.api('POST', '/v1/sessions', TOKENS.agent, { profile: 'browser', size: { width: W, height: H } }, 201);
-		const ws = new WebSocket(`${gw.base.replace('http', 'ws')}/v1/sessions/${s.id}/ws`,
-			['deskgate.v1', `bearer.${s.session_token}`], { maxPayload: 64 << 20 });
-		let waiting = null;
-		let result = null;
-		ws.on('message', (data, binary) => {
-			if (!binary) {
-				const m = JSON.parse(data.toString());
-				if (m.type === 'result') {
-					result = m;
-					if (!m.frame && waiting)
-						waiting(m);
-				}
-				return;
-			}
-			if (waiting)
-				waiting(result);
-		});
-		await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
-		const act = (a) => new Promise((res) => { waiting = res; ws.send(JSON.stringify(a)); });
-		const nav = await act({ type: 'navigate', url: `http://bench.test:${port}/` });
+		const { result: nav } = await act({ type: 'navigate', url: `http://bench.test:${port}/` });
 		if (!nav || !nav.ok)
 			throw new Error('deskgate: navigate failed: ' + JSON.stringify(nav));
-		let i = 0;
-		return {
-			async once() {
-				const [x, y] = spots[i++ % 2];
-				const t = process.hrtime.bigint();
-				const r = await act({ type: 'click', x, y });
-				const ms = Number(process.hrtime.bigint() - t) / 1e6;
-				if (!r || !r.ok || !r.frame)
-					throw new Error('deskgate: click failed: ' + JSON.stringify(r));
-				return ms;
-			},
-			close: async () => { ws.close(); await gw.stop(); },
-		};
 	} catch (e) {
-		await gw.stop();
+		await close();
 		throw e;
 	}
+	let i = 0;
+	return {
+		async once() {
+			const [x, y] = spots[i++ % 2];
+			const t = process.hrtime.bigint();
+			const { result: r } = await act({ type: 'click', x, y });
+			const ms = Number(process.hrtime.bigint() - t) / 1e6;
+			if (!r || !r.ok || !r.frame)
+				throw new Error('deskgate: click failed: ' + JSON.stringify(r));
+			return ms;
+		},
+		close,
+	};
 }
 
 (async () => {
