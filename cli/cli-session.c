@@ -47,6 +47,7 @@ int dg_cli_session_open(const struct dg_cli_session_spec *spec, struct dg_cli_se
 		.strict = p->rules != NULL,
 		.egress = spec->egress,
 		.log_to_stderr = spec->log_to_stderr,
+		.cpu_after_start = true,
 	};
 	if ((r = dg_desktop_start(&ds, &s->desktop, err))) {
 		char what[64];
@@ -65,6 +66,12 @@ int dg_cli_session_open(const struct dg_cli_session_spec *spec, struct dg_cli_se
 	s->worker.policy = p;
 	if ((r = dg_worker_wait_ready(&s->worker, DG_WORKER_READY_MS, err))) {
 		r = failed(err, r, "starting the worker");
+		goto fail;
+	}
+	/* The start is over: the policy's cpus from here on (as the spawner
+	 * does once the gateway saw READY). */
+	if ((r = dg_desktop_cap_cpu(&s->desktop, &p->limits, err))) {
+		r = failed(err, r, "limiting the desktop's CPU");
 		goto fail;
 	}
 	return 0;

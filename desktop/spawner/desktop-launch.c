@@ -357,7 +357,7 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
 				  .wait_ready = true, .egress = spec->egress,
-				  .cpu_after_start = true};
+				  .cpu_after_start = spec->cpu_after_start};
 	if (spec->profile == DG_PROFILE_BROWSER) {
 		js.etc_files = chromium_files;
 		js.n_etc_files = spec->strict ? 2 : 1;

@@ -260,7 +260,8 @@ static bool pool_refill(struct spawner *sp)
 					       .limits = &s->limits,
 					       .log_to_stderr = sp->verbose,
 					       .strict = pl->strict,
-					       .egress = true};
+					       .egress = true,
+					       .cpu_after_start = true};
 		struct dg_err err = {{0}};
 		if (sp->fx->desktop_start(&spec, &s->desktop, &err) != 0 ||
 		    sp->fx->worker_start(&s->desktop.io, &s->worker, &err) != 0) {
@@ -335,6 +336,7 @@ static void op_create(struct spawner *sp, const struct dg_spawn_msg *req)
 		.log_to_stderr = sp->verbose,
 		.strict = strict,
 		.egress = true,
+		.cpu_after_start = true,
 	};
 	struct dg_err err = {{0}};
 	long long t0 = dg_now_ms();

@@ -226,6 +226,10 @@ struct dg_desktop_spec {
 	 * all and every connection is refused at once. */
 	bool egress;
 	bool log_to_stderr;      /* the desktop's programs log to our stderr */
+	/* The start runs without the CPU quota of limits, on every core: the
+	 * caller writes it with dg_desktop_cap_cpu once the worker said READY
+	 * (dg_jail_spec.cpu_after_start). False: capped from the start. */
+	bool cpu_after_start;
 };
 
 /* A running desktop. The descriptors in io are the host's ends of the
@@ -243,12 +247,14 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 
 /* Ends the desktop's start: its jail gets the CPU quota of lim (the
  * spec's limits). A desktop starts on every core of the host (its cgroup
- * has no quota yet, dg_jail_spec.cpu_after_start): a Chromium start took
+ * has no quota yet, dg_desktop_spec.cpu_after_start): a Chromium start took
  * 1.4 s to its page within one core and 0.94-1.06 s on two, measured on
  * the 2-core VM. Nothing an agent sent runs before the worker's READY; the
  * page of a start URL does, for at most DG_SPAWNER_START_CPU_MS. The
  * spawner calls it once the gateway saw READY (DG_SPAWN_STARTED), when it
- * hands a warm desktop over, and at that bound, whichever comes first. */
+ * hands a warm desktop over, and at that bound, whichever comes first; the
+ * command-line sessions (cli/cli-session.c) once their worker is ready.
+ * Only for a desktop started with dg_desktop_spec.cpu_after_start. */
 int dg_desktop_cap_cpu(struct dg_desktop *d, const struct dg_limits *lim, struct dg_err *err);
 
 /* Ends the desktop and everything in its jail; closes what is still open. */

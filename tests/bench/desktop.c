@@ -697,7 +697,7 @@ static double desk_start(struct desk *k, enum dg_profile p, const char *url, dou
 	k->policy = bench_policy;
 	struct dg_desktop_spec spec = {.profile = p, .width = W, .height = H,
 				       .limits = &k->policy.limits, .start_url = url,
-				       .log_to_stderr = verbose};
+				       .log_to_stderr = verbose, .cpu_after_start = true};
 	reg((void **)live_desks, k);
 	double t0 = now_ms();
 	if (dg_desktop_start(&spec, &k->d, &err))

@@ -80,7 +80,7 @@ static void desk_start(struct desk *k, enum dg_profile profile, int width, int h
 	dg_worker_set_binary(DG_BIN);
 	dg_policy_default(&k->policy);
 	struct dg_desktop_spec spec = {.profile = profile, .width = width, .height = height,
-				       .limits = &k->policy.limits};
+				       .limits = &k->policy.limits, .cpu_after_start = true};
 	cr_assert_eq(dg_desktop_start(&spec, &k->d, &err), 0, "desktop: %s", err.msg);
 	cr_assert_eq(dg_worker_start(&k->d.io, &k->w, &err), 0, "worker: %s", err.msg);
 	cr_assert_eq(dg_worker_wait_ready(&k->w, DG_WORKER_READY_MS, &err), 0, "ready: %s", err.msg);
@@ -163,10 +163,16 @@ Test(desktop, the_start_runs_uncapped_then_the_quota_holds, .timeout = 60)
 	dg_worker_set_binary(DG_BIN);
 	dg_policy_default(&k.policy);
 	k.policy.limits.cpus = 0.5;
+	/* Without the flag, capped from the start (every other caller). */
 	struct dg_desktop_spec spec = {.profile = DG_PROFILE_XTERM, .width = 800, .height = 600,
 				       .limits = &k.policy.limits};
-	cr_assert_eq(dg_desktop_start(&spec, &k.d, &err), 0, "desktop: %s", err.msg);
 	char quota[32];
+	cr_assert_eq(dg_desktop_start(&spec, &k.d, &err), 0, "desktop: %s", err.msg);
+	cr_assert_eq(dg_test_cpu_quota(k.d.jail.pid, quota, sizeof(quota)), 0);
+	cr_assert_str_eq(quota, "50000", "a desktop started without cpu_after_start");
+	dg_desktop_destroy(&k.d);
+	spec.cpu_after_start = true;
+	cr_assert_eq(dg_desktop_start(&spec, &k.d, &err), 0, "desktop: %s", err.msg);
 	cr_assert_eq(dg_test_cpu_quota(k.d.jail.pid, quota, sizeof(quota)), 0);
 	cr_assert(strcmp(quota, "-1") == 0 || strcmp(quota, "max") == 0,
 		  "the desktop's start has a CPU quota already: %s", quota);
