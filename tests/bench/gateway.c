@@ -20,6 +20,9 @@
  * "met" or "MISSED"; the exit status is 0 either way (2 on errors).
  *
  * Usage: gateway. DG_BENCH_SECONDS sets the seconds per figure (default 5);
+ * DG_BENCH_SESSIONS (20 to DG_BENCH_SESSIONS_MAX, default 20) how many
+ * sessions it opens: above 20, each workload runs over all of them too
+ * (issue 22: the gateway's cost per action stays flat from 20 to 100);
  * DG_BENCH_JSON=FILE also writes the figures as JSON. Runs as root (the
  * server's spawner needs it); build without sanitizers for real figures.
  */
@@ -34,7 +37,8 @@
 #include "desktop/spawner/spawner.h"
 #include "dg_test.h"
 
-#define MAX_SESSIONS 20
+#define BASE_SESSIONS 20
+#define DG_BENCH_SESSIONS_MAX 120
 #define TARGET_P50_MS 35.0
 #define TARGET_MOVES_PER_S 1000.0
 
@@ -206,17 +210,25 @@ int main(void)
 	double secs = e ? atof(e) : 5;
 	if (secs <= 0)
 		secs = 5;
-	char err[2048];
-	if (dg_test_serve_start(&srv,
-				"\"limits\": {\"max_sessions\": 25, \"actions_per_second\": 100000, "
-				"\"max_pending_actions\": 64, \"idle_seconds\": 3600}",
-				30, err, sizeof(err)) != 0) {
+	const char *ns = getenv("DG_BENCH_SESSIONS");
+	int n_sessions = ns ? atoi(ns) : BASE_SESSIONS;
+	if (n_sessions < BASE_SESSIONS || n_sessions > DG_BENCH_SESSIONS_MAX) {
+		fprintf(stderr, "bench gateway: DG_BENCH_SESSIONS must be %d to %d\n", BASE_SESSIONS,
+			DG_BENCH_SESSIONS_MAX);
+		return 2;
+	}
+	char err[2048], limits[256];
+	snprintf(limits, sizeof(limits),
+		 "\"limits\": {\"max_sessions\": %d, \"actions_per_second\": 100000, "
+		 "\"max_pending_actions\": 64, \"idle_seconds\": 3600}",
+		 n_sessions + 5);
+	if (dg_test_serve_start(&srv, limits, 30, err, sizeof(err)) != 0) {
 		fprintf(stderr, "bench gateway: %s\n", err);
 		return 2;
 	}
-	static struct session ss[MAX_SESSIONS];
-	double create_ms[MAX_SESSIONS];
-	for (int i = 0; i < MAX_SESSIONS; i++) {
+	static struct session ss[DG_BENCH_SESSIONS_MAX];
+	double create_ms[DG_BENCH_SESSIONS_MAX];
+	for (int i = 0; i < n_sessions; i++) {
 		struct dg_http r;
 		double t0 = dg_test_now();
 		if (dg_test_http(srv.port, "POST", "/v1/sessions", DG_TEST_AGENT_TOKEN,
@@ -242,22 +254,23 @@ int main(void)
 			fail("no hello from %s", ss[i].id);
 		dg_ws_msg_free(&m);
 	}
-	qsort(create_ms, MAX_SESSIONS, sizeof(double), dg_test_cmp_double);
+	qsort(create_ms, (size_t)n_sessions, sizeof(double), dg_test_cmp_double);
 	/* warm up: every worker encodes a first screenshot */
 	struct figure warm;
-	run(ss, MAX_SESSIONS, W_TYPE, 1, &warm);
+	run(ss, n_sessions, W_TYPE, 1, &warm);
 
-	static const int counts[] = {1, 5, 20};
-	struct figure figs[3 * W_N + 1];
+	const int counts[] = {1, 5, BASE_SESSIONS, n_sessions};
+	int n_counts = n_sessions > BASE_SESSIONS ? 4 : 3;
+	struct figure figs[4 * W_N];
 	int nf = 0;
 	for (int w = 0; w < W_N; w++)
-		for (int c = 0; c < 3; c++)
+		for (int c = 0; c < n_counts; c++)
 			run(ss, counts[c], (enum workload)w, secs, &figs[nf++]);
 
 	printf("deskgate gateway benchmark: %d xterm sessions 1280x800, %.0f s per figure, %ld CPUs\n",
-	       MAX_SESSIONS, secs, sysconf(_SC_NPROCESSORS_ONLN));
+	       n_sessions, secs, sysconf(_SC_NPROCESSORS_ONLN));
 	printf("session create (POST to 201, serial): p50 %.0f ms, max %.0f ms\n\n",
-	       create_ms[MAX_SESSIONS / 2], create_ms[MAX_SESSIONS - 1]);
+	       create_ms[n_sessions / 2], create_ms[n_sessions - 1]);
 	printf("%-8s %8s %8s %7s %7s %10s %9s %9s %12s %12s %12s %6s\n", "workload", "sessions",
 	       "actions", "p50 ms", "p99 ms", "actions/s", "settle", "encode", "gateway CPU",
 	       "workers CPU", "desktop CPU", "errors");
@@ -271,7 +284,8 @@ int main(void)
 	}
 	printf("(settle: the worker's wait, from the input to a settled screen; encode: its PNG "
 	       "encoding; both from its results)\n");
-	struct figure *one = &figs[0], *moves20 = &figs[W_MOVE * 3 + 2], *cur20 = &figs[W_CURSOR * 3 + 2];
+	struct figure *one = &figs[0], *moves20 = &figs[W_MOVE * n_counts + 2],
+		      *cur20 = &figs[W_CURSOR * n_counts + 2];
 	printf("\ntarget: p50 action to settled screenshot at one session (type) <= %.0f ms: %.1f ms, "
 	       "%s\n",
 	       TARGET_P50_MS, one->p50, one->p50 <= TARGET_P50_MS ? "met" : "MISSED");
@@ -301,8 +315,8 @@ int main(void)
 		fprintf(out, "{\"bench\": \"gateway\", \"seconds_per_figure\": %.1f, \"cpus\": %ld, "
 			     "\"create_p50_ms\": %.1f, \"create_max_ms\": %.1f,\n \"target_p50_ms\": %.1f, "
 			     "\"target_moves_per_s\": %.0f, \"figures\": [",
-			secs, sysconf(_SC_NPROCESSORS_ONLN), create_ms[MAX_SESSIONS / 2],
-			create_ms[MAX_SESSIONS - 1], TARGET_P50_MS, TARGET_MOVES_PER_S);
+			secs, sysconf(_SC_NPROCESSORS_ONLN), create_ms[n_sessions / 2],
+			create_ms[n_sessions - 1], TARGET_P50_MS, TARGET_MOVES_PER_S);
 		for (int i = 0; i < nf; i++) {
 			struct figure *f = &figs[i];
 			fprintf(out,
@@ -318,7 +332,7 @@ int main(void)
 		fclose(out);
 	}
 
-	for (int i = 0; i < MAX_SESSIONS; i++)
+	for (int i = 0; i < n_sessions; i++)
 		dg_ws_close(ss[i].ws);
 	int st = dg_test_serve_stop(&srv, 30, false);
 	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
