@@ -495,8 +495,9 @@ static pid_t find_victim(enum victim v, const struct sess *s)
 
 /* Through the gateway: a desktop's start runs without a CPU quota, and the
  * quota is written once the gateway saw the worker's READY (DG_SPAWN_STARTED),
- * long before the spawner's own bound (DG_SPAWNER_START_CPU_MS). */
-Test(limits, a_session_gets_its_cpu_quota_once_ready, .timeout = 120)
+ * long before the spawner's own bound (DG_SPAWNER_START_CPU_MS). In the
+ * faults suite for its fini: a failed check leaves no gateway running. */
+Test(faults, a_session_gets_its_cpu_quota_once_ready, .timeout = 120)
 {
 	serve("");
 	struct sess a;
