@@ -146,6 +146,19 @@ static void session_end(struct spawner *sp, struct session *s)
 	s->used = false;
 }
 
+/* Ends session s, and tells the gateway why when it is somebody's (a warm
+ * desktop is nobody's yet: the pool starts another). */
+static void session_end_told(struct spawner *sp, struct session *s, const char *why)
+{
+	struct dg_spawn_msg ev = {.type = DG_SPAWN_ENDED, .req = 0};
+	snprintf(ev.session, sizeof(ev.session), "%s", s->id);
+	snprintf(ev.u.text, sizeof(ev.u.text), "%s", why);
+	bool warm = s->warm;
+	session_end(sp, s);
+	if (!warm)
+		reply(sp, &ev, NULL, 0);
+}
+
 /* Ends s's start: its jail gets its CPU quota (dg_desktop_cap_cpu). A
  * quota that cannot be written ends the session: a desktop never runs on
  * without its limits. Returns 0, or -1 when s ended. */
@@ -159,36 +172,23 @@ static int cap_cpu(struct spawner *sp, struct session *s)
 		return 0;
 	fprintf(stderr, "deskgate spawner: session %s: %s; ending it\n", s->id[0] ? s->id : "(warm)",
 		err.msg);
-	bool warm = s->warm;
-	struct dg_spawn_msg ev = {.type = DG_SPAWN_ENDED, .req = 0};
-	snprintf(ev.session, sizeof(ev.session), "%s", s->id);
-	snprintf(ev.u.text, sizeof(ev.u.text), "its CPU limit could not be set");
-	session_end(sp, s);
-	if (!warm)
-		reply(sp, &ev, NULL, 0);
+	session_end_told(sp, s, "its CPU limit could not be set");
 	return -1;
 }
 
-/* The earliest CPU quota due, or 0 when none is. */
-static long long cap_due(const struct spawner *sp)
+/* Writes every CPU quota that is due (DG_SPAWNER_START_CPU_MS passed) and
+ * returns when the next one is, or 0 when none is pending. */
+static long long cap_overdue(struct spawner *sp)
 {
-	long long at = 0;
-	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
-		const struct session *s = &sp->sessions[i];
-		if (s->used && s->cap_at && (!at || s->cap_at < at))
-			at = s->cap_at;
-	}
-	return at;
-}
-
-static void cap_overdue(struct spawner *sp)
-{
-	long long now = dg_now_ms();
+	long long now = dg_now_ms(), next = 0;
 	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
 		struct session *s = &sp->sessions[i];
 		if (s->used && s->cap_at && s->cap_at <= now)
 			cap_cpu(sp, s);
+		if (s->used && s->cap_at && (!next || s->cap_at < next))
+			next = s->cap_at;
 	}
+	return next;
 }
 
 /* Gives session s to the gateway: the worker's channel, the egress
@@ -686,14 +686,7 @@ static void reap(struct spawner *sp)
 			}
 			if (!what)
 				continue;
-			struct dg_spawn_msg ev = {.type = DG_SPAWN_ENDED, .req = 0};
-			snprintf(ev.session, sizeof(ev.session), "%s", s->id);
-			snprintf(ev.u.text, sizeof(ev.u.text), "%s", what);
-			bool warm = s->warm;
-			session_end(sp, s);
-			if (warm) /* nobody's yet: the pool starts another */
-				break;
-			reply(sp, &ev, NULL, 0);
+			session_end_told(sp, s, what);
 			break;
 		}
 	}
@@ -818,6 +811,9 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 	bool more = false;
 	for (;;) {
 		struct pollfd p[2] = {{sp->fd, POLLIN, 0}, {sp->sigfd, POLLIN, 0}};
+		long long cap = cap_overdue(sp); /* the next start's CPU quota due */
+		if (sp->broken) /* a session it ended could not be told */
+			end_all_and_exit(sp, 1);
 		long long wait = -1;
 		if (more)
 			wait = 0;
@@ -828,8 +824,6 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 									       : sp->pool.refill_at;
 			if (at > dg_now_ms())
 				wait = at - dg_now_ms();
-			/* and a start's CPU quota */
-			long long cap = cap_due(sp);
 			if (cap) {
 				long long left = cap > dg_now_ms() ? cap - dg_now_ms() : 0;
 				if (wait < 0 || left < wait)
@@ -845,9 +839,6 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 		}
 		if (p[0].revents)
 			handle(&st);
-		cap_overdue(sp);
-		if (sp->broken)
-			end_all_and_exit(sp, 1);
 		/* One warm desktop per turn, only when no request waits. */
 		more = !(p[0].revents & POLLIN) && pool_refill(sp);
 		if (!more && (p[0].revents & POLLIN))
