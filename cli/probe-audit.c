@@ -386,7 +386,7 @@ static void read_cmdline(const char *pid, char *buf, size_t len)
 static void read_comm(const char *pid, char *buf, size_t len)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+	snprintf(path, sizeof(path), "/proc/%.40s/comm", pid);
 	buf[0] = '\0';
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
