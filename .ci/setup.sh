@@ -8,7 +8,7 @@ DG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Build tools and libraries, then what runs inside jails and tests.
 DG_PACKAGES=(
   cmake make gcc pkg-config
-  libwebsockets-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
+  libwebsockets-dev libwebsockets-evlib-ev libev-dev libjansson-dev libvncserver-dev libpng-dev libseccomp-dev
   libcriterion-dev libssl-dev libidn2-dev x11proto-dev libcurl4-openssl-dev
   # `deskgate export`: codecs and containers, the overlay; ffmpeg (ffprobe)
   # for its test

@@ -33,7 +33,7 @@ static const struct dg_opt serve_opts[] = {
 	DG_OPT_SWITCH_(struct serve_args, new_tokens, "--new-tokens",
 		       "forget the generated tokens (STATE_DIR/tokens.json) and print new ones"),
 	DG_OPT_SWITCH_(struct serve_args, verbose, "--verbose",
-		       "log libwebsockets notices, the egress proxy's events and the desktops' "
+		       "log libwebsockets warnings, the egress proxy's events and the desktops' "
 		       "own output (Xvnc, Chromium) to stderr"),
 	DG_OPT_LIST_(struct serve_args, resolve, n_resolve, "--test-resolve", "NAME:PORT=IP:PORT",
 		     DG_OPT_TESTS_ONLY,

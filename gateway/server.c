@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
+#include <ev.h>
 
 #include "gateway/server-priv.h"
 #include "gateway/web-priv.h"
@@ -1241,6 +1242,29 @@ static int check_named_policies(const struct dg_config *cfg, struct dg_err *err)
 
 static volatile sig_atomic_t interrupted;
 
+/* The gateway's event loop is libev's on epoll, with lws's descriptors and
+ * timers in it (lws's evlib_ev plugin, the loop ours). lws's own loop
+ * poll()s every descriptor on each pass: with 100 sessions (300-odd
+ * descriptors) sock_poll and fdget were a quarter of the gateway's CPU and
+ * its cost per action grew with the sessions (docs/benchmarks.md, "100
+ * sessions"). A signal wakes the loop through lws_cancel_service. */
+static void on_loop_deadline(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)t;
+	(void)revents;
+	ev_break(loop, EVBREAK_ONE);
+}
+
+/* Runs the loop for ms milliseconds (stopping: the last writes). */
+static void run_loop_for(struct ev_loop *loop, int ms)
+{
+	ev_timer t;
+	ev_timer_init(&t, on_loop_deadline, ms / 1000.0, 0);
+	ev_timer_start(loop, &t);
+	ev_run(loop, 0);
+	ev_timer_stop(loop, &t);
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -1384,13 +1408,24 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	gw.session_end = dg_gw_session_end;
 	gw.sessions = calloc((size_t)gw.n_sessions, sizeof(*gw.sessions));
 
-	lws_set_log_level(gw.verbose ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	/* Not LLL_NOTICE when verbose: lws's libev glue logs every change of
+	 * a descriptor's events at that level. */
+	lws_set_log_level(gw.verbose ? LLL_ERR | LLL_WARN : LLL_ERR, NULL);
+	struct ev_loop *loop = ev_loop_new(EVBACKEND_EPOLL);
+	if (!loop) {
+		fprintf(stderr, "deskgate serve: cannot create the event loop (epoll)\n");
+		dg_spawner_stop(&gw.spawner);
+		dg_egress_stop(&gw.egress);
+		return DG_EXIT_FAILED;
+	}
+	void *foreign_loops[1] = {loop};
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
 	info.port = gw.cfg.listen_port;
 	info.iface = gw.cfg.listen_addr;
 	info.protocols = protocols;
-	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
+	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 | LWS_SERVER_OPTION_LIBEV;
+	info.foreign_loops = foreign_loops;
 	info.timeout_secs = gw.cfg.limits.handshake_seconds;
 	/* A connection that has not sent its request headers yet holds a header
 	 * table under this timeout, not timeout_secs (lws default 10 s). */
@@ -1403,6 +1438,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	gw.agent_fd = -1;
 	if (gw.cfg.agent_check[0] && (gw.agent_fd = dg_gw_agent_open(&gw, &err)) < 0) {
 		fprintf(stderr, "deskgate serve: %s\n", err.msg);
+		ev_loop_destroy(loop);
 		dg_spawner_stop(&gw.spawner);
 		dg_egress_stop(&gw.egress);
 		return DG_EXIT_FAILED;
@@ -1410,6 +1446,7 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	gw.ctx = lws_create_context(&info);
 	if (!gw.ctx) {
 		fprintf(stderr, "deskgate serve: cannot listen on %s\n", gw.cfg.listen);
+		ev_loop_destroy(loop);
 		dg_spawner_stop(&gw.spawner);
 		dg_egress_stop(&gw.egress);
 		return DG_EXIT_FAILED;
@@ -1458,10 +1495,8 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	dg_auth_generated_wipe(&gen);
 	fflush(stdout);
 
-	while (!interrupted && !gw.stopping) {
-		if (lws_service(gw.ctx, 0) < 0)
-			break;
-	}
+	while (!interrupted && !gw.stopping)
+		ev_run(loop, EVRUN_ONCE);
 	gw.stopping = true;
 	dg_gw_video_stop(&gw); /* an export running now is not finished */
 	for (int i = 0; i < gw.n_sessions; i++) {
@@ -1470,11 +1505,11 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 				"the gateway is stopping: its spawner died" : "the gateway is stopping");
 	}
 	/* Let the agents and observers read why (bounded). */
-	for (long long end = dg_now_ms() + DG_GW_STOP_FLUSH_MS; dg_now_ms() < end;)
-		lws_service(gw.ctx, 20);
+	run_loop_for(loop, DG_GW_STOP_FLUSH_MS);
 	dg_gw_rec_stop(&gw); /* every recording is sealed by now */
 	dg_gw_mcp_stop(&gw);
 	lws_context_destroy(gw.ctx);
+	ev_loop_destroy(loop);
 	dg_spawner_stop(&gw.spawner);
 	dg_egress_stop(&gw.egress);
 	free(gw.sessions);

@@ -12,7 +12,9 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -475,6 +477,74 @@ Test(gateway, the_gateway_process_has_no_capabilities)
 	snprintf(path, sizeof(path), "/v1/sessions/%s", s.id);
 	json_decref(http("DELETE", path, DG_TEST_AGENT_TOKEN, NULL, 200));
 	json_decref(s.j);
+	stop_server();
+}
+
+/* ---- the event loop: one epoll set, each session's descriptors in it --------- */
+
+/* The descriptors registered in pid's epoll set, from the one eventpoll
+ * descriptor's fdinfo (a "tfd:" line each); -1 when it has none or more
+ * than one. */
+static int epoll_watched(pid_t pid)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	int epfd = -1, n_ep = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char link[PATH_MAX], target[128];
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		if (strcmp(target, "anon_inode:[eventpoll]") == 0) {
+			epfd = atoi(e->d_name);
+			n_ep++;
+		}
+	}
+	closedir(d);
+	if (n_ep != 1)
+		return -1;
+	char info[64], line[256];
+	snprintf(info, sizeof(info), "/proc/%d/fdinfo/%d", (int)pid, epfd);
+	FILE *f = fopen(info, "r");
+	if (!f)
+		return -1;
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strncmp(line, "tfd:", 4) == 0;
+	fclose(f);
+	return n;
+}
+
+/* The gateway waits on one epoll set, not on poll() over every
+ * descriptor (whose cost grew with the sessions: docs/benchmarks.md, "100
+ * sessions"), and a session's descriptors join it and leave it with the
+ * session. */
+Test(gateway, the_event_loop_watches_each_session_through_one_epoll_set)
+{
+	serve("");
+	int idle = epoll_watched(srv.pid);
+	cr_assert_geq(idle, 3, "the gateway's epoll set: %d descriptors (-1: no single set); "
+		      "the listener, the spawner's and the egress proxy's channels at least", idle);
+	struct sess s;
+	create(&s, DG_TEST_AGENT_TOKEN, "{\"profile\":\"xterm\"}");
+	int busy = epoll_watched(srv.pid);
+	cr_assert_gt(busy, idle, "a session's worker channel is not in the epoll set (%d, idle %d)",
+		     busy, idle);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sessions/%s", s.id);
+	json_decref(http("DELETE", path, DG_TEST_AGENT_TOKEN, NULL, 200));
+	json_decref(s.j);
+	int after = -1;
+	for (int i = 0; i < 100 && (after = epoll_watched(srv.pid)) != idle; i++)
+		usleep(50 * 1000);
+	cr_assert_eq(after, idle, "the ended session's descriptors stay in the epoll set (%d, idle %d)",
+		     after, idle);
 	stop_server();
 }
 
