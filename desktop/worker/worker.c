@@ -1735,19 +1735,33 @@ static void connect_rfb(struct worker *w)
 				  .sync = sync_rfb, .sync_arg = w};
 }
 
-/* The first frame shows the X server's empty root window: the profile's
- * program maps its window (which fills the screen: the window manager
- * maximizes xterm, Chromium is sized to the screen) a little later. The
- * desktop is ready once updates covering at least half the screen arrived
- * after the first frame and the screen then stayed quiet, or the bound
- * passed (a program that shows nothing is not the worker's to fix). */
+/* Whether at least half the framebuffer is the root window's colour. */
+static bool mostly_root(const struct worker *w)
+{
+	const uint32_t *px = (const uint32_t *)w->vnc->frameBuffer; /* 32 bits a pixel */
+	size_t n = (size_t)w->width * (size_t)w->height, root = 0;
+	for (size_t i = 0; i < n; i++)
+		root += (px[i] & 0xffffffu) == DG_WORKER_ROOT_PIXEL;
+	return root * 2 >= n;
+}
+
+/* The first frame usually shows the X server's empty root window: the
+ * profile's program maps its window (which fills the screen: the window
+ * manager maximizes xterm, Chromium is sized to the screen) a little later.
+ * The desktop is ready once its window is shown, updates covering at least
+ * half the screen after the first frame or a first frame that is mostly
+ * not the root (a worker whose start came after the window's: on a loaded
+ * host it waited out the whole bound), and the screen then stayed quiet;
+ * or once the bound passed (a program that shows nothing is not the
+ * worker's to fix). */
 static void wait_content(struct worker *w)
 {
 	uint64_t first = w->area, half = (uint64_t)w->width * (uint64_t)w->height / 2;
+	bool shown_first = !mostly_root(w);
 	long long t0 = dg_now_ms();
 	for (;;) {
 		long long t = dg_now_ms();
-		bool shown = w->area - first >= half;
+		bool shown = shown_first || w->area - first >= half;
 		if (t - t0 >= DG_WORKER_CONTENT_MS || (shown && t - w->last_update >= DG_SETTLE_QUIET_MS))
 			return;
 		long long wait = shown ? w->last_update + DG_SETTLE_QUIET_MS - t

@@ -41,6 +41,11 @@
 /* After the first frame, how long the worker waits for the profile's
  * windows to appear before it says READY anyway. */
 #define DG_WORKER_CONTENT_MS 5000
+/* The colour of Xvnc's root window (black without -retro: 0x000000 in the
+ * 24 bits of a pixel), which no profile's window paints over most of the
+ * screen (xterm's background is white, Chromium's toolbar light): a first
+ * frame mostly of another colour already shows the profile's window. */
+#define DG_WORKER_ROOT_PIXEL 0x000000u
 /* The first full frame must arrive within this after connecting. */
 #define DG_WORKER_FIRST_FRAME_MS 10000
 /* The browser must answer DevTools and guard its first page within this
