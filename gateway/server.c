@@ -1495,8 +1495,13 @@ int dg_gateway_serve(const struct dg_serve_opts *o, const struct dg_serve_root *
 	dg_auth_generated_wipe(&gen);
 	fflush(stdout);
 
-	while (!interrupted && !gw.stopping)
-		ev_run(loop, EVRUN_ONCE);
+	/* ev_run is false once no watcher is left: nothing could wake it. */
+	while (!interrupted && !gw.stopping) {
+		if (!ev_run(loop, EVRUN_ONCE)) {
+			fprintf(stderr, "deskgate serve: the event loop has nothing left to watch\n");
+			break;
+		}
+	}
 	gw.stopping = true;
 	dg_gw_video_stop(&gw); /* an export running now is not finished */
 	for (int i = 0; i < gw.n_sessions; i++) {
