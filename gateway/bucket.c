@@ -192,7 +192,7 @@ int dg_gw_fork_reporting(int *fd)
 
 static int child_start(struct gw *gw, struct child *c, const char *id, enum job job)
 {
-	int fd;
+	int fd = -1;
 	int pid = dg_gw_fork_reporting(&fd);
 	if (pid < 0)
 		return pid;

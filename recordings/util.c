@@ -151,7 +151,7 @@ int dg_rec_read_fd(int fd, size_t max, const char *what, char **buf, size_t *len
 int dg_rec_read_at(int dirfd, const char *name, size_t max, const char *what, char **buf, size_t *len,
 		   struct dg_err *err)
 {
-	int fd;
+	int fd = -1;
 	int rc = dg_rec_open_reg(dirfd, name, O_RDONLY, what, &fd, NULL, err);
 	if (rc)
 		return rc;

@@ -504,8 +504,8 @@ static int files_in(struct ctx *c, const json_t *files, const char *field)
 		return fail(c, field, "%zu paths; 1 to %d are taken", n, DG_ACTION_PATHS_MAX);
 	json_t *kept = json_array();
 	for (size_t i = 0; i < n && kept; i++) {
-		const char *s;
-		size_t len;
+		const char *s = NULL;
+		size_t len = 0;
 		snprintf(where, sizeof(where), "%s[%zu]", field, i);
 		int rc = check_string(c, where, json_array_get(files, i), DG_ACTION_FILE_PATH_MAX, &s,
 				      &len);

@@ -459,7 +459,7 @@ Test(soak, sessions_actions_memory_and_descriptors)
 
 	/* The run: the last round's figures and sessions are checked. */
 	lat = calloc((size_t)n * (size_t)a, sizeof(*lat));
-	double drive_s, create_s;
+	double drive_s = 0, create_s = 0;
 	for (int k = 0; k < rounds; k++) {
 		round_of(ss, n, a, lat, &drive_s, &create_s);
 		settle(&after);
