@@ -1735,13 +1735,18 @@ static void connect_rfb(struct worker *w)
 				  .sync = sync_rfb, .sync_arg = w};
 }
 
-/* Whether at least half the framebuffer is the root window's colour. */
+/* Whether at least half the framebuffer is the root window's colour; stops
+ * reading once either half is reached (it runs on every start). */
 static bool mostly_root(const struct worker *w)
 {
 	const uint32_t *px = (const uint32_t *)w->vnc->frameBuffer; /* 32 bits a pixel */
-	size_t n = (size_t)w->width * (size_t)w->height, root = 0;
-	for (size_t i = 0; i < n; i++)
-		root += (px[i] & 0xffffffu) == DG_WORKER_ROOT_PIXEL;
+	size_t n = (size_t)w->width * (size_t)w->height, root = 0, other = 0;
+	for (size_t i = 0; i < n && root * 2 < n && other * 2 <= n; i++) {
+		if ((px[i] & 0xffffffu) == DG_WORKER_ROOT_PIXEL)
+			root++;
+		else
+			other++;
+	}
 	return root * 2 >= n;
 }
 

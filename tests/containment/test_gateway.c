@@ -12,9 +12,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -487,26 +485,19 @@ Test(gateway, the_gateway_process_has_no_capabilities)
  * than one. */
 static int epoll_watched(pid_t pid)
 {
-	char dir[64];
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(dir);
-	if (!d)
+	char fds[16384], *save = NULL;
+	if (dg_test_proc_fds(pid, fds, sizeof(fds)) < 0)
 		return -1;
 	int epfd = -1, n_ep = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char link[PATH_MAX], target[128];
-		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
-		ssize_t len = readlink(link, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = '\0';
-		if (strcmp(target, "anon_inode:[eventpoll]") == 0) {
-			epfd = atoi(e->d_name);
+	for (char *tok = strtok_r(fds, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+		int fd;
+		char target[128];
+		if (sscanf(tok, " %d -> %127s", &fd, target) == 2 &&
+		    strcmp(target, "anon_inode:[eventpoll]") == 0) {
+			epfd = fd;
 			n_ep++;
 		}
 	}
-	closedir(d);
 	if (n_ep != 1)
 		return -1;
 	char info[64], line[256];
@@ -2366,8 +2357,7 @@ Test(gateway, the_warm_pool_hands_over_then_refills_after_a_pause)
 	cr_assert(seen == 1 || at >= pause_end,
 		  "the pool's next desktop started %.0f ms after the POST, before its %d ms pause:%s",
 		  (at - posted) * 1000, DG_SPAWNER_REFILL_AFTER_MS, jail_procs());
-	double handed = posted;
-	end = handed + 60;
+	end = posted + 60;
 	while (jails_now() < 2 && dg_test_now() < end)
 		usleep(50000);
 	cr_assert_eq(jails_now(), 2, "the pool was not refilled within 60 s of the hand-over");
