@@ -250,7 +250,14 @@ bool dg_gate_preparing(const struct dg_gate *g)
 
 bool dg_gate_first(const struct dg_gate *g)
 {
-	return g->view[2] == 0;
+	return g->view[2] == 0 || (g->count == 0 && *g->presses != g->presses_at);
+}
+
+int dg_gate_first_quiet_ms(long long answer_ms)
+{
+	if (answer_ms < DG_GATE_FIRST_QUIET_MS)
+		return DG_GATE_FIRST_QUIET_MS;
+	return answer_ms > DG_GATE_FIRST_QUIET_MAX_MS ? DG_GATE_FIRST_QUIET_MAX_MS : (int)answer_ms;
 }
 
 int dg_gate_lag_fold(int peak_ms, long long sample_ms)

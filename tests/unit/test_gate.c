@@ -69,3 +69,34 @@ Test(gate, lag_peak_rises_at_once_and_falls_by_quarters)
 	cr_assert_eq(dg_gate_lag_fold(0, -100), 0);
 	cr_assert_eq(dg_gate_lag_fold(0, 1LL << 40), DG_GATE_CHANGE_WAIT_MAX_MS);
 }
+
+Test(gate, first_quiet_is_its_base_or_the_answer_time)
+{
+	cr_assert_eq(dg_gate_first_quiet_ms(-3), DG_GATE_FIRST_QUIET_MS);
+	cr_assert_eq(dg_gate_first_quiet_ms(0), DG_GATE_FIRST_QUIET_MS);
+	cr_assert_eq(dg_gate_first_quiet_ms(DG_GATE_FIRST_QUIET_MS - 1), DG_GATE_FIRST_QUIET_MS);
+	cr_assert_eq(dg_gate_first_quiet_ms(DG_GATE_FIRST_QUIET_MS + 1), DG_GATE_FIRST_QUIET_MS + 1);
+	cr_assert_eq(dg_gate_first_quiet_ms(DG_GATE_FIRST_QUIET_MAX_MS), DG_GATE_FIRST_QUIET_MAX_MS);
+	cr_assert_eq(dg_gate_first_quiet_ms(DG_GATE_FIRST_QUIET_MAX_MS + 1), DG_GATE_FIRST_QUIET_MAX_MS);
+	cr_assert_eq(dg_gate_first_quiet_ms(1LL << 40), DG_GATE_FIRST_QUIET_MAX_MS);
+	/* Every first period is at least the others'. */
+	cr_assert_geq(DG_GATE_FIRST_QUIET_MS, DG_GATE_QUIET_MS);
+}
+
+Test(gate, first_is_the_documents_first_input_or_first_press)
+{
+	uint64_t presses = 0;
+	struct dg_gate g = {.presses = &presses, .count = 0};
+	cr_assert(dg_gate_first(&g), "no pointer event seen: the viewport is unknown");
+	g.view[2] = 1280;
+	g.view[3] = 700;
+	cr_assert_not(dg_gate_first(&g), "a move after the first, no press");
+	presses = 1;
+	cr_assert(dg_gate_first(&g), "the document's first press");
+	g.count = 1;
+	g.presses_at = 1;
+	presses = 3;
+	cr_assert_not(dg_gate_first(&g), "a press after the first");
+	g.count = -1;
+	cr_assert_not(dg_gate_first(&g), "the count unknown: the gate does not wait at all");
+}
