@@ -8,8 +8,11 @@
 //   node tests/bench/gate_quiet.js build/deskgate [ROUNDS] [PATTERN]
 //
 // PATTERN: "alternate" (default: two spots, back to back, as
-// peer_click.js) or "idle" (one spot, 0.6 s between clicks: an agent's
-// pace, and no double click). Needs root and tests/web/node_modules.
+// peer_click.js), "idle" (one spot, 0.6 s between clicks: an agent's
+// pace, and no double click) or "first" (ROUNDS fresh canvas documents,
+// each loaded, left a second, moved over and clicked once: a document's
+// first click, drawn later than the ones after it; only the canvas).
+// Needs root and tests/web/node_modules.
 'use strict';
 const http = require('http');
 const path = require('path');
@@ -20,8 +23,9 @@ const { openBrowserSession } = require(path.join(__dirname, 'browser_session.js'
 const bin = process.argv[2];
 const rounds = Number(process.argv[3] || 100);
 const idle = process.argv[4] === 'idle';
+const first = process.argv[4] === 'first';
 if (!bin) {
-	console.error('usage: node tests/bench/gate_quiet.js DESKGATE_BINARY [ROUNDS] [alternate|idle]');
+	console.error('usage: node tests/bench/gate_quiet.js DESKGATE_BINARY [ROUNDS] [alternate|idle|first]');
 	process.exit(2);
 }
 const W = 1280, H = 800;
@@ -38,11 +42,41 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 (async () => {
-	const srv = http.createServer((q, r) => { r.writeHead(PAGES[q.url] ? 200 : 404, { 'content-type': 'text/html' }); r.end(PAGES[q.url] || ''); });
+	const srv = http.createServer((q, r) => {
+		const page = PAGES[q.url.split('?')[0]];
+		r.writeHead(page ? 200 : 404, { 'content-type': 'text/html' });
+		r.end(page || '');
+	});
 	await new Promise((r) => srv.listen(0, '127.0.0.1', r));
 	const port = srv.address().port;
 	const { act, close } = await openBrowserSession(bin, port, W, H);
+	// Whether a canvas screenshot shows `want`, in the page and away from
+	// the pointer.
+	const shows = (png, want) => {
+		const img = PNG.sync.read(png);
+		const o = (600 * img.width + 100) * 4;
+		return Math.abs(img.data[o] - want[0]) <= 8 && Math.abs(img.data[o + 2] - want[2]) <= 8;
+	};
 	try {
+		if (first) {
+			const lat = [];
+			let stale = 0;
+			for (let i = 0; i < rounds; i++) {
+				await act({ type: 'navigate', url: `http://bench.test:${port}/canvas?${i}` });
+				await act({ type: 'wait', ms: 1000 });
+				await act({ type: 'move', x: 640, y: 130 });
+				const t = process.hrtime.bigint();
+				const { result: r, png } = await act({ type: 'click', x: 300, y: 440 });
+				lat.push(Number(process.hrtime.bigint() - t) / 1e6);
+				if (!r || !r.ok || !png)
+					throw new Error('click failed: ' + JSON.stringify(r));
+				if (!shows(png, BLUE))
+					stale++;
+			}
+			console.log(`gate_quiet: ${rounds} fresh canvas documents, first click p50 ${pct(lat, 0.5).toFixed(1)} ms` +
+				`  p90 ${pct(lat, 0.9).toFixed(1)} ms  stale screenshots ${stale} of ${rounds}`);
+			return;
+		}
 		console.log(`gate_quiet: ${rounds} clicks a page, ${idle ? 'one spot, 0.6 s apart' : 'two spots, back to back'}`);
 		for (const pg of ['/static', '/canvas']) {
 			await act({ type: 'navigate', url: `http://bench.test:${port}${pg}` });
@@ -59,13 +93,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 				presses++;
 				if (i >= 3) { // the first inputs on a page settle the slow way
 					lat.push(ms);
-					if (pg === '/canvas') {
-						const img = PNG.sync.read(png);
-						const o = (600 * img.width + 100) * 4; // in the page, away from the pointer
-						const want = presses % 2 ? BLUE : RED;
-						if (Math.abs(img.data[o] - want[0]) > 8 || Math.abs(img.data[o + 2] - want[2]) > 8)
-							stale++;
-					}
+					if (pg === '/canvas' && !shows(png, presses % 2 ? BLUE : RED))
+						stale++;
 				}
 				await sleep(idle ? 600 : 30);
 			}
