@@ -25,7 +25,13 @@
  * When the gate cannot tell, the caller settles as before (the two frames,
  * then the full quiet period): an animation or transition running on the
  * page once the input's frame is committed (a transition's first frame
- * can look like the page before it; its next frames come later), no world
+ * can look like the page before it; its next frames come later); a page
+ * that may have drawn what no DOM change shows: a canvas, video, embed or
+ * object shown in its viewport, the focus moved by the input (a :focus
+ * style), a form control's value changed (a checkbox: its state is a
+ * property, not an attribute) -- on a loaded host such a repaint came
+ * later than DG_GATE_QUIET_MS after the answer (a canvas page's tenth
+ * click, stale in web/settle beside the suite at ctest -j3); no world
  * on this document yet (it is made
  * for the next action), the point outside the page's viewport (the
  * browser's own toolbar), a pointer that did not move and no button
@@ -97,6 +103,9 @@
  * since the action's first event than it keeps, the page counts as
  * changed without looking further. */
 #define DG_GATE_RECORDS 64
+/* Canvas, video, embed and object elements the listener looks at at most
+ * for one shown in the viewport; past it, the page counts as showing one. */
+#define DG_GATE_MEDIA 64
 /* Style rules the listener reads at most for :hover ones, when the
  * element under the pointer changed; past it, every such change counts as
  * one the page shows. */

@@ -24,11 +24,11 @@
  * screen pixels is the last event's screen minus client position
  * (unknown, 0 0, before the first). */
 #define SNAPSHOT_N 6
-#define INSTALL_FMT "(%s)(%d, %d, %d)"
+#define INSTALL_FMT "(%s)(%d, %d, %d, %d)"
 
 /* The wait (gate.js's wait(want, x, y, k0, ms)): resolves [answer,
  * ...snapshot], answer 0 not seen in time, 1 nothing shown changed, 2
- * animating, 3 something shown changed; null when the listener is gone
+ * animating or maybe drawn unseen (gate.js), 3 something shown changed; null when the listener is gone
  * (another document). */
 #define WAIT_FMT                                                                               \
 	"window.__deskgatePointer ? window.__deskgatePointer.wait(%lld, %d, %d, %lld, %d) : null"
@@ -121,10 +121,10 @@ static void counted(void *arg, int status, json_t *result, const char *error_mes
 
 static void read_count(struct dg_gate *g)
 {
-	static char install[sizeof(dg_gate_js) + sizeof(INSTALL_FMT) + 3 * 12];
+	static char install[sizeof(dg_gate_js) + sizeof(INSTALL_FMT) + 4 * 12];
 	if (!install[0])
 		snprintf(install, sizeof(install), INSTALL_FMT, dg_gate_js, DG_GATE_RING,
-			 DG_GATE_RECORDS, DG_GATE_RULES);
+			 DG_GATE_RECORDS, DG_GATE_RULES, DG_GATE_MEDIA);
 	g->asked_presses = *g->presses;
 	g->setting_up = evaluate(g, install, false, counted);
 	if (!g->setting_up)

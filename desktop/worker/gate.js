@@ -6,6 +6,8 @@
 //   RING   pointer events whose time and target are kept (DG_GATE_RING)
 //   KEPT   DOM changes whose time and node are kept (DG_GATE_RECORDS)
 //   RULES  style rules read for :hover at most (DG_GATE_RULES)
+//   MEDIA  canvas, video, embed and object elements looked at at most
+//          (DG_GATE_MEDIA)
 //
 // It installs the listener once per document and answers the snapshot
 // [count, viewport x, y, width, height, event number]. Then
@@ -14,15 +16,17 @@
 // pointer at x, y and has committed the animation frame after them:
 // answer 1 when nothing the page shows changed since the action's first
 // event (the first after event k0), 3 when something did (its repaint is
-// on its way), 2 when an animation or transition runs (its next frames
-// come later), 0 when the input was not seen within ms.
-(function (RING, KEPT, RULES) {
+// on its way), 2 when the page may have drawn what no DOM change shows
+// (an animation or transition runs, its next frames coming later; a
+// canvas, video, embed or object is shown; the focus moved; a form
+// control's value changed), 0 when the input was not seen within ms.
+(function (RING, KEPT, RULES, MEDIA) {
   let s = window.__deskgatePointer;
   const snapshot = () => [s.n, s.ox, s.oy, innerWidth, innerHeight, s.k];
   if (s) return snapshot();
   s = window.__deskgatePointer = {
     n: 0, k: 0, x: NaN, y: NaN, ox: 0, oy: 0, wake: null,
-    ts: [], tg: [], mk: 0, mq: [],
+    ts: [], tg: [], af: [], mk: 0, mq: [], ed: -1,
   };
 
   // Trusted pointer events on the window in the capture phase, before the
@@ -35,6 +39,7 @@
     const i = ++s.k % RING;
     s.ts[i] = e.timeStamp > 0 && e.timeStamp <= now ? e.timeStamp : now;
     s.tg[i] = e.target;
+    s.af[i] = document.activeElement; // before a press's default action moves the focus
     if (e.button !== -1) s.n++;
     s.x = e.screenX;
     s.y = e.screenY;
@@ -43,6 +48,10 @@
     if (s.wake) s.wake();
   };
   for (const t of ['pointerdown', 'pointerup', 'pointermove']) addEventListener(t, seen, true);
+  // A checkbox, a radio button or a select changed by the input: the
+  // control repaints, but no attribute changes.
+  const edited = (e) => { if (e.isTrusted) s.ed = performance.now(); };
+  for (const t of ['input', 'change']) addEventListener(t, edited, true);
 
   // The page's DOM changes, kept as they come; whether their nodes are
   // shown is asked only once the input's frame is committed (layout is
@@ -136,6 +145,21 @@
     }));
   };
 
+  // Whether the page may have drawn, since the first event after k0, what
+  // no DOM change shows: a canvas, video, embed or object in its viewport
+  // (more than MEDIA of them count as shown), the focus moved (a :focus
+  // style), a form control's value changed.
+  const unseen = (k0) => {
+    const d = s.k - k0;
+    if (d < 1) return false;
+    const i = (d <= RING ? k0 + 1 : s.k + 1) % RING;
+    if (s.af[i] !== document.activeElement || s.ed >= s.ts[i]) return true;
+    const media = document.querySelectorAll('canvas, video, embed, object');
+    if (media.length > MEDIA) return true;
+    for (const e of media) if (shown(e)) return true;
+    return false;
+  };
+
   s.wait = (want, x, y, k0, ms) => new Promise((resolve) => {
     let wake = null;
     const timer = setTimeout(() => {
@@ -152,7 +176,7 @@
         const c = new MessageChannel();
         c.port1.onmessage = () => {
           const animating = document.getAnimations().some((a) => a.playState === 'running');
-          resolve([animating ? 2 : changed(k0) ? 3 : 1, ...snapshot()]);
+          resolve([animating ? 2 : changed(k0) ? 3 : unseen(k0) ? 2 : 1, ...snapshot()]);
         };
         c.port2.postMessage(0);
       });

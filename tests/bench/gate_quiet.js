@@ -1,9 +1,11 @@
 // bench gate_quiet: clicks through a browser session's agent WebSocket on
-// a static page and on a page whose click repaints a whole canvas (no
-// element changes, so the worker's pointer gate answers "still" and only
-// DG_GATE_QUIET_MS stands between the answer and a stale screen); counts
-// the canvas screenshots that do not show the click's colour. Not a test:
-// it prints numbers (web/settle's canvas page is the test).
+// a static page (the worker's pointer gate answers "still": only
+// DG_GATE_QUIET_MS after the page's answer) and on a page whose click
+// repaints a whole canvas (no element changes; until 2026-12-04 the gate
+// answered "still" there too, now a shown canvas makes it settle the old
+// way: two frames, then the full quiet period); counts the canvas
+// screenshots that do not show the click's colour. Not a test: it prints
+// numbers (web/settle's canvas page is the test).
 //
 //   node tests/bench/gate_quiet.js build/deskgate [ROUNDS] [PATTERN]
 //

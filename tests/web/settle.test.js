@@ -5,9 +5,15 @@
 //
 //   toggle      a click turns the page's colour at once
 //   canvas      a click paints the whole viewport's canvas in the other
-//               colour: no element changes, so the page's listener sees
-//               nothing to wait for and the answer comes DG_GATE_QUIET_MS
-//               after the page's frame (its pixels must be in it)
+//               colour: no element changes, and the page's listener
+//               cannot see a canvas drawn, so a page showing one is
+//               settled the old way (never on the page's word alone)
+//   focus       a click focuses one of two halves of the page, and a
+//               :focus rule colours the whole page: no element changes
+//               either, but the focus moved, so the same
+//   checkbox    a click toggles a checkbox over the whole page, and a
+//               :checked rule colours the page: its state is a property,
+//               not an attribute, but its input event tells, so the same
 //   transition  a click starts a 200 ms CSS transition of the colour
 //   timer       a click starts a 100 ms timer that turns the colour
 //   hover       the lower half changes colour while the pointer is over it
@@ -15,8 +21,10 @@
 // Each screenshot the agent gets is decoded (pngjs) and sampled at points
 // spread over the viewport, in every band Xvnc sends a repaint in: a screen
 // taken while a repaint was arriving would show two colours. Checked, RUNS
-// times each (default 50; DG_SETTLE_RUNS): the toggle's and the canvas's
-// screenshots show the click's colour everywhere; the transition's and the timer's show one
+// times each (default 50; DG_SETTLE_RUNS): the toggle's, the canvas's and
+// the focus and checkbox pages' screenshots show the click's colour
+// everywhere, and all but the toggle's clicks settle as "quiet" (the old way: not
+// on the gate's answer, whose short quiet period a loaded host outran); the transition's and the timer's show one
 // colour everywhere (the transition's start, a step of it or its end; the
 // timer's before or after it: Chromium presents a transition's steps tens
 // of milliseconds apart here, later than any quiet period, and a timer
@@ -56,6 +64,12 @@ const PAGES = {
     body{transition:background-color 200ms linear} body.on{background:${css(B)}}</style><script>
     addEventListener('click', () => document.body.classList.toggle('on'));
     </script>`,
+  focus: `<style>html,body{margin:0;height:100%;background:${css(A)}} body:has(#a:focus){background:${css(B)}}
+    .h{position:fixed;top:0;bottom:0;width:50%;outline:none} #a{left:0} #b{right:0}</style>
+    <div class="h" id="a" tabindex="-1"></div><div class="h" id="b" tabindex="-1"></div>`,
+  checkbox: `<style>html,body{margin:0;height:100%;background:${css(A)}} body:has(#c:checked){background:${css(B)}}
+    #c{appearance:none;position:fixed;left:0;top:0;width:100%;height:100%;margin:0;outline:none;background:transparent}</style>
+    <input type="checkbox" id="c">`,
   timer: `<style>html,body{margin:0;height:100%;background:${css(A)}}</style><script>
     let n = 0; addEventListener('click', () => { const c = n++ % 2 ? '${css(A)}' : '${css(B)}';
       setTimeout(() => { document.body.style.background = c; }, 100); });
@@ -151,7 +165,7 @@ async function main() {
     };
     const show = (cs) => [...new Set(cs.map((c) => c.join(',')))].join(' | ');
 
-    for (const page of ['toggle', 'canvas', 'transition', 'timer']) {
+    for (const page of ['toggle', 'canvas', 'focus', 'checkbox', 'transition', 'timer']) {
       await open(page);
       const ms = [], shots = [];
       let ok = true;
@@ -161,8 +175,10 @@ async function main() {
         ms.push(s.ms);
         shots.push(s);
         const cs = colours(s.img, [...UPPER, ...LOWER]);
-        if (page === 'toggle' || page === 'canvas') {
+        if (['toggle', 'canvas', 'focus', 'checkbox'].includes(page)) {
           ok = check(`${page}: click ${i + 1}: its colour everywhere`, cs.every((c) => same(c, want)), `${show(cs)}; ${s.how}`, s.png);
+          if (page !== 'toggle')
+            ok = ok && check(`${page}: click ${i + 1}: settled the old way`, s.settled === 'quiet', s.how, s.png);
         } else {
           ok = check(`${page}: click ${i + 1}: one colour on the whole page`, uniform(cs), `${show(cs)}; ${s.how}`, s.png);
           // Then the new colour, once the page has drawn it: waits of
