@@ -27,7 +27,8 @@
  * page once the input's frame is committed (a transition's first frame
  * can look like the page before it; its next frames come later); a page
  * that may have drawn what no DOM change shows: a canvas, video, embed or
- * object shown in its viewport, the focus moved by the input (a :focus
+ * object shown in its viewport (in the document: one inside a shadow root
+ * is not looked for), the focus moved by the input (a :focus
  * style), a form control's value changed (a checkbox: its state is a
  * property, not an attribute) -- on a loaded host such a repaint came
  * later than DG_GATE_QUIET_MS after the answer (a canvas page's tenth
