@@ -50,3 +50,9 @@ dg_build() {
   cmake -S "$DG_ROOT" -B "$DG_ROOT/$dir" "$@" >/dev/null
   cmake --build "$DG_ROOT/$dir" -j"$(nproc)"
 }
+
+# The libFuzzer targets (clang, ASan+UBSan) into build-fuzz/: tests/fuzz/run.sh
+# and .ci/test.
+dg_build_fuzz() {
+  dg_build build-fuzz -DDG_FUZZ=ON -DCMAKE_C_COMPILER=clang
+}

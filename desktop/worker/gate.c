@@ -28,8 +28,8 @@
 
 /* The wait (gate.js's wait(want, x, y, k0, ms)): resolves [answer,
  * ...snapshot], answer 0 not seen in time, 1 nothing shown changed, 2
- * animating or maybe drawn unseen (gate.js), 3 something shown changed; null when the listener is gone
- * (another document). */
+ * animating or maybe drawn unseen (gate.js), 3 something shown changed;
+ * null when the listener is gone (another document). */
 #define WAIT_FMT                                                                               \
 	"window.__deskgatePointer ? window.__deskgatePointer.wait(%lld, %d, %d, %lld, %d) : null"
 

@@ -122,13 +122,21 @@
     return list;
   };
 
+  // The ring slot of the first event after k0 still kept (the oldest kept
+  // when more than RING came since); -1 when none came.
+  const firstAfter = (k0) => {
+    const d = s.k - k0;
+    return d < 1 ? -1 : (d <= RING ? k0 + 1 : s.k + 1) % RING;
+  };
+
   // Whether the page changed something it shows since the first event
   // after k0: a DOM change to a shown node, more changes than kept, or a
   // hover state that changed on an element a :hover rule is on.
   const changed = (k0) => {
+    const i = firstAfter(k0);
+    if (i < 0) return false;
     const d = s.k - k0;
-    if (d < 1) return false;
-    const from = s.ts[(d <= RING ? k0 + 1 : s.k + 1) % RING];
+    const from = s.ts[i];
     if (s.mk > KEPT && s.mq[s.mk % KEPT][0] >= from) return true;
     if (s.mq.some((m) => m[0] >= from && shown(m[1]))) return true;
     const was = k0 > 0 && d < RING ? s.tg[k0 % RING] : null;
@@ -150,9 +158,8 @@
   // (more than MEDIA of them count as shown), the focus moved (a :focus
   // style), a form control's value changed.
   const unseen = (k0) => {
-    const d = s.k - k0;
-    if (d < 1) return false;
-    const i = (d <= RING ? k0 + 1 : s.k + 1) % RING;
+    const i = firstAfter(k0);
+    if (i < 0) return false;
     if (s.af[i] !== document.activeElement || s.ed >= s.ts[i]) return true;
     const media = document.querySelectorAll('canvas, video, embed, object');
     if (media.length > MEDIA) return true;

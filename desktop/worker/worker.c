@@ -86,7 +86,6 @@ struct worker {
 	uint64_t frames_gen;
 	long long gated_at;      /* ms the gate said the page has the input's frame; 0: not gated */
 	bool gate_first;         /* ... for the document's first pointer input or press (dg_gate_first) */
-	int gate_quiet_ms;       /* ... and the quiet period after that answer */
 	bool gate_changed;       /* ... and that the page changed something shown (its frame is due) */
 	int change_wait_ms;      /* ... awaited this long at most (dg_gate_change_wait_ms) */
 	int paint_lag_ms;        /* the recent peak of such frames' delays after the answer */
@@ -617,8 +616,6 @@ static void gated(void *arg, enum dg_gate_answer answer)
 	w->gated_at = dg_now_ms();
 	w->gate_changed = answer == DG_GATE_CHANGED;
 	w->change_wait_ms = dg_gate_change_wait_ms(w->gated_at - w->t_injected, w->paint_lag_ms);
-	w->gate_quiet_ms = w->gate_first ? dg_gate_first_quiet_ms(w->gated_at - w->t_injected)
-					 : DG_GATE_QUIET_MS;
 }
 
 /* Keyboard input in the browser: keys travel X -> browser process ->
@@ -1541,7 +1538,9 @@ static int advance(struct worker *w)
 		bool due = false; /* the page changed something shown: its frame is awaited */
 		if (w->gated_at && !w->painted_at) {
 			quiet_from = w->gated_at > w->last_update ? w->gated_at : w->last_update;
-			quiet_ms = w->gate_quiet_ms;
+			quiet_ms = w->gate_first
+					   ? dg_gate_first_quiet_ms(w->gated_at - w->t_injected)
+					   : DG_GATE_QUIET_MS;
 			due = w->gate_changed && t - w->gated_at < w->change_wait_ms;
 		}
 		/* The browser reports a load a frame or more before it paints the

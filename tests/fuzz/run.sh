@@ -24,7 +24,7 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 1)); then
 fi
 
 dg_install_missing
-dg_build build-fuzz -DDG_FUZZ=ON -DCMAKE_C_COMPILER=clang
+dg_build_fuzz
 
 build="$DG_ROOT/build-fuzz"
 seeds="$DG_ROOT/tests/fuzz/corpus"
