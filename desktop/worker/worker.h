@@ -27,7 +27,7 @@
 /* ... after a move in an X desktop that only the pointer's redraw follows
  * (see run_action() in worker.c), counted from Xvnc's answer to a request
  * sent after the move: Xvnc sends its updates at most DG_DESKTOP_XVNC_FPS
- * (240) times a second, so the pointer's redraw leaves it within 4.2 ms. */
+ * (1000) times a second, so the pointer's redraw leaves it within a few ms. */
 #define DG_SETTLE_POINTER_QUIET_MS 10
 /* ... and once the pointer's redraw at its new place came: the rest of
  * that update (the pointer's old place, sent in the same update) has then

@@ -1,11 +1,13 @@
 // bench gate_quiet: clicks through a browser session's agent WebSocket on
 // a static page (the worker's pointer gate answers "still": only
-// DG_GATE_QUIET_MS after the page's answer) and on a page whose click
-// repaints a whole canvas (no element changes; until 2026-12-04 the gate
-// answered "still" there too, now a shown canvas makes it settle the old
-// way: two frames, then the full quiet period); counts the canvas
-// screenshots that do not show the click's colour. Not a test: it prints
-// numbers (web/settle's canvas page is the test).
+// DG_GATE_QUIET_MS after the page's answer), on a page whose click
+// repaints a whole canvas in a shadow root (the listener looks for no
+// canvas there, so it answers "still" too, and only DG_GATE_QUIET_MS
+// stands between the answer and a stale screenshot: this measures that
+// period) and on the same canvas in the page's document (a shown canvas
+// makes the gate settle the old way: two frames, then the full quiet
+// period); counts the canvas screenshots that do not show the click's
+// colour. Not a test: it prints numbers.
 //
 //   node tests/bench/gate_quiet.js build/deskgate [ROUNDS] [PATTERN]
 //
@@ -35,6 +37,11 @@ const RED = [200, 0, 0], BLUE = [0, 0, 200];
 const rgb = (c) => `rgb(${c.join(',')})`;
 const PAGES = {
 	'/static': '<!doctype html><style>html,body{margin:0;height:100%;background:#3a7ca5}</style><h1>static</h1>',
+	'/shadow': '<!doctype html><style>html,body{margin:0;height:100%;overflow:hidden}</style><div id=h></div>' +
+		`<script>const r=document.getElementById("h").attachShadow({mode:"open"});` +
+		`r.innerHTML="<canvas width=${W} height=${H}></canvas>";const c=r.firstChild.getContext("2d");` +
+		`let n=0;c.fillStyle="${rgb(RED)}";c.fillRect(0,0,${W},${H});addEventListener("mousedown",()=>{n++;` +
+		`c.fillStyle=n%2?"${rgb(BLUE)}":"${rgb(RED)}";c.fillRect(0,0,${W},${H});});</script>`,
 	'/canvas': '<!doctype html><style>html,body{margin:0;height:100%;overflow:hidden}</style>' +
 		`<canvas id=c width=${W} height=${H}></canvas><script>const c=document.getElementById("c").getContext("2d");` +
 		`let n=0;c.fillStyle="${rgb(RED)}";c.fillRect(0,0,${W},${H});addEventListener("mousedown",()=>{n++;` +
@@ -80,7 +87,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 			return;
 		}
 		console.log(`gate_quiet: ${rounds} clicks a page, ${idle ? 'one spot, 0.6 s apart' : 'two spots, back to back'}`);
-		for (const pg of ['/static', '/canvas']) {
+		for (const pg of ['/static', '/shadow', '/canvas']) {
 			await act({ type: 'navigate', url: `http://bench.test:${port}${pg}` });
 			await sleep(1000);
 			const lat = [];
@@ -95,13 +102,13 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 				presses++;
 				if (i >= 3) { // the first inputs on a page settle the slow way
 					lat.push(ms);
-					if (pg === '/canvas' && !shows(png, presses % 2 ? BLUE : RED))
+					if (pg !== '/static' && !shows(png, presses % 2 ? BLUE : RED))
 						stale++;
 				}
 				await sleep(idle ? 600 : 30);
 			}
 			console.log(`  ${pg.slice(1).padEnd(7)} click p50 ${pct(lat, 0.5).toFixed(1)} ms  p90 ${pct(lat, 0.9).toFixed(1)} ms` +
-				(pg === '/canvas' ? `  stale screenshots ${stale} of ${lat.length}` : ''));
+				(pg !== '/static' ? `  stale screenshots ${stale} of ${lat.length}` : ''));
 		}
 	} finally {
 		await close();
