@@ -19,8 +19,6 @@ DG_PACKAGES=(
   # 56 MB for fonts-noto-cjk)
   fonts-wqy-microhei
   xterm matchbox-window-manager x11-utils chromium
-  # xrandr: a browser desktop's screen at DG_DESKTOP_BROWSER_HZ
-  x11-xserver-utils
   xvfb xdotool scrot
   # `deskgate vnc`'s test: TigerVNC's viewer under Xvfb, its window read with xwd
   tigervnc-viewer x11-apps

@@ -21,11 +21,6 @@
 #define XVNC "/usr/bin/Xvnc"
 #define WINDOW_MANAGER "/usr/bin/matchbox-window-manager"
 #define XTERM "/usr/bin/xterm"
-#define XRANDR "/usr/bin/xrandr"
-/* Xvnc's one RandR output, and the mode a browser desktop's screen gets
- * (DG_DESKTOP_BROWSER_HZ). */
-#define XVNC_OUTPUT "VNC-0"
-#define BROWSER_MODE "deskgate"
 /* The real binary, not Debian's /usr/bin/chromium wrapper script, which
  * sources /etc/chromium.d (API keys, extra flags) through a shell. */
 #define CHROMIUM "/usr/lib/chromium/chromium"
@@ -108,41 +103,6 @@ static void xvnc_argv(struct argv_buf *b, const struct dg_desktop_spec *s)
 	arg(b, "GLX");
 	/* inetd mode sends stderr to /dev/null unless a log target says so. */
 	arg(b, s->log_to_stderr ? "-Log=*:stderr:30" : "-Log=*:stderr:0");
-}
-
-/* The screen's refresh rate for a browser: Xvnc's modes are all 60 Hz, so
- * a mode of the screen's size at DG_DESKTOP_BROWSER_HZ is made, added to
- * its output and set, one xrandr command each (xrandr looks the mode's
- * name up before it makes a new one, so one command cannot do all three).
- * They run in turn beside Chromium, which follows the change when it
- * comes after its start. The mode has no blanking: Xvnc drives no display,
- * and the rate is the dot clock over the visible pixels. */
-static void rate_argv(struct argv_buf b[3], const struct dg_desktop_spec *s)
-{
-	long long khz = (long long)s->width * s->height * DG_DESKTOP_BROWSER_HZ / 1000;
-	arg(&b[0], XRANDR);
-	arg(&b[0], "--newmode");
-	arg(&b[0], BROWSER_MODE);
-	argf(&b[0], "%lld.%03lld", khz / 1000, khz % 1000);
-	/* hdisp hsyncstart hsyncend htotal, then the same for v: one string
-	 * each, four times. */
-	argf(&b[0], "%d", s->width);
-	const char *w = b[0].argv[b[0].n - 1];
-	for (int i = 0; i < 3; i++)
-		arg(&b[0], w);
-	argf(&b[0], "%d", s->height);
-	const char *h = b[0].argv[b[0].n - 1];
-	for (int i = 0; i < 3; i++)
-		arg(&b[0], h);
-	arg(&b[1], XRANDR);
-	arg(&b[1], "--addmode");
-	arg(&b[1], XVNC_OUTPUT);
-	arg(&b[1], BROWSER_MODE);
-	arg(&b[2], XRANDR);
-	arg(&b[2], "--output");
-	arg(&b[2], XVNC_OUTPUT);
-	arg(&b[2], "--mode");
-	arg(&b[2], BROWSER_MODE);
 }
 
 /* Chromium flags, each for a reason:
@@ -324,7 +284,7 @@ static const struct dg_jail_file chromium_files[] = {
 /* The launch state: everything the jail spec points at. Heap-allocated
  * (the argument stores are large) and freed once the jail has started. */
 struct launch {
-	struct argv_buf xvnc, wm, app, rate[3];
+	struct argv_buf xvnc, wm, app;
 	struct dg_jail_prog progs[DG_JAIL_PROGS_MAX];
 	int rfb[2];      /* [0] ours, [1] Xvnc's stdin/stdout */
 	int cmd[2];      /* Chromium reads [0] as fd 3; we write [1] */
@@ -395,11 +355,6 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 						       .stdout_fd = log, .stderr_fd = log,
 						       .pass_fds = l->pass, .n_pass_fds = 2,
 						       .env_extra = display_env};
-		rate_argv(l->rate, spec);
-		for (int i = 0; i < 3; i++)
-			l->progs[n++] = (struct dg_jail_prog){.argv = l->rate[i].argv, .stdin_fd = -1,
-							       .stdout_fd = -1, .stderr_fd = -1,
-							       .env_extra = display_env, .in_turn = true};
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
 				  .wait_ready = true, .egress = spec->egress,

@@ -324,38 +324,6 @@ static pid_t start_prog(struct dg_jail_child *c, int i, struct dg_err *err)
 	return p;
 }
 
-/* The programs marked in_turn (spawner.h), one after another, in a child
- * of init that holds none of the others' descriptors. Its report pipe is
- * /dev/null: the parent reads the real one to its end (every program
- * exec'd) and must not wait for these; a command that cannot run exits
- * non-zero, which ends the turn. */
-static void start_in_turn(struct dg_jail_child *c)
-{
-	pid_t p = fork();
-	if (p != 0)
-		return; /* a failed fork ends the turn before it began */
-	syscall(SYS_close_range, 0, ~0u, 0);
-	c->report_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (c->report_fd < 0)
-		_exit(1);
-	for (int i = 1; i < c->spec->n_progs; i++) {
-		if (!c->spec->progs[i].in_turn)
-			continue;
-		pid_t q = fork();
-		if (q < 0)
-			_exit(1);
-		if (q == 0)
-			dg_jail_run_prog(c, i);
-		int st;
-		while (waitpid(q, &st, 0) < 0)
-			if (errno != EINTR)
-				_exit(1);
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-			_exit(1);
-	}
-	_exit(0);
-}
-
 /* Init is a copy of the host process that started the jail: its command
  * line and environment (a gateway's config and recordings paths, a policy
  * file's path, --test-resolve flags) would be /proc/1/cmdline inside the
@@ -429,15 +397,10 @@ void dg_jail_init_main(struct dg_jail_child *c)
 		if (wait_ready(ready[0], &err) != 0)
 			report_and_exit(c, DG_JAIL_EXIT_SETUP, ECHILD, &err);
 	}
-	bool in_turn = false;
 	for (int i = 1; i < c->spec->n_progs; i++) {
-		if (c->spec->progs[i].in_turn)
-			in_turn = true;
-		else if (start_prog(c, i, &err) < 0)
+		if (start_prog(c, i, &err) < 0)
 			report_and_exit(c, DG_JAIL_EXIT_SETUP, EAGAIN, &err);
 	}
-	if (in_turn)
-		start_in_turn(c);
 	/* Init needs no descriptor: the programs hold what they were given. */
 	syscall(SYS_close_range, 0, ~0u, 0);
 	_exit(reap_until(main_pid));

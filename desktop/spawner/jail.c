@@ -369,10 +369,6 @@ int dg_jail_start(const struct dg_jail_spec *spec, struct dg_jail *j, struct dg_
 		if (p->n_pass_fds < 0 || p->n_pass_fds > DG_JAIL_PASS_FDS_MAX)
 			return dg_err_set(err, -EINVAL, "jail: %d descriptors to pass (at most %d)",
 					  p->n_pass_fds, DG_JAIL_PASS_FDS_MAX);
-		if (p->in_turn && (i == 0 || p->stdin_fd >= 0 || p->stdout_fd >= 0 ||
-				   p->stderr_fd >= 0 || p->n_pass_fds > 0))
-			return dg_err_set(err, -EINVAL, "jail: program %d (%s) runs in turn: it gets "
-					  "no descriptors and is not the first", i, p->argv[0]);
 	}
 	if (spec->n_etc_files < 0 || spec->n_etc_files > DG_JAIL_FILES_MAX)
 		return dg_err_set(err, -EINVAL, "jail: %d files for /etc (at most %d)",

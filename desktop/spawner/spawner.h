@@ -45,9 +45,8 @@
  * enough that programs which shuffle their low descriptors (Xvnc in inetd
  * mode moves its socket to fd 3) leave it alone. */
 #define DG_JAIL_READY_FD (3 + DG_JAIL_PASS_FDS_MAX + 4)
-/* Programs one jail may start (an X server, its clients, and the short
- * set-up commands run in turn beside them). */
-#define DG_JAIL_PROGS_MAX 8
+/* Programs one jail may start (an X server and its clients). */
+#define DG_JAIL_PROGS_MAX 4
 /* How long init waits for the first program to say it is ready. */
 #define DG_JAIL_READY_TIMEOUT_MS 10000
 
@@ -60,15 +59,6 @@ struct dg_jail_prog {
 	int n_pass_fds;
 	const char *const *env_extra;     /* NAME=value, added to the allowlist env */
 	const char *cwd;                  /* inside the jail; NULL: home */
-	/* A set-up command, not a program the jail lives with: the programs
-	 * marked in_turn run one after another in a child of init, each once
-	 * the one before exited 0, beside the others (started with them, once
-	 * progs[0] is ready). The first that fails, or cannot be run, ends the
-	 * turn silently: the jail goes on without the rest, and nothing waits
-	 * for them. Such a program gets no descriptors (stdin, stdout and
-	 * stderr -1, no pass_fds: dg_jail_start refuses others) and is never
-	 * progs[0]. */
-	bool in_turn;
 };
 
 /* A file generated in the jail's /etc (path relative to it, [a-z0-9._-/]
@@ -196,16 +186,6 @@ int dg_instance_ids_claim(struct dg_err *err);
  * ms beside the loops); an animated page or a flooded xterm cost the same
  * CPU at either (docs/benchmarks.md, "Xvnc's update clock"). */
 #define DG_DESKTOP_XVNC_FPS 1000
-/* The refresh rate of a browser desktop's screen (a RandR mode set once
- * Xvnc is ready): Chromium draws its frames, and runs a page's animation
- * frames, at the screen's rate. The pointer gate waits for the frame after
- * the input, a whole frame when the input came just after one (a click's
- * move is dispatched at a frame's start): at 60 Hz a click on a static
- * page took 16.3-16.5 ms p50, at 120 Hz 12.9-14.7 (p90 27 against 20), at
- * 240 Hz 12.3-12.7. The cost is an animated page's: a CSS spinner took
- * 9.8% of a core at 60 Hz, 16.5% at 120, 28.4% at 240 (docs/benchmarks.md,
- * "Chromium's screen at 120 Hz"). */
-#define DG_DESKTOP_BROWSER_HZ 120
 
 /* What of a desktop programs run by exec never see (unless the policy's
  * limits.exec_desktop): the X server's socket directory, the browser's
