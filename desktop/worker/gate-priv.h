@@ -77,11 +77,11 @@
  * canvas in a shadow root, and the gate says "still"), Xvnc at
  * DG_DESKTOP_XVNC_FPS 1000: traced, its repaint came 1-5 ms after the
  * answer on the quiet VM, p99 and at most 7 ms beside four busy loops;
- * stale screenshots 57 of 60 at 0 ms, 33 of 100 at 3, 0 of 200 at 5, 6 and
- * 7 beside the four loops. (At 240 updates a second the repaint came 3-9
- * ms after, up to 17 under the loops: with 10 ms here, a stale screen was
- * possible.) 8 ms keeps 1 ms over the longest seen
- * (docs/benchmarks.md, "The gate's quiet period"). */
+ * stale screenshots none of 200 at 5 or 6 ms beside the four loops (at
+ * 240 updates a second, quiet VM: 57 of 60 at 0 ms, 24-33 of 100 at 3, 1
+ * of 100 at 5; the repaint came 3-9 ms after the answer, up to 17 under
+ * the loops: with 10 ms here, a stale screen was possible). 8 ms keeps 1
+ * ms over the longest seen (docs/benchmarks.md, "Xvnc's update clock"). */
 #define DG_GATE_QUIET_MS 8
 /* ... for a document's first pointer input (its viewport unknown) and its
  * first button press: their frames come later. Traced under the test
