@@ -20,7 +20,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -286,10 +288,29 @@ static int reap_until(pid_t main_pid)
 	}
 }
 
+/* Whether a unix stream socket at path accepts a connection now (closed
+ * again at once: the server reads an empty client and drops it). */
+static bool socket_listens(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(a.sun_path))
+		return false;
+	strcpy(a.sun_path, path);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return false;
+	bool ok = connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(s);
+	return ok;
+}
+
 /* Waits until the main program writes a line to its ready descriptor (the X
- * server's -displayfd). Fails when it closes it without one (it exited) or
- * the timeout passes. */
-static int wait_ready(int fd, struct dg_err *err)
+ * server's -displayfd) or, with `listening` (dg_jail_spec.ready_socket),
+ * until that socket accepts a connection, whichever comes first: 1 for the
+ * socket, 0 for the line. Fails when the descriptor closes without a line
+ * (it exited) or the timeout passes. */
+#define READY_SOCKET_POLL_MS 1
+static int wait_ready(int fd, const char *listening, struct dg_err *err)
 {
 	char buf[32];
 	size_t got = 0;
@@ -300,8 +321,11 @@ static int wait_ready(int fd, struct dg_err *err)
 			return dg_err_set(err, -ETIMEDOUT,
 					  "jail: the main program was not ready after %d ms",
 					  DG_JAIL_READY_TIMEOUT_MS);
+		if (listening && socket_listens(listening))
+			return 1;
 		struct pollfd p = {fd, POLLIN, 0};
-		if (poll(&p, 1, (int)(DG_JAIL_READY_TIMEOUT_MS - ms)) <= 0)
+		int wait = listening ? READY_SOCKET_POLL_MS : (int)(DG_JAIL_READY_TIMEOUT_MS - ms);
+		if (poll(&p, 1, wait) <= 0)
 			continue;
 		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
 		if (k < 0 && errno == EINTR)
@@ -392,15 +416,20 @@ void dg_jail_init_main(struct dg_jail_child *c)
 	pid_t main_pid = start_prog(c, 0, &err);
 	if (main_pid < 0)
 		report_and_exit(c, DG_JAIL_EXIT_SETUP, -main_pid, &err);
+	int early = 0;
 	if (c->spec->wait_ready) {
 		close(ready[1]);
-		if (wait_ready(ready[0], &err) != 0)
+		if ((early = wait_ready(ready[0], c->spec->ready_socket, &err)) < 0)
 			report_and_exit(c, DG_JAIL_EXIT_SETUP, ECHILD, &err);
 	}
 	for (int i = 1; i < c->spec->n_progs; i++) {
 		if (start_prog(c, i, &err) < 0)
 			report_and_exit(c, DG_JAIL_EXIT_SETUP, EAGAIN, &err);
 	}
+	/* Started on the socket: the line is still awaited, so that the start
+	 * reports a server that never got ready, and its write has a reader. */
+	if (early == 1 && wait_ready(ready[0], NULL, &err) != 0)
+		report_and_exit(c, DG_JAIL_EXIT_SETUP, ECHILD, &err);
 	/* Init needs no descriptor: the programs hold what they were given. */
 	syscall(SYS_close_range, 0, ~0u, 0);
 	_exit(reap_until(main_pid));

@@ -90,6 +90,14 @@ struct dg_jail_spec {
 	const struct dg_jail_prog *progs;
 	int n_progs;
 	bool wait_ready;
+	/* With wait_ready: a unix socket progs[0] listens on (an absolute path
+	 * in the jail, a fixed string of the caller's), or NULL. progs[1..]
+	 * then start as soon as a connection to it succeeds, when that comes
+	 * before the ready line: a server listens before it has finished
+	 * starting (Xvnc compiles its keymap after), and its clients' own
+	 * start overlaps the rest of its start, their connections waiting in
+	 * its backlog. dg_jail_start still returns only after the ready line. */
+	const char *ready_socket;
 	const struct dg_jail_file *etc_files;
 	int n_etc_files;
 	bool egress;
