@@ -357,7 +357,7 @@ int dg_desktop_start(const struct dg_desktop_spec *spec, struct dg_desktop *d, s
 						       .env_extra = display_env};
 	}
 	struct dg_jail_spec js = {.limits = spec->limits, .progs = l->progs, .n_progs = n,
-				  .wait_ready = true, .ready_socket = DG_DESKTOP_X11_DIR "/X0",
+				  .wait_ready = true, .ready_socket = DG_DESKTOP_X11_SOCKET,
 				  .egress = spec->egress,
 				  .cpu_after_start = spec->cpu_after_start};
 	if (spec->profile == DG_PROFILE_BROWSER) {

@@ -309,7 +309,6 @@ static bool socket_listens(const char *path)
  * until that socket accepts a connection, whichever comes first: 1 for the
  * socket, 0 for the line. Fails when the descriptor closes without a line
  * (it exited) or the timeout passes. */
-#define READY_SOCKET_POLL_MS 1
 static int wait_ready(int fd, const char *listening, struct dg_err *err)
 {
 	char buf[32];
@@ -324,7 +323,7 @@ static int wait_ready(int fd, const char *listening, struct dg_err *err)
 		if (listening && socket_listens(listening))
 			return 1;
 		struct pollfd p = {fd, POLLIN, 0};
-		int wait = listening ? READY_SOCKET_POLL_MS : (int)(DG_JAIL_READY_TIMEOUT_MS - ms);
+		int wait = listening ? DG_JAIL_READY_SOCKET_POLL_MS : (int)(DG_JAIL_READY_TIMEOUT_MS - ms);
 		if (poll(&p, 1, wait) <= 0)
 			continue;
 		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);

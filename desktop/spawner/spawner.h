@@ -49,6 +49,9 @@
 #define DG_JAIL_PROGS_MAX 4
 /* How long init waits for the first program to say it is ready. */
 #define DG_JAIL_READY_TIMEOUT_MS 10000
+/* With dg_jail_spec.ready_socket: how often init tries the socket while
+ * it waits (a failed connect costs microseconds). */
+#define DG_JAIL_READY_SOCKET_POLL_MS 1
 
 /* One program started by the jail's init. */
 struct dg_jail_prog {
@@ -202,6 +205,8 @@ int dg_instance_ids_claim(struct dg_err *err);
  * desktop/spawner/jail-enter.c. The same list is what an upload may never
  * read (dg_desktop_hidden_prefix, dg_desktop_upload_check). */
 #define DG_DESKTOP_X11_DIR "/tmp/.X11-unix"
+/* ... and display :0's path socket there, which Xvnc listens on. */
+#define DG_DESKTOP_X11_SOCKET DG_DESKTOP_X11_DIR "/X0"
 #define DG_DESKTOP_BROWSER_DIR DG_JAIL_HOME "/.chromium"
 #define DG_DESKTOP_BROWSER_CACHE_DIR DG_JAIL_HOME "/.cache/chromium"
 /* Chromium's temporary directories (its singleton socket lives in one):

@@ -35,17 +35,17 @@ if (!bin) {
 const W = 1280, H = 800;
 const RED = [200, 0, 0], BLUE = [0, 0, 200];
 const rgb = (c) => `rgb(${c.join(',')})`;
+// A page whose every mousedown paints its whole canvas the other colour:
+// `body` holds the canvas, `setup` binds it to c.
+const canvasPage = (body, setup) => '<!doctype html><style>html,body{margin:0;height:100%;overflow:hidden}</style>' +
+	`${body}<script>${setup}let n=0;c.fillStyle="${rgb(RED)}";c.fillRect(0,0,${W},${H});` +
+	`addEventListener("mousedown",()=>{n++;c.fillStyle=n%2?"${rgb(BLUE)}":"${rgb(RED)}";c.fillRect(0,0,${W},${H});});</script>`;
 const PAGES = {
 	'/static': '<!doctype html><style>html,body{margin:0;height:100%;background:#3a7ca5}</style><h1>static</h1>',
-	'/shadow': '<!doctype html><style>html,body{margin:0;height:100%;overflow:hidden}</style><div id=h></div>' +
-		`<script>const r=document.getElementById("h").attachShadow({mode:"open"});` +
-		`r.innerHTML="<canvas width=${W} height=${H}></canvas>";const c=r.firstChild.getContext("2d");` +
-		`let n=0;c.fillStyle="${rgb(RED)}";c.fillRect(0,0,${W},${H});addEventListener("mousedown",()=>{n++;` +
-		`c.fillStyle=n%2?"${rgb(BLUE)}":"${rgb(RED)}";c.fillRect(0,0,${W},${H});});</script>`,
-	'/canvas': '<!doctype html><style>html,body{margin:0;height:100%;overflow:hidden}</style>' +
-		`<canvas id=c width=${W} height=${H}></canvas><script>const c=document.getElementById("c").getContext("2d");` +
-		`let n=0;c.fillStyle="${rgb(RED)}";c.fillRect(0,0,${W},${H});addEventListener("mousedown",()=>{n++;` +
-		`c.fillStyle=n%2?"${rgb(BLUE)}":"${rgb(RED)}";c.fillRect(0,0,${W},${H});});</script>`,
+	'/shadow': canvasPage('<div id=h></div>', 'const r=document.getElementById("h").attachShadow({mode:"open"});' +
+		`r.innerHTML="<canvas width=${W} height=${H}></canvas>";const c=r.firstChild.getContext("2d");`),
+	'/canvas': canvasPage(`<canvas id=c width=${W} height=${H}></canvas>`,
+		'const c=document.getElementById("c").getContext("2d");'),
 };
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
