@@ -199,7 +199,12 @@ Test(instances, two_gateways_and_a_test_run_side_by_side, .timeout = 300)
 
 /* A gateway killed with SIGKILL leaves its jails' groups (its jails die
  * with it); the next deskgate to start, of any instance, removes them, and
- * never a live one. */
+ * never a live one.
+ *
+ * Other tests start deskgates all the time, and each start cleans: the
+ * test keeps the dead jail's slot lock held (a share of the spawner's own
+ * lock, taken before the kill) until it has checked that the group outlived
+ * its jail and that a start leaves a held slot's group alone. */
 Test(instances, a_dead_instance_is_cleaned_by_another, .timeout = 300)
 {
 	struct gw a, b;
@@ -209,6 +214,8 @@ Test(instances, a_dead_instance_is_cleaned_by_another, .timeout = 300)
 	gw_session(&b);
 	pid_t kids[8];
 	int nk = dg_test_children(a.srv.pid, kids, 8);
+	int lock = dg_test_slot_lock_share(a.srv.pid, a.slot);
+	cr_assert(lock >= 0, "no process under the gateway holds slot %u's lock", a.slot);
 	kill(a.srv.pid, SIGKILL);
 	waitpid(a.srv.pid, NULL, 0);
 	a.srv.pid = -1;
@@ -226,8 +233,13 @@ Test(instances, a_dead_instance_is_cleaned_by_another, .timeout = 300)
 			break;
 		usleep(50000);
 	}
-	cr_assert(jail_group_exists(a.instance, a.slot), "the dead instance's group is still there");
+	cr_assert(jail_group_exists(a.instance, a.slot), "the dead jail's group outlives it");
 	struct dg_run r;
+	cr_assert_eq(dg_test_exec(NULL, (const char *const[]){"/bin/true", NULL}, &r), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	dg_run_free(&r);
+	cr_assert(jail_group_exists(a.instance, a.slot), "a start removed a held slot's group");
+	close(lock);
 	cr_assert_eq(dg_test_exec(NULL, (const char *const[]){"/bin/true", NULL}, &r), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	dg_run_free(&r);

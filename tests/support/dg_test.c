@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -728,6 +729,51 @@ int dg_test_slots_under(pid_t root, uint32_t *slots, int max)
 			slots[n++] = procs.slot[k];
 	}
 	return n;
+}
+
+int dg_test_slot_lock_share(pid_t root, uint32_t slot)
+{
+	static struct dg_test_procs procs; /* large: not on the stack */
+	char suffix[48];
+	snprintf(suffix, sizeof(suffix), "/slots/%u.lock", (unsigned)slot);
+	size_t sl = strlen(suffix);
+	/* The holders are root's children (the spawner) and the jail's own
+	 * processes; both are looked at. */
+	pid_t cand[DG_TEST_PROCS_MAX + 64];
+	int nc = dg_test_children(root, cand, 64);
+	dg_test_procs_under(root, &procs);
+	for (int k = 0; k < procs.n; k++)
+		cand[nc++] = procs.pid[k];
+	for (int c = 0; c < nc; c++) {
+		char dir[64];
+		snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)cand[c]);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			char link[PATH_MAX + 64], target[PATH_MAX];
+			snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+			ssize_t n = readlink(link, target, sizeof(target) - 1);
+			if (n < (ssize_t)sl)
+				continue;
+			target[n] = '\0';
+			if (strcmp(target + n - (ssize_t)sl, suffix) != 0)
+				continue;
+			int pidfd = (int)syscall(SYS_pidfd_open, cand[c], 0);
+			if (pidfd < 0)
+				continue;
+			int fd = (int)syscall(SYS_pidfd_getfd, pidfd, atoi(e->d_name), 0);
+			int err = errno;
+			close(pidfd);
+			if (fd >= 0) {
+				closedir(d);
+				return fd;
+			}
+			fprintf(stderr, "dg_test: pidfd_getfd %s: %s\n", link, strerror(err));
+		}
+		if (d)
+			closedir(d);
+	}
+	return -ENOENT;
 }
 
 void dg_test_procs_under(pid_t root, struct dg_test_procs *out)

@@ -188,6 +188,14 @@ int dg_test_children(pid_t pid, pid_t *out, int max);
  * Returns how many distinct slots were written (at most max). */
 int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
 
+/* A descriptor sharing the open file of slot's lock (<run dir>/slots/N.lock)
+ * with a process under root that holds it (pidfd_getfd): the flock stays
+ * held while the caller keeps it, even once every process of root is gone,
+ * so no deskgate's stale cleanup can take that slot's groups before the
+ * caller closes it. Returns the descriptor (the caller's to close) or
+ * -ENOENT when no process under root holds the lock. */
+int dg_test_slot_lock_share(pid_t root, uint32_t slot);
+
 /* The processes of jail slots descending from root, as (pid, slot) pairs:
  * taken before a session is created, they tell its slot afterwards even
  * when a session that just ended had the same slot and is still going. */
