@@ -744,6 +744,7 @@ int dg_test_slot_lock_share(pid_t root, uint32_t slot)
 	dg_test_procs_under(root, &procs);
 	for (int k = 0; k < procs.n; k++)
 		cand[nc++] = procs.pid[k];
+	int failed = 0; /* the first pidfd call's error, if any */
 	for (int c = 0; c < nc; c++) {
 		char dir[64];
 		snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)cand[c]);
@@ -759,8 +760,10 @@ int dg_test_slot_lock_share(pid_t root, uint32_t slot)
 			if (strcmp(target + n - (ssize_t)sl, suffix) != 0)
 				continue;
 			int pidfd = (int)syscall(SYS_pidfd_open, cand[c], 0);
-			if (pidfd < 0)
+			if (pidfd < 0) {
+				failed = failed ? failed : -errno;
 				continue;
+			}
 			int fd = (int)syscall(SYS_pidfd_getfd, pidfd, atoi(e->d_name), 0);
 			int err = errno;
 			close(pidfd);
@@ -768,12 +771,13 @@ int dg_test_slot_lock_share(pid_t root, uint32_t slot)
 				closedir(d);
 				return fd;
 			}
+			failed = failed ? failed : -err;
 			fprintf(stderr, "dg_test: pidfd_getfd %s: %s\n", link, strerror(err));
 		}
 		if (d)
 			closedir(d);
 	}
-	return -ENOENT;
+	return failed ? failed : -ENOENT;
 }
 
 void dg_test_procs_under(pid_t root, struct dg_test_procs *out)
