@@ -104,6 +104,12 @@ struct worker {
 	/* framebuffer bookkeeping */
 	uint64_t area;           /* pixels received since connecting */
 	long long last_update;   /* ms of the last framebuffer rectangle */
+	/* last_update when the screen was last known settled (an action settled
+	 * by its rule, not its bound; READY after its quiet), -1 if never: a
+	 * screenshot of a screen unchanged since is answered without waiting
+	 * for a quiet period again (the start's is shorter than a screenshot's,
+	 * DG_WORKER_XTERM_SHOWN_QUIET_MS). */
+	long long settled_update;
 	unsigned syncs_out;      /* sync_rfb's 1x1 requests not answered yet */
 	uint32_t sync_pixel;     /* ... and the pixel at 0, 0 when the last was sent */
 	struct dg_input in;      /* the input sent to Xvnc (input.c) */
@@ -1356,6 +1362,8 @@ static void run_action(struct worker *w)
 		/* Nothing to inject: settled at once unless the screen is moving. */
 		settle(w);
 		w->settle_from = 0;
+		if (w->last_update == w->settled_update)
+			w->quiet_ms = 0;
 		return;
 	case DG_ACTION_CURSOR_POSITION:
 		w->t_injected = dg_now_ms();
@@ -1556,6 +1564,8 @@ static int advance(struct worker *w)
 					: !w->gated_at ? "quiet"
 					: w->painted_at ? "repaint"
 					: w->gate_changed ? "no_repaint" : "page";
+			if (strcmp(w->settled_by, "limit") != 0)
+				w->settled_update = w->last_update;
 			settled(w);
 			return 0;
 		}
@@ -1757,21 +1767,27 @@ static bool mostly_root(const struct worker *w)
  * The desktop is ready once its window is shown, updates covering at least
  * half the screen after the first frame or a first frame that is mostly
  * not the root (a worker whose start came after the window's: on a loaded
- * host it waited out the whole bound), and the screen then stayed quiet;
- * or once the bound passed (a program that shows nothing is not the
- * worker's to fix). */
+ * host it waited out the whole bound), and the screen then stayed quiet
+ * (DG_WORKER_XTERM_SHOWN_QUIET_MS or DG_SETTLE_QUIET_MS, by profile); or
+ * once the bound passed (a program that shows nothing is not the worker's
+ * to fix). */
 static void wait_content(struct worker *w)
 {
 	uint64_t first = w->area, half = (uint64_t)w->width * (uint64_t)w->height / 2;
 	bool shown_first = !mostly_root(w);
+	long long quiet = w->profile == DG_PROFILE_XTERM ? DG_WORKER_XTERM_SHOWN_QUIET_MS
+							  : DG_SETTLE_QUIET_MS;
 	long long t0 = dg_now_ms();
 	for (;;) {
 		long long t = dg_now_ms();
 		bool shown = shown_first || w->area - first >= half;
-		if (t - t0 >= DG_WORKER_CONTENT_MS || (shown && t - w->last_update >= DG_SETTLE_QUIET_MS))
+		if (shown && t - w->last_update >= quiet) {
+			w->settled_update = w->last_update;
 			return;
-		long long wait = shown ? w->last_update + DG_SETTLE_QUIET_MS - t
-				       : t0 + DG_WORKER_CONTENT_MS - t;
+		}
+		if (t - t0 >= DG_WORKER_CONTENT_MS)
+			return;
+		long long wait = shown ? w->last_update + quiet - t : t0 + DG_WORKER_CONTENT_MS - t;
 		if (w->vnc->buffered == 0) {
 			struct pollfd p = {w->vnc->sock, POLLIN, 0};
 			if (poll(&p, 1, (int)(wait > 0 ? wait : 0)) <= 0)
@@ -2100,6 +2116,7 @@ int dg_worker_main(int argc, char **argv)
 	static struct worker worker;
 	struct worker *w = &worker;
 	W = w;
+	w->settled_update = -1;
 	w->ctl = DG_WORKER_FD_CTL;
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -41,6 +41,15 @@
 /* After the first frame, how long the worker waits for the profile's
  * windows to appear before it says READY anyway. */
 #define DG_WORKER_CONTENT_MS 5000
+/* ... and, once an xterm desktop's window is shown, how long the screen
+ * must then stay quiet before READY (a browser's: DG_SETTLE_QUIET_MS, its
+ * page paints in many steps). xterm maps its window maximized with the
+ * shell's prompt already drawn, in one burst of updates 2-6 ms long: in
+ * 40 cold starts traced (20 on a quiet host, 20 beside four busy loops on
+ * two cores) no update followed that burst. Waiting the general 30 ms was
+ * a fifth of the cold start; this keeps a margin over a burst split across
+ * RFB messages on a loaded host. */
+#define DG_WORKER_XTERM_SHOWN_QUIET_MS 10
 /* The colour of Xvnc's root window (black without -retro: 0x000000 in the
  * 24 bits of a pixel), which no profile's window paints over most of the
  * screen (xterm's background is white, Chromium's toolbar light): a first

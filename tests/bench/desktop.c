@@ -1141,7 +1141,8 @@ static void bench_start(enum dg_profile prof, int n, json_t *details)
 		 "RFB first frame, %s, window drawn + %d ms quiet: %.1f ms",
 		 prof == DG_PROFILE_BROWSER ? "wm + Chromium" : "wm + xterm", med(launch, n),
 		 prof == DG_PROFILE_BROWSER ? "DevTools answering" : "no DevTools",
-		 DG_SETTLE_QUIET_MS, med(ready, n) - med(launch, n));
+		 prof == DG_PROFILE_BROWSER ? DG_SETTLE_QUIET_MS : DG_WORKER_XTERM_SHOWN_QUIET_MS,
+		 med(ready, n) - med(launch, n));
 	snprintf(id, sizeof(id), "cold_start_%s_first_frame", name);
 	snprintf(label, sizeof(label), "1 %s cold start -> 1st frame %s", name,
 		 prof == DG_PROFILE_BROWSER ? "w/ page" : "w/ xterm");

@@ -255,6 +255,38 @@ static int changed_near(const struct image *a, const struct image *b, int x, int
 	return n;
 }
 
+/* An xterm desktop is READY DG_WORKER_XTERM_SHOWN_QUIET_MS after its window
+ * was drawn, not the general DG_SETTLE_QUIET_MS: the screen it shows then
+ * must already be the settled one, the shell's prompt drawn, with nothing
+ * drawn after it. */
+Test(desktop, xterm_is_ready_with_its_prompt_drawn, .timeout = 120)
+{
+	for (int i = 0; i < 4; i++) {
+		struct desk k;
+		desk_start(&k, DG_PROFILE_XTERM, 1280, 800);
+		struct image first, later;
+		json_decref(act(&k, "{\"type\":\"screenshot\"}", &first));
+		usleep(1000 * 1000);
+		json_decref(act(&k, "{\"type\":\"screenshot\"}", &later));
+		cr_assert(first.w == later.w && first.h == later.h &&
+				  memcmp(first.rgb, later.rgb, (size_t)first.w * first.h * 3) == 0,
+			  "start %d: the screen changed after READY (%d pixels near the prompt)", i,
+			  changed_near(&first, &later, 40, 10, 40));
+		/* The prompt ("$ " and the cursor block) in the top left corner. */
+		struct image corner = {.w = 60, .h = 20};
+		corner.rgb = malloc((size_t)corner.w * corner.h * 3);
+		cr_assert(corner.rgb);
+		for (int y = 0; y < corner.h; y++)
+			memcpy(corner.rgb + (size_t)y * corner.w * 3, first.rgb + (size_t)y * first.w * 3,
+			       (size_t)corner.w * 3);
+		cr_assert_gt(distinct_colors(&corner, 8), 1, "start %d: no prompt at READY", i);
+		free(corner.rgb);
+		free(first.rgb);
+		free(later.rgb);
+		desk_end(&k);
+	}
+}
+
 static const char *settled_of(json_t *res)
 {
 	const char *s = json_string_value(json_object_get(res, "settled"));
@@ -323,6 +355,35 @@ Test(desktop, xterm_move_settles_on_the_pointer, .timeout = 120)
 	cr_assert(waited, "five moves while the terminal prints all settled on the pointer alone "
 		  "(the last: %s)", last);
 	act_ok(&k, "{\"type\":\"key\",\"keys\":\"ctrl+c\"}");
+	desk_end(&k);
+}
+
+/* A screenshot of a screen that has not changed since an action settled
+ * is answered at once: after a move settled on the pointer's redraw
+ * (DG_SETTLE_POINTER_DRAWN_MS after it), not DG_SETTLE_QUIET_MS after
+ * that redraw. */
+Test(desktop, a_screenshot_of_a_settled_screen_is_answered_at_once, .timeout = 120)
+{
+	struct desk k;
+	desk_start(&k, DG_PROFILE_XTERM, 1280, 800);
+	int pairs = 0;
+	for (int i = 0; i < 10; i++) {
+		char a[96];
+		snprintf(a, sizeof(a), "{\"type\":\"move\",\"x\":%d,\"y\":500}", i % 2 ? 200 : 700);
+		json_t *res = act(&k, a, NULL);
+		bool pointer = strcmp(settled_of(res), "pointer") == 0;
+		json_decref(res);
+		res = act(&k, "{\"type\":\"screenshot\"}", NULL);
+		json_int_t settle = json_integer_value(json_object_get(res, "settle_ms"));
+		json_decref(res);
+		if (!pointer) /* something else drew (a loaded host): not this rule's case */
+			continue;
+		pairs++;
+		cr_assert_lt(settle, DG_SETTLE_QUIET_MS / 2,
+			     "move %d settled on the pointer, and the screenshot after it waited %lld ms",
+			     i, (long long)settle);
+	}
+	cr_assert_geq(pairs, 5, "only %d of 10 moves settled on the pointer", pairs);
 	desk_end(&k);
 }
 
