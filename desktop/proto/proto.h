@@ -543,6 +543,13 @@ void dg_worker_stop(struct dg_worker *w);
  * comes first, so a gateway that never says it bounds nothing. A cold
  * browser start takes about 1 s on the 2-core VM, 3-5 s on a loaded one. */
 #define DG_SPAWNER_START_CPU_MS 15000
+/* A desktop's worker and its X server end together (the worker dies when
+ * its RFB connection closes; Xvnc, -inetd, exits 0 when its one client
+ * goes), and a loaded host can reap them in either order. When the first
+ * to end does not show it was the cause (Xvnc's clean exit; the worker's
+ * own exit, not a signal), the spawner waits up to this long for the other
+ * before it names the reason. Below the gateway's DG_GW_GONE_WAIT_MS. */
+#define DG_SPAWNER_END_PAIR_MS 200
 #define DG_EXEC_ARGV_MAX 256          /* strings of an exec's argv (at least 1) */
 #define DG_EXEC_ARG_MAX 4096          /* bytes of one (argv[0] not empty) */
 #define DG_EXEC_STDIN_MAX (32 * 1024) /* bytes of an exec's stdin */

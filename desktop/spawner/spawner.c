@@ -48,6 +48,12 @@ struct session {
 	struct dg_worker worker;
 	long long cap_at;          /* ms: the CPU quota is due then at the latest
 				    * (DG_SPAWNER_START_CPU_MS); 0 once written */
+	/* The jail or the worker ended first without showing it was the
+	 * cause: the session ends once the other ends, or at end_at
+	 * (DG_SPAWNER_END_PAIR_MS), with end_why unless the other shows it
+	 * was the cause. 0 when nothing is pending. */
+	long long end_at;
+	char end_why[128];
 };
 
 /* The warm pool: desktops started ahead, fully jailed, each given to one
@@ -144,6 +150,7 @@ static void session_end(struct spawner *sp, struct session *s)
 	sp->fx->worker_stop(&s->worker);
 	sp->fx->desktop_destroy(&s->desktop);
 	s->used = false;
+	s->end_at = 0;
 }
 
 /* Ends session s, and tells the gateway why when it is somebody's (a warm
@@ -646,7 +653,46 @@ static void op_upload_check(struct spawner *sp, const struct dg_spawn_msg *req)
 
 /* ---- the loop ------------------------------------------------------------- */
 
-/* Reaps children: a session whose jail init or worker ended is over. */
+/* Why a desktop ended, from how its jail's init did (a wait status): init
+ * ends with its main program, the X server, and passes on how it ended
+ * (128 + the signal that killed it). Returns whether that shows the X
+ * server ended first: anything but Xvnc's clean exit, which follows its
+ * client's (the worker's) end. */
+static bool jail_why(int st, char *why, size_t n)
+{
+	if (WIFEXITED(st) && WEXITSTATUS(st) > 128)
+		snprintf(why, n, "the desktop ended: its X server (Xvnc) was killed by signal %d",
+			 WEXITSTATUS(st) - 128);
+	else if (WIFEXITED(st))
+		snprintf(why, n, "the desktop ended: its X server (Xvnc) exited with status %d",
+			 WEXITSTATUS(st));
+	else
+		snprintf(why, n, "the desktop ended: its init was killed by signal %d",
+			 WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+#define WORKER_ENDED "the desktop's worker ended"
+
+/* Ends every session whose pair's wait (end_at) is over; returns when the
+ * next one is due, or 0 when none is pending. */
+static long long end_pair_overdue(struct spawner *sp)
+{
+	long long now = dg_now_ms(), next = 0;
+	for (int i = 0; i < DG_SPAWNER_SESSIONS_MAX; i++) {
+		struct session *s = &sp->sessions[i];
+		if (s->used && s->end_at && s->end_at <= now) {
+			s->end_at = 0;
+			session_end_told(sp, s, s->end_why);
+		}
+		if (s->used && s->end_at && (!next || s->end_at < next))
+			next = s->end_at;
+	}
+	return next;
+}
+
+/* Reaps children: a session whose jail init or worker ended is over. Which
+ * one's end is the session's reason: see DG_SPAWNER_END_PAIR_MS. */
 static void reap(struct spawner *sp)
 {
 	struct signalfd_siginfo si;
@@ -663,30 +709,29 @@ static void reap(struct spawner *sp)
 			struct session *s = &sp->sessions[i];
 			if (!s->used)
 				continue;
-			const char *what = NULL;
 			char why[128];
+			bool cause;
 			if (p == s->desktop.jail.pid) {
 				s->desktop.jail.reaped = true;
 				s->desktop.jail.status = st;
-				/* init ends with its main program, the X server, and
-				 * passes on how it ended. */
-				if (WIFEXITED(st) && WEXITSTATUS(st) > 128)
-					snprintf(why, sizeof(why), "the desktop ended: its X server (Xvnc) "
-						 "was killed by signal %d", WEXITSTATUS(st) - 128);
-				else if (WIFEXITED(st))
-					snprintf(why, sizeof(why), "the desktop ended: its X server (Xvnc) "
-						 "exited with status %d", WEXITSTATUS(st));
-				else
-					snprintf(why, sizeof(why), "the desktop ended: its init was killed "
-						 "by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-				what = why;
+				cause = jail_why(st, why, sizeof(why));
 			} else if (p == s->worker.pid) {
 				s->worker.pid = -1;
-				what = "the desktop's worker ended";
-			}
-			if (!what)
+				snprintf(why, sizeof(why), "%s", WORKER_ENDED);
+				cause = WIFSIGNALED(st);
+			} else {
 				continue;
-			session_end_told(sp, s, what);
+			}
+			bool other_alive = p == s->desktop.jail.pid ? s->worker.pid > 0
+								    : !s->desktop.jail.reaped;
+			if (s->end_at) /* the second of the pair: the first's reason unless this one was the cause */
+				session_end_told(sp, s, cause ? why : s->end_why);
+			else if (cause || !other_alive)
+				session_end_told(sp, s, why);
+			else {
+				s->end_at = dg_now_ms() + DG_SPAWNER_END_PAIR_MS;
+				snprintf(s->end_why, sizeof(s->end_why), "%s", why);
+			}
 			break;
 		}
 	}
@@ -811,7 +856,10 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 	bool more = false;
 	for (;;) {
 		struct pollfd p[2] = {{sp->fd, POLLIN, 0}, {sp->sigfd, POLLIN, 0}};
-		long long cap = cap_overdue(sp); /* the next start's CPU quota due */
+		/* The next start's CPU quota due, or the next session end awaited
+		 * (end_pair_overdue), whichever comes first. */
+		long long cap = cap_overdue(sp), pair = end_pair_overdue(sp);
+		long long due = pair && (!cap || pair < cap) ? pair : cap;
 		if (sp->broken) /* a session it ended could not be told */
 			end_all_and_exit(sp, 1);
 		long long wait = -1;
@@ -824,8 +872,8 @@ __attribute__((noreturn)) static void spawner_main(int fd, bool verbose)
 									       : sp->pool.refill_at;
 			if (at > dg_now_ms())
 				wait = at - dg_now_ms();
-			if (cap) {
-				long long left = cap > dg_now_ms() ? cap - dg_now_ms() : 0;
+			if (due) {
+				long long left = due > dg_now_ms() ? due - dg_now_ms() : 0;
 				if (wait < 0 || left < wait)
 					wait = left;
 			}
