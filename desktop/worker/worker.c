@@ -1556,15 +1556,15 @@ static int advance(struct worker *w)
 		bool painted = !w->await_paint || w->last_update > w->settle_from ||
 			       t - w->settle_from >= DG_WORKER_PAINT_WAIT_MS;
 		bool framed = !w->frames_pending || t >= w->frames_deadline;
-		if ((painted && framed && !due && t - quiet_from >= quiet_ms) ||
-		    t - w->t_injected >= DG_SETTLE_MAX_MS) {
+		bool limit = t - w->t_injected >= DG_SETTLE_MAX_MS;
+		if ((painted && framed && !due && t - quiet_from >= quiet_ms) || limit) {
 			w->frames_pending = false;
-			w->settled_by = t - w->t_injected >= DG_SETTLE_MAX_MS ? "limit"
+			w->settled_by = limit ? "limit"
 					: w->pointer_only && !w->painted_at ? "pointer"
 					: !w->gated_at ? "quiet"
 					: w->painted_at ? "repaint"
 					: w->gate_changed ? "no_repaint" : "page";
-			if (strcmp(w->settled_by, "limit") != 0)
+			if (!limit)
 				w->settled_update = w->last_update;
 			settled(w);
 			return 0;

@@ -216,7 +216,7 @@ Test(instances, a_dead_instance_is_cleaned_by_another, .timeout = 300)
 	int nk = dg_test_children(a.srv.pid, kids, 8);
 	int lock = dg_test_slot_lock_share(a.srv.pid, a.slot);
 	cr_assert(lock >= 0, "a share of slot %u's lock from the gateway's processes: %s", a.slot,
-		  lock == -ENOENT ? "none of them holds it" : strerror(-lock));
+		  lock == -ENOENT ? "no child of the gateway holds it" : strerror(-lock));
 	kill(a.srv.pid, SIGKILL);
 	waitpid(a.srv.pid, NULL, 0);
 	a.srv.pid = -1;

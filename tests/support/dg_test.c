@@ -733,17 +733,12 @@ int dg_test_slots_under(pid_t root, uint32_t *slots, int max)
 
 int dg_test_slot_lock_share(pid_t root, uint32_t slot)
 {
-	static struct dg_test_procs procs; /* large: not on the stack */
 	char suffix[48];
 	snprintf(suffix, sizeof(suffix), "/slots/%u.lock", (unsigned)slot);
 	size_t sl = strlen(suffix);
-	/* The holders are root's children (the spawner) and the jail's own
-	 * processes; both are looked at. */
-	pid_t cand[DG_TEST_PROCS_MAX + 64];
+	/* The holder is root's child, the spawner (desktop/spawner/jail.c). */
+	pid_t cand[64];
 	int nc = dg_test_children(root, cand, 64);
-	dg_test_procs_under(root, &procs);
-	for (int k = 0; k < procs.n; k++)
-		cand[nc++] = procs.pid[k];
 	int failed = 0; /* the first pidfd call's error, if any */
 	for (int c = 0; c < nc; c++) {
 		char dir[64];

@@ -189,11 +189,11 @@ int dg_test_children(pid_t pid, pid_t *out, int max);
 int dg_test_slots_under(pid_t root, uint32_t *slots, int max);
 
 /* A descriptor sharing the open file of slot's lock (<run dir>/slots/N.lock)
- * with a process under root that holds it (pidfd_getfd): the flock stays
+ * with the child of root that holds it, the spawner (pidfd_getfd): the flock stays
  * held while the caller keeps it, even once every process of root is gone,
  * so no deskgate's stale cleanup can take that slot's groups before the
  * caller closes it. Returns the descriptor (the caller's to close),
- * -ENOENT when no process under root holds the lock, or the negative errno
+ * -ENOENT when no child of root holds the lock, or the negative errno
  * of pidfd_open/pidfd_getfd when the kernel refused them (-ENOSYS before
  * Linux 5.6, -EPERM under Yama's ptrace_scope 3). */
 int dg_test_slot_lock_share(pid_t root, uint32_t slot);
